@@ -1,0 +1,150 @@
+"""The one registry of diagnostic codes.
+
+Each entry has a stable code, a severity, a message template with named fields and an
+optional hint template. Ranges:
+
+    CQ00xx  preprocessor            CQ05xx  MMA
+    CQ01xx  lexer and parser        CQ06xx  parallel levels and control flow
+    CQ02xx  names, types, scalars   CQ07xx  constructs the Triton backend cannot map
+    CQ03xx  shapes and views        CQ09xx  internal compiler errors
+    CQ04xx  DMA and TMA
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Severity(enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    code: str
+    severity: Severity
+    template: str
+    hint: str | None = None
+
+
+E, W = Severity.ERROR, Severity.WARNING
+
+_TABLE: tuple[Code, ...] = (
+    # --- preprocessor -------------------------------------------------------------
+    Code("CQ0001", E, "unterminated conditional directive: missing #endif"),
+    Code("CQ0002", E, "#{directive} without a matching #if"),
+    Code("CQ0003", E, "malformed directive: {detail}"),
+    Code("CQ0004", E, "cannot evaluate #if expression: {detail}"),
+    Code("CQ0005", E, "macro '{name}' expects {expected} argument(s), got {actual}"),
+    Code("CQ0006", E, "unterminated argument list for macro '{name}'"),
+    Code("CQ0007", E, "macro expansion of '{name}' is too deep (recursive macro?)"),
+    Code("CQ0008", W, "macro '{name}' redefined differently"),
+    Code("CQ0009", E, "unterminated comment"),
+    # --- lexer and parser -----------------------------------------------------------
+    Code("CQ0101", E, "unexpected character {char!r}"),
+    Code("CQ0102", E, "unterminated string literal"),
+    Code("CQ0103", E, "malformed number literal '{text}'"),
+    Code("CQ0110", E, "expected {expected}, found {found}"),
+    Code("CQ0111", E, "unexpected {found} {context}"),
+    Code("CQ0112", E, "no __co__ function found in the source",
+         "a Croqtile function starts with `__co__ <return type> name(params) { ... }`"),
+    Code("CQ0113", E, "unbalanced braces: the __co__ function '{name}' is never closed"),
+    Code("CQ0114", E, "'{modifier}' must come {order}",
+         "modifiers go in this order: operation, config, .async, then attributes"),
+    Code("CQ0115", E, "nesting is too deep ({depth} levels)",
+         "split the expression or the block into smaller parts"),
+    Code("CQ0116", E, "'{name}' is a reserved word and cannot be used as a name"),
+    # --- names, types, scalars -------------------------------------------------------
+    Code("CQ0201", E, "symbol '{name}' is used before declaration"),
+    Code("CQ0202", E, "symbol '{name}' has been declared already"),
+    Code("CQ0203", E, "only mutable variables can be re-assigned ('{name}')",
+         "declare it with `mutable`, e.g. `mutable int {name} = ...;`"),
+    Code("CQ0204", E, "'{name}' is {actual}, expected {expected}"),
+    Code("CQ0205", E, "operator '{op}' cannot be applied to {lhs} and {rhs}"),
+    Code("CQ0206", W, "implicit conversion from '{src}' to '{dst}' may lose precision",
+         "write `__to<{dst}>(...)` to make the conversion explicit"),
+    Code("CQ0207", E, "'{name}' is not a bounded variable: '#' needs a parallel, foreach or with variable"),
+    Code("CQ0208", E, "'_' is not allowed as {what}"),
+    Code("CQ0209", E, "{what} must be an integer, got '{actual}'"),
+    Code("CQ0210", E, "index {index} is out of range for {what} of rank {rank}"),
+    Code("CQ0211", E, "return statement with a value in void function '{name}'"),
+    Code("CQ0212", E, "non-void function '{name}' has no return statement"),
+    Code("CQ0213", E, "'{name}' is a {kind}; it cannot be used {usage}"),
+    Code("CQ0214", E, "the element type '{elem}' has no torch or Triton equivalent",
+         "use a byte-sized type such as s8, u8, f8_e4m3 or f16"),
+    Code("CQ0215", E, "division by zero in a constant expression"),
+    Code("CQ0216", E, "ituple must be initialised with '{{' and '}}'"),
+    Code("CQ0217", E, "mdspan must be initialised with ':'"),
+    Code("CQ0218", E, "'{name}' is declared as {declared} but initialised as {actual}"),
+    Code("CQ0219", E, "the {what} storage cannot be used for a parameter"),
+    # --- shapes and views -----------------------------------------------------------
+    Code("CQ0301", E, "data rank ({rank}) must match the number of tiling factors ({count})"),
+    Code("CQ0302", E, "tiling factor exceeds data size ({factor} > {size}) in dimension {dim}"),
+    Code("CQ0303", E, "subspan too large for dimension {dim} ({extent} > {size})"),
+    Code("CQ0304", E, "index out of bounds for dimension {dim} ({index} >= {bound})"),
+    Code("CQ0305", E, "'{name}' has rank {rank} but is accessed with {count} indices"),
+    Code("CQ0306", E, "the mdspan size '{value}' is invalid: dimensions must be positive"),
+    Code("CQ0307", E, "dimensions of '{name}' must be static inside a parallel block (got '{dim}')",
+         "declare device buffers with constant sizes (use #define constants)"),
+    Code("CQ0308", E, "cannot apply span_as to reshape {src} ({src_count}) to {dst} ({dst_count})"),
+    Code("CQ0309", E, "in operation '{op}': dimension inconsistent ({lhs} vs. {rhs})"),
+    Code("CQ0310", W, "chunkat over '{bound}' tiles dimension {dim} of size {size} evenly only when it divides",
+         "use `subspan({tile}, ...).at(...)` for tiles that may run past the end"),
+    Code("CQ0311", E, "{what} expects {expected} values, got {actual}"),
+    Code("CQ0312", E, "'{name}' has shape {actual}, expected {expected}"),
+    # --- DMA and TMA -----------------------------------------------------------------
+    Code("CQ0401", E, "DMA element types differ: 'from' is {src}, 'to' is {dst}",
+         "DMA copies do not convert; convert in arithmetic or use a buffer of type {src}"),
+    Code("CQ0402", E, "DMA rank mismatch between 'from' and 'to': {src} != {dst}"),
+    Code("CQ0403", E, "DMA shapes are inconsistent: 'from' is {src}, 'to' is {dst}"),
+    Code("CQ0404", E, "DMA to-buffer is too small ({src} > {dst} elements)"),
+    Code("CQ0405", E, "'{storage}' cannot be a DMA destination outside a parallel block"),
+    Code("CQ0406", E, "'.{op}' is a TMA-only operation", "write `tma.{op}`"),
+    Code("CQ0407", E, "swizzle value must be 128, 64 or 32 (got {value})"),
+    Code("CQ0408", E, "the {what} configuration has {actual} entries but the data has rank {rank}"),
+    Code("CQ0409", E, "the transpose layout <{perm}> is not a permutation of 0..{last}"),
+    Code("CQ0410", E, "'{name}' is not a DMA future"),
+    Code("CQ0411", E, "asynchronous DMA must be bound to a named future",
+         "write `f = dma.copy.async ...;` and `wait f;` before using f.data"),
+    Code("CQ0412", E, "non-async future '{name}' cannot be waited"),
+    Code("CQ0413", W, "some async futures are not waited: {names}"),
+    Code("CQ0414", E, "TMA copies move data between global and shared memory only (got {src} -> {dst})"),
+    Code("CQ0415", E, "the TMA box shape must be computable on the host; dimension {dim} is '{extent}'",
+         "use `dma.copy` for tiles whose shape depends on values inside the kernel"),
+    Code("CQ0416", E, "a DMA copy must move data {what}"),
+    # --- MMA ------------------------------------------------------------------------
+    Code("CQ0501", E, "MMA operand '{name}' must be a matrix with a static shape, got {shape}"),
+    Code("CQ0502", E, "MMA shapes do not match: {a} and {b} disagree on K for layout .{la}.{lb}",
+         "{hint}"),
+    Code("CQ0503", E, "MMA accumulator '{name}' has shape {acc}, but the operands produce {expected}"),
+    Code("CQ0504", E, "MMA operand types {a} x {b} with accumulator {c} are not supported"),
+    Code("CQ0505", E, "only an accumulator created by mma.fill or mma.load can be {usage} ('{name}')"),
+    Code("CQ0506", E, "the MMA operation of '{name}' is never executed"),
+    Code("CQ0507", E, "mma.store destination has shape {dst}, the accumulator has {acc}"),
+    Code("CQ0508", E, "'{name}' is not an MMA fragment"),
+    # --- parallel levels and control flow ----------------------------------------------
+    Code("CQ0601", E, "bound {value} in parallel is invalid: it must be greater than 0"),
+    Code("CQ0602", E, "the parallel variable '{name}' is used twice in the same parallel statement"),
+    Code("CQ0603", E, "unable to infer the parallel level(s) between {outer} and {inner}"),
+    Code("CQ0604", E, "{threads} threads per block exceed the limit of 1024"),
+    Code("CQ0605", E, "threads per block ({threads}) must be a multiple of {multiple} when a '{level}' level exists"),
+    Code("CQ0606", E, "{what} is not allowed {where}"),
+    Code("CQ0607", E, "'{storage}' buffer '{name}' must be declared {where}"),
+    Code("CQ0608", E, "the parallel bound must be an integer, got '{actual}'"),
+    Code("CQ0609", E, "a '{inner}' level cannot be nested inside a '{outer}' level"),
+    Code("CQ0610", E, "parallel bounds of '{level}' levels must be constants (got '{bound}')"),
+    Code("CQ0611", E, "assertion failed: {message}"),
+    # --- constructs the Triton backend cannot map ------------------------------------------
+    Code("CQ0701", E, "{construct} is not supported by the Triton backend yet",
+         "{hint}"),
+    Code("CQ0702", E, "{construct} has no Triton mapping: {reason}"),
+    Code("CQ0703", E, "cannot lower this MMA to one tile-level dot: {reason}"),
+    Code("CQ0704", E, "tile extent '{extent}' has no static bound; Triton needs a constant tile shape"),
+    # --- internal -------------------------------------------------------------------
+    Code("CQ0901", E, "internal compiler error: {detail} (please report this)"),
+)
+
+CODES: dict[str, Code] = {entry.code: entry for entry in _TABLE}
+assert len(CODES) == len(_TABLE), "duplicate diagnostic code"
