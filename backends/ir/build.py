@@ -1,0 +1,215 @@
+"""Constructors for tile IR expressions: axes are merged by name, constants fold, and
+affine index expressions can be split into per-axis coefficients (``linearize``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...frontend.sema.dtypes import ElemType
+from ...frontend.sema.symbolic import Sym
+from . import nodes as ir
+
+I32 = ir.DType.I32
+I1 = ir.DType.I1
+
+_ELEM_TO_DTYPE = {
+    "f64": ir.DType.F64, "f32": ir.DType.F32, "tf32": ir.DType.F32, "f16": ir.DType.F16,
+    "bf16": ir.DType.BF16, "f8_e4m3": ir.DType.F8E4, "f8_e5m2": ir.DType.F8E5,
+    "s64": ir.DType.I64, "s32": ir.DType.I32, "int": ir.DType.I32, "s16": ir.DType.I16,
+    "s8": ir.DType.I8, "u64": ir.DType.U64, "u32": ir.DType.U32, "u16": ir.DType.U16,
+    "u8": ir.DType.U8, "bool": ir.DType.I1,
+}
+
+
+def dtype_of(elem: ElemType) -> ir.DType:
+    return _ELEM_TO_DTYPE[elem.name]
+
+
+def const(value: int | float | bool, dtype: ir.DType = I32) -> ir.Const:
+    return ir.Const((), dtype, value)
+
+
+def var(name: str, dtype: ir.DType = I32, axes: tuple[ir.Axis, ...] = ()) -> ir.Var:
+    return ir.Var(axes, dtype, name)
+
+
+def axis_index(axis: ir.Axis) -> ir.AxisIndex:
+    return ir.AxisIndex((axis,), I32, axis)
+
+
+def merged(*exprs: ir.Expr) -> tuple[ir.Axis, ...]:
+    axes: set[ir.Axis] = set()
+    for e in exprs:
+        axes.update(e.axes)
+    return ir.sort_axes(axes)
+
+
+def is_const(e: ir.Expr, value: int | float | None = None) -> bool:
+    if not isinstance(e, ir.Const):
+        return False
+    return value is None or e.value == value
+
+
+_FOLD = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b if b else None, "%": lambda a, b: a % b if b else None,
+}
+
+_COMPARE = {"<", "<=", ">", ">=", "==", "!="}
+
+
+def binary(op: str, lhs: ir.Expr, rhs: ir.Expr, dtype: ir.DType | None = None) -> ir.Expr:
+    """``lhs op rhs`` with constant folding and the identities x+0, x*1, x*0."""
+    if dtype is None:
+        dtype = I1 if op in _COMPARE else lhs.dtype
+    if isinstance(lhs, ir.Const) and isinstance(rhs, ir.Const) and op in _FOLD \
+            and not dtype.is_float:
+        value = _FOLD[op](lhs.value, rhs.value)
+        if value is not None:
+            return const(value, dtype)
+    if op == "+":
+        if is_const(rhs, 0):
+            return lhs
+        if is_const(lhs, 0):
+            return rhs
+    if op == "-" and is_const(rhs, 0):
+        return lhs
+    if op == "*":
+        if is_const(rhs, 1):
+            return lhs
+        if is_const(lhs, 1):
+            return rhs
+        if (is_const(rhs, 0) or is_const(lhs, 0)) and not dtype.is_float:
+            return const(0, dtype)
+    if op == "&":
+        if is_const(lhs, True) or is_const(lhs, 1):
+            return rhs
+        if is_const(rhs, True) or is_const(rhs, 1):
+            return lhs
+    return ir.Binary(merged(lhs, rhs), dtype, op, lhs, rhs)
+
+
+def add(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return binary("+", a, b)
+
+
+def mul(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return binary("*", a, b)
+
+
+def and_(a: ir.Expr | None, b: ir.Expr | None) -> ir.Expr | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return binary("&", a, b, I1)
+
+
+def cast(e: ir.Expr, dtype: ir.DType) -> ir.Expr:
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, ir.Const):
+        value = e.value
+        if dtype.is_float:
+            value = float(value)
+        elif dtype is I1:
+            value = bool(value)
+        else:
+            value = int(value)
+        return ir.Const((), dtype, value)
+    return ir.Cast(e.axes, dtype, e)
+
+
+def sym(value: Sym) -> ir.Expr:
+    """An IR expression for a host-computable integer (constants or dimension args)."""
+    if value.value is not None:
+        return const(value.value)
+    return var(value.render(ir.dim_var_name))
+
+
+def sym_names(value: Sym) -> set[str]:
+    return value.free_vars()
+
+
+# ---------------------------------------------------------------------- affine analysis
+
+
+@dataclass(frozen=True)
+class Linear:
+    """``sum(coef * leaf) + rest``: leaves are axis indices and collapsed loop indices
+    that occur linearly with constant coefficients; ``rest`` has none of them."""
+
+    axes: dict[ir.Axis, int]
+    collapsed: dict[str, tuple[int, int]]  # name -> (coefficient, extent)
+    rest: ir.Expr
+
+    def has_leaves(self) -> bool:
+        return bool(self.axes or self.collapsed)
+
+
+def linearize(e: ir.Expr) -> Linear | None:
+    """Split ``e`` into leaves and rest; None when a leaf occurs non-linearly."""
+    axes: dict[ir.Axis, int] = {}
+    collapsed: dict[str, tuple[int, int]] = {}
+    rest = _linear(e, 1, axes, collapsed)
+    if rest is None or _has_leaf(rest):
+        return None
+    return Linear(axes, collapsed, rest)
+
+
+def _linear(e: ir.Expr, scale: int, axes: dict[ir.Axis, int],
+            collapsed: dict[str, tuple[int, int]]) -> ir.Expr | None:
+    if isinstance(e, ir.AxisIndex):
+        axes[e.axis] = axes.get(e.axis, 0) + scale
+        return const(0)
+    if isinstance(e, ir.Collapsed):
+        coef, _ = collapsed.get(e.name, (0, e.extent))
+        collapsed[e.name] = (coef + scale, e.extent)
+        return const(0)
+    if isinstance(e, ir.Binary) and e.op in ("+", "-"):
+        lhs = _linear(e.lhs, scale, axes, collapsed)
+        rhs = _linear(e.rhs, scale if e.op == "+" else -scale, axes, collapsed)
+        if lhs is None or rhs is None:
+            return None
+        return binary(e.op, lhs, rhs)
+    if isinstance(e, ir.Binary) and e.op == "*":
+        if isinstance(e.rhs, ir.Const) and _has_leaf(e.lhs):
+            inner = _linear(e.lhs, scale * int(e.rhs.value), axes, collapsed)
+            return None if inner is None else mul(inner, e.rhs)
+        if isinstance(e.lhs, ir.Const) and _has_leaf(e.rhs):
+            inner = _linear(e.rhs, scale * int(e.lhs.value), axes, collapsed)
+            return None if inner is None else mul(e.lhs, inner)
+    if _has_leaf(e):
+        return None
+    return e
+
+
+def _has_leaf(e: ir.Expr) -> bool:
+    if isinstance(e, (ir.AxisIndex, ir.Collapsed)):
+        return True
+    for name in ("lhs", "rhs", "operand", "cond", "then", "other"):
+        child = getattr(e, name, None)
+        if isinstance(child, ir.Expr) and _has_leaf(child):
+            return True
+    if isinstance(e, ir.Call):
+        return any(_has_leaf(a) for a in e.args)
+    return False
+
+
+def has_collapsed(e: ir.Expr) -> bool:
+    if isinstance(e, ir.Collapsed):
+        return True
+    for name in ("lhs", "rhs", "operand", "cond", "then", "other"):
+        child = getattr(e, name, None)
+        if isinstance(child, ir.Expr) and has_collapsed(child):
+            return True
+    if isinstance(e, ir.Call):
+        return any(has_collapsed(a) for a in e.args)
+    return False
+
+
+def next_pow2(n: int) -> int:
+    size = 1
+    while size < n:
+        size *= 2
+    return size

@@ -1,0 +1,237 @@
+"""Lowering of ``foreach`` (spec 5.3), with three rules:
+
+1. An MMA K-slice loop -- a loop whose body only loads operand slices and accumulates
+   them into the same accumulators -- is *collapsed*: its index becomes a ``Collapsed``
+   leaf that the MMA lowering widens into one dot over the whole K tile.
+2. Variables whose iterations are independent -- every element written in the body is
+   indexed injectively by the variable and nothing written is read -- become tensor axes.
+3. The remaining variables are sequential loops; an accumulation ``x.at(i) += e`` whose
+   element does not depend on them is kept in a register across the loop (one load
+   before, one store after).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from ...frontend import syntax as ast
+from ...frontend.sema.model import LoopInfo, Symbol
+from . import build as b
+from . import nodes as ir
+from .errors import LoweringError, unsupported
+from .lower import KernelLowering, iter_stmts
+from .values import Bounded, Region, access, padding_mask
+
+
+def lower_foreach(kl: KernelLowering, stmt: ast.Foreach) -> None:
+    loops = kl.fn.loops[id(stmt)]
+    if _is_mma_slice_loop(stmt, loops) and _try_collapse(kl, stmt, loops):
+        return
+    vector = _vectorizable(kl, stmt, loops)
+    sequential: list[tuple[Symbol, LoopInfo, int]] = []
+    for loop in loops:
+        for i, sym in enumerate(loop.vars):
+            if sym in vector:
+                axis = kl.axis(("loop", id(sym)), loop.bounds[i].value or 1, sym.name)
+                kl.env[sym] = Bounded(b.axis_index(axis), loop.bounds[i])
+            else:
+                sequential.append((sym, loop, i))
+    accumulation = _promotable(kl, stmt, [s for s, _, _ in sequential])
+    if accumulation is not None:
+        _lower_accumulation(kl, stmt, sequential, loops, accumulation)
+        return
+    _emit_loops(kl, sequential, loops, lambda: kl.block(stmt.body), stmt)
+
+
+def _bind_tuples(kl: KernelLowering, loops: tuple[LoopInfo, ...]) -> None:
+    for loop in loops:
+        if loop.tuple_symbol is not None:
+            kl.env[loop.tuple_symbol] = [kl.env[v] for v in loop.vars]
+
+
+def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int]],
+                loops: tuple[LoopInfo, ...], body, stmt: ast.Foreach) -> None:
+    """Nested ``for`` loops over the sequential variables, then the body."""
+    if not sequential:
+        _bind_tuples(kl, loops)
+        body()
+        return
+    sym, loop, i = sequential[0]
+    name = kl.fresh(sym.name)
+    bound = loop.bounds[i]
+    start: ir.Expr = b.const(0)
+    stop: ir.Expr = kl.sym(bound)
+    if loop.lower and loop.lower[i] is not None:
+        start = kl.value(loop.lower[i])
+    if loop.upper and loop.upper[i] is not None:
+        stop = b.add(stop, kl.value(loop.upper[i]))
+    kl.env[sym] = Bounded(b.var(name), bound)
+    with kl.nested() as inner:
+        _emit_loops(kl, sequential[1:], loops, body, stmt)
+    kl.emit(ir.For(stmt.span, name, start, stop, inner.body, pipelined=False))
+
+
+# ----------------------------------------------------------------------- MMA K-slice loops
+
+
+def _is_mma_slice_loop(stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
+    if any(loop.lower or loop.upper for loop in loops):
+        return False
+    if not all(bound.value is not None for loop in loops for bound in loop.bounds):
+        return False
+    execs = 0
+    for inner in iter_stmts(stmt.body):
+        if isinstance(inner, ast.MmaExec):
+            execs += 1
+        elif isinstance(inner, ast.MmaLoad) and inner.declares:
+            continue
+        elif not isinstance(inner, (ast.Parallel, ast.Block, ast.Empty, ast.MmaCommit)):
+            return False
+    return execs > 0
+
+
+def _try_collapse(kl: KernelLowering, stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
+    """Lower the body once with collapsed indices; on CQ0703 undo and report False."""
+    body_len = len(kl.body)
+    saved_env = dict(kl.env)
+    for loop in loops:
+        for sym, bound in zip(loop.vars, loop.bounds):
+            kl.env[sym] = Bounded(ir.Collapsed((), b.I32, sym.name + str(id(sym)),
+                                               bound.value or 1), bound)
+    _bind_tuples(kl, loops)
+    try:
+        kl.block(stmt.body)
+    except LoweringError as err:
+        if err.code != "CQ0703":
+            raise
+        del kl.body[body_len:]
+        kl.env = saved_env
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------- vectorisation
+
+
+def _vectorizable(kl: KernelLowering, stmt: ast.Foreach,
+                  loops: tuple[LoopInfo, ...]) -> set[Symbol]:
+    targets: list[ast.Assign] = []
+    for inner in iter_stmts(stmt.body):
+        if isinstance(inner, (ast.Block, ast.Empty, ast.Foreach)):
+            continue
+        if isinstance(inner, ast.AssignStmt) and all(
+                isinstance(item.target, ast.ElemAccess) for item in inner.items):
+            targets.extend(inner.items)
+            continue
+        return set()
+    if not targets:
+        return set()
+    roots = {_root(kl, item.target) for item in targets}
+    if None in roots or any(_reads(kl, item.value, roots) for item in targets):
+        return set()
+    chosen: set[Symbol] = set()
+    for loop in loops:
+        if loop.lower or loop.upper:
+            continue
+        for sym, bound in zip(loop.vars, loop.bounds):
+            if bound.value is None or bound.value > 1024:
+                continue
+            if all(any(_injective(kl, idx, sym) for idx in item.target.indices)
+                   for item in targets):
+                chosen.add(sym)
+    return chosen
+
+
+def _root(kl: KernelLowering, access_node: ast.Expr) -> Symbol | None:
+    base = access_node.base if isinstance(access_node, ast.ElemAccess) else access_node
+    if isinstance(base, ast.Member):
+        base = base.obj
+    return kl.fn.refs.get(id(base)) if isinstance(base, ast.Ident) else None
+
+
+def _reads(kl: KernelLowering, expr: ast.Node, roots: set[Symbol | None]) -> bool:
+    if isinstance(expr, ast.ElemAccess) and _root(kl, expr) in roots:
+        return True
+    return any(_reads(kl, child, roots) for child in _children(expr))
+
+
+def _children(node: ast.Node):
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, ast.Node):
+            yield value
+        elif isinstance(value, tuple):
+            for item in value:
+                if isinstance(item, ast.Node):
+                    yield item
+
+
+def _references(kl: KernelLowering, expr: ast.Node, sym: Symbol) -> bool:
+    if isinstance(expr, ast.Ident):
+        ref = kl.fn.refs.get(id(expr))
+        return ref is sym or (ref is not None and sym in ref.members)
+    return any(_references(kl, child, sym) for child in _children(expr))
+
+
+def _injective(kl: KernelLowering, expr: ast.Expr, sym: Symbol) -> bool:
+    """Whether distinct values of ``sym`` give distinct values of ``expr``: ``sym``
+    itself, a bounded ituple holding it, or a ``#`` composition with such a side."""
+    if isinstance(expr, ast.Ident):
+        ref = kl.fn.refs.get(id(expr))
+        return ref is sym or (ref is not None and sym in ref.members)
+    if isinstance(expr, ast.Binary) and expr.op == "#":
+        left, right = _references(kl, expr.lhs, sym), _references(kl, expr.rhs, sym)
+        if left and not right:
+            return _injective(kl, expr.lhs, sym)
+        if right and not left:
+            return _injective(kl, expr.rhs, sym)
+    return False
+
+
+# ----------------------------------------------------------------------- accumulation
+
+
+def _promotable(kl: KernelLowering, stmt: ast.Foreach, sequential: list[Symbol]) -> ast.Assign | None:
+    if not sequential:
+        return None
+    stmts = [s for s in stmt.body.stmts if not isinstance(s, ast.Empty)]
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.AssignStmt) or len(stmts[0].items) != 1:
+        return None
+    item = stmts[0].items[0]
+    if item.op not in ("+=", "-=") or not isinstance(item.target, ast.ElemAccess):
+        return None
+    if any(_references(kl, idx, sym) for idx in item.target.indices for sym in sequential):
+        return None
+    if _reads(kl, item.value, {_root(kl, item.target)}):
+        return None
+    return item
+
+
+def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
+                        sequential: list[tuple[Symbol, object, int]],
+                        loops: tuple[LoopInfo, ...], item: ast.Assign) -> None:
+    _bind_tuples(kl, loops)
+    source, index, elem = kl.element(item.target)  # type: ignore[arg-type]
+    if not isinstance(source, Region):
+        raise unsupported(item.target.span, "accumulating into a register-resident buffer")
+    kl.fl.written.add(source.tensor.name)
+    pointer, mask = access(source, index)
+    dtype = source.tensor.dtype
+    name = kl.fresh("acc")
+    kl.emit(ir.Let(stmt.span, name, ir.Load(b.merged(pointer, *([mask] if mask else [])),
+                                            dtype, pointer, mask)))
+
+    def body() -> None:
+        current = ir.Var(pointer.axes, dtype, name)
+        value = b.cast(kl.value(item.value), dtype)
+        if set(value.axes) - set(pointer.axes):
+            raise unsupported(item.span, "accumulating values of several threads into one "
+                                         "element", "give each thread its own element")
+        new = kl._arith(item.op[:-1], current, value, elem)
+        kl.emit(ir.Let(item.span, name, b.cast(new, dtype)))
+
+    _emit_loops(kl, sequential, loops, body, stmt)  # type: ignore[arg-type]
+    value = ir.Var(b.merged(pointer), dtype, name)
+    store_mask = b.and_(mask, padding_mask(b.merged(pointer, value)))
+    kl.emit(ir.Store(item.span, pointer, value, store_mask))
+

@@ -1,0 +1,839 @@
+"""Checked AST -> tile IR (arch 3): the host program of a ``__co__`` function and one
+kernel per outermost ``parallel``.
+
+Blocks become programs, inner parallel levels and independent ``foreach`` loops become
+tensor axes, staged buffers become views of their source (loads are forwarded), and the
+four-step MMA becomes one ``tl.dot`` over the whole block tile (see ``mma.py``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ...frontend import syntax as ast
+from ...frontend.sema import dtypes
+from ...frontend.sema.levels import threads_per_block
+from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFunction, IndexItem,
+                                    Level, LevelInfo, ScalarType, Symbol, SymKind, TupleType,
+                                    ViewInfo)
+from ...frontend.sema.symbolic import Sym
+from ...frontend.source import Span
+from . import build as b
+from . import nodes as ir
+from .errors import LoweringError, unsupported
+from .values import (Acc, Bounded, Buffer, Operand, Region, Scalar, TensorRef, Tile, access,
+                     padding_mask)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Lowering choices that do not change results."""
+
+    num_warps: int | None = None
+    num_stages: int = 3
+    descriptors: bool = True  # tensor-descriptor loads/stores where aligned
+    f32_precision: str = "tf32"  # or "ieee"
+
+
+@dataclass(frozen=True)
+class BufferSlot:
+    """A write target inside a shared/local buffer: offsets and extents."""
+
+    buffer: Buffer
+    offsets: tuple[ir.Expr, ...]
+    extents: tuple[Sym, ...]
+
+
+# --------------------------------------------------------------------------- functions
+
+
+class FunctionLowering:
+    def __init__(self, fn: CheckedFunction, options: Options) -> None:
+        self.fn = fn
+        self.options = options
+        self.env: dict[Symbol, object] = {}
+        self.tensors: dict[str, TensorRef] = {}
+        self.body: list[ir.HostStmt] = []
+        self.kernels: list[ir.Kernel] = []
+        self.written: set[str] = set()
+        self.params: list[ir.HostParam] = []
+
+    def lower(self) -> ir.Function:
+        node = self.fn.node
+        for sym in self.fn.params:
+            self._param(sym)
+        for stmt in node.body.stmts:
+            self._host_stmt(stmt)
+        clones = [p.name for p in self.params
+                  if p.kind == "tensor" and p.storage != "global" and not p.by_ref
+                  and p.name in self.written]
+        return ir.Function(node.name, self.params, self.body, self.fn.returns,
+                           sorted(self.fn.dims), self.kernels, clones)
+
+    def _param(self, sym: Symbol) -> None:
+        elem = sym.elem or dtypes.F32
+        if sym.kind is SymKind.DATA:
+            tensor = TensorRef(sym.name, elem, sym.shape or ())
+            self.tensors[sym.name] = tensor
+            self.env[sym] = tensor
+            storage = "global" if _declared_global(self.fn, sym) else "host"
+            self.params.append(ir.HostParam(sym.name, "tensor", elem.name, sym.shape or (),
+                                            by_ref=sym.by_ref, storage=storage))
+        else:
+            self.env[sym] = Scalar(b.var(sym.name, b.dtype_of(elem)), elem)
+            self.params.append(ir.HostParam(sym.name, "scalar", elem.name))
+
+    def _host_stmt(self, stmt: ast.Stmt) -> None:
+        if isinstance(stmt, (ast.Empty, ast.MmaCommit)):
+            return
+        if isinstance(stmt, ast.SpannedDecl):
+            for sym in self.fn.decls.get(id(stmt), []):
+                self._alloc(stmt, sym)
+            return
+        if isinstance(stmt, ast.Parallel):
+            index = len(self.kernels)
+            kernel = KernelLowering(self, stmt, f"{self.fn.node.name}_k{index}").lower()
+            self.kernels.append(kernel)
+            self.body.append(ir.HostLaunch(kernel))
+            return
+        if isinstance(stmt, ast.ReturnStmt):
+            sym = self.fn.returned
+            self.body.append(ir.HostReturn(sym.name if sym is not None else None))
+            if sym is not None and sym.is_param:
+                self.written.add(sym.name)  # returning a parameter returns a copy
+            return
+        if isinstance(stmt, ast.ScalarDecl):
+            for sym in self.fn.decls.get(id(stmt), []):
+                if sym.value is None or not sym.value.is_const or sym.mutable:
+                    raise unsupported(stmt.span, "a host scalar computed at run time")
+                self.env[sym] = Scalar(b.const(sym.value.value or 0), sym.elem or dtypes.INT)
+            return
+        if isinstance(stmt, (ast.MdspanDecl, ast.ItupleDecl)):
+            return  # compile-time values: the checker folded their uses
+        raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
+                          "host code may allocate buffers, launch parallel blocks and return")
+
+    def _alloc(self, stmt: ast.SpannedDecl, sym: Symbol) -> None:
+        elem = sym.elem or dtypes.F32
+        if elem.torch is None:
+            raise LoweringError("CQ0214", stmt.span, elem=elem.name)
+        tensor = TensorRef(sym.name, elem, sym.shape or ())
+        self.tensors[sym.name] = tensor
+        self.env[sym] = tensor
+        var = next(v for v in stmt.vars if v.name == sym.name)
+        fill = None
+        if var.init is not None:
+            info = self.fn.exprs.get(id(var.init))
+            fill = _literal_value(var.init, info)
+            if fill is None:
+                raise unsupported(var.init.span, "a buffer initialiser that is not a constant")
+        self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
+
+
+def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
+    for param in fn.node.params:
+        if param.name == sym.name:
+            return param.storage == "global"
+    return False
+
+
+def _literal_value(expr: ast.Expr, info: object) -> float | int | None:
+    if isinstance(expr, ast.IntLit):
+        return expr.value
+    if isinstance(expr, ast.FloatLit):
+        return expr.value
+    if isinstance(expr, ast.BoolLit):
+        return int(expr.value)
+    static = getattr(info, "static", None)
+    if static is not None and static.is_const:
+        return static.value
+    return None
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@dataclass
+class _Scope:
+    """The statement list being filled."""
+
+    body: list[ir.Stmt] = field(default_factory=list)
+
+
+class KernelLowering:
+    def __init__(self, fl: FunctionLowering, stmt: ast.Parallel, name: str) -> None:
+        self.fl = fl
+        self.fn = fl.fn
+        self.stmt = stmt
+        self.name = name
+        self.env: dict[Symbol, object] = dict(fl.env)
+        self.scopes: list[list[ir.Stmt]] = [[]]
+        self.prologue: list[ir.Stmt] = []
+        self.axes: dict[object, ir.Axis] = {}
+        self.order = itertools.count()
+        self.params: dict[str, ir.KernelParam] = {}
+        self.flags: dict[str, str] = {}
+        self.used_names: set[str] = set()
+        self.level_bounds: dict[Level, int] = {}
+        self.descs: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.has_dot = False
+
+    # ------------------------------------------------------------------ naming and emission
+    def fresh(self, base: str) -> str:
+        base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base) or "v"
+        if keyword.iskeyword(base) or base in ("tl", "triton", "torch"):
+            base += "_"
+        name = base
+        for i in itertools.count(1):
+            if name not in self.used_names and name not in self.params:
+                break
+            name = f"{base}_{i}"
+        self.used_names.add(name)
+        return name
+
+    def emit(self, stmt: ir.Stmt) -> None:
+        self.scopes[-1].append(stmt)
+
+    @property
+    def body(self) -> list[ir.Stmt]:
+        return self.scopes[-1]
+
+    def nested(self) -> _Nested:
+        return _Nested(self)
+
+    def let(self, base: str, value: ir.Expr, span: Span | None = None) -> ir.Var:
+        if isinstance(value, (ir.Const, ir.Var, ir.AxisIndex)):
+            return value  # type: ignore[return-value]
+        name = self.fresh(base)
+        self.emit(ir.Let(span, name, value))
+        return ir.Var(value.axes, value.dtype, name)
+
+    def axis(self, key: object, extent: int, base: str) -> ir.Axis:
+        """The axis for ``key``; the same hardware level reuses its axis (so that an
+        accumulator private to ``p1`` of one parallel matches ``p1`` of another)."""
+        axis = self.axes.get(key)
+        if axis is None:
+            axis = ir.Axis(self.fresh(f"ax_{base}"), b.next_pow2(extent), extent,
+                           next(self.order))
+            self.axes[key] = axis
+        return axis
+
+    def tile_axis(self, extent: Sym, base: str, span: Span) -> ir.Axis:
+        if extent.value is None:
+            raise LoweringError("CQ0704", span, extent=extent)
+        return self.axis(object(), extent.value, base)
+
+    # ------------------------------------------------------------------ parameters
+    def use_tensor(self, tensor: TensorRef) -> TensorRef:
+        if tensor.pointer not in self.params:
+            self.params[tensor.pointer] = ir.KernelParam(tensor.pointer, ir.ParamKind.POINTER,
+                                                         tensor.dtype, tensor.name)
+        for dim in tensor.dims:
+            self.use_sym(dim)
+        return tensor
+
+    def use_sym(self, value: Sym) -> None:
+        for name in sorted(value.free_vars()):
+            pname = ir.dim_var_name(name)
+            if pname not in self.params:
+                self.params[pname] = ir.KernelParam(pname, ir.ParamKind.INT, ir.DType.I32,
+                                                    Sym.var(name))
+
+    def sym(self, value: Sym) -> ir.Expr:
+        self.use_sym(value)
+        return b.sym(value)
+
+    def tma_flag(self, tensor: TensorRef) -> str:
+        """A constexpr flag the host sets when ``tensor`` suits a tensor descriptor:
+        16-byte aligned base and leading strides."""
+        name = f"TMA_{tensor.name}"
+        if name not in self.flags:
+            size = tensor.elem.bits // 8
+            conds = [f"{ir.host_var_name(tensor.name)}.data_ptr() % 16 == 0"]
+            for stride in tensor.strides()[:-1]:
+                conds.append(f"{stride.render(ir.dim_var_name)} * {size} % 16 == 0")
+            self.flags[name] = " and ".join(conds)
+        return name
+
+    def use_scalar(self, sym: Symbol) -> None:
+        if sym.name not in self.params:
+            kind = ir.ParamKind.FLOAT if sym.elem and sym.elem.is_float else ir.ParamKind.INT
+            self.params[sym.name] = ir.KernelParam(sym.name, kind,
+                                                   b.dtype_of(sym.elem or dtypes.INT), sym.name)
+
+    # ------------------------------------------------------------------ kernel
+    def lower(self) -> ir.Kernel:
+        levels = list(self.fn.parallels[id(self.stmt)])
+        grid: tuple[Sym, ...] = (Sym(1),)
+        if levels and levels[0].level is Level.BLOCK:
+            grid = self._program_ids(levels.pop(0))
+        with self.nested_levels(levels):
+            self.block(self.stmt.body)
+        body = self.prologue + self.scopes[0]
+        params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
+        for name in self.flags:
+            params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
+        return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
+                         body, self._num_warps(), self.fl.options.num_stages, self.stmt.span,
+                         dict(self.flags))
+
+    def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
+        bounds = level.bounds
+        for bound in bounds:
+            self.use_sym(bound)
+        names = [self.fresh(v.name) for v in level.vars]
+        if len(bounds) <= 3:
+            for i, (sym, name) in enumerate(zip(level.vars, names)):
+                self.emit(ir.Let(level.node.span if level.node else None, name,
+                                 ir.Call((), b.I32, "program_id", (b.const(i),))))
+                self.env[sym] = Bounded(b.var(name), sym.bound or Sym(1))
+            self._bind_tuple(level)
+            return tuple(bounds)
+        # more than three grid axes: one flat axis, decomposed row-major
+        flat = self.fresh("pid")
+        self.emit(ir.Let(None, flat, ir.Call((), b.I32, "program_id", (b.const(0),))))
+        rest: ir.Expr = b.var(flat)
+        for sym, name, bound in reversed(list(zip(level.vars, names, bounds))):
+            size = b.sym(bound)
+            self.emit(ir.Let(None, name, b.binary("%", rest, size)))
+            rest = b.binary("//", rest, size)
+            self.env[sym] = Bounded(b.var(name), bound)
+        self._bind_tuple(level)
+        total = Sym(1)
+        for bound in bounds:
+            total = total * bound
+        return (total,)
+
+    def _bind_tuple(self, level: LevelInfo) -> None:
+        if level.tuple_symbol is not None:
+            self.env[level.tuple_symbol] = [self.env[v] for v in level.vars]
+
+    def _num_warps(self) -> int:
+        if self.fl.options.num_warps:
+            return self.fl.options.num_warps
+        threads = threads_per_block(self.level_bounds)
+        warps = max(1, min(16, -(-threads // 32)))
+        warps = b.next_pow2(warps)
+        return max(warps, 4) if self.has_dot else min(warps, 8)
+
+    # ------------------------------------------------------------------ levels
+    def nested_levels(self, levels: list[LevelInfo]) -> _LevelScope:
+        return _LevelScope(self, levels)
+
+    def enter_level(self, level: LevelInfo) -> None:
+        total = 1
+        for j, (sym, bound) in enumerate(zip(level.vars, level.bounds)):
+            extent = bound.value or 1
+            total *= extent
+            if extent == 1:
+                self.env[sym] = Bounded(b.const(0), bound)
+                continue
+            axis = self.axis((level.level, j, extent), extent, sym.name)
+            self.env[sym] = Bounded(b.axis_index(axis), bound)
+        previous = self.level_bounds.get(level.level, 1)
+        self.level_bounds[level.level] = max(previous, total)
+        self._bind_tuple(level)
+
+    # ------------------------------------------------------------------ statements
+    def block(self, block: ast.Block) -> None:
+        for stmt in block.stmts:
+            self.stmt(stmt)
+
+    def stmt(self, stmt: ast.Stmt) -> None:
+        method = getattr(self, "_s_" + type(stmt).__name__, None)
+        if method is None:
+            raise unsupported(stmt.span, _describe(stmt))
+        method(stmt)
+
+    def _s_Block(self, stmt: ast.Block) -> None:
+        self.block(stmt)
+
+    def _s_Empty(self, stmt: ast.Empty) -> None:
+        pass
+
+    def _s_MmaCommit(self, stmt: ast.MmaCommit) -> None:
+        pass
+
+    def _s_SyncStmt(self, stmt: ast.SyncStmt) -> None:
+        if stmt.kind == "barrier" and stmt.level in ("device", "block"):
+            raise LoweringError("CQ0702", stmt.span, construct="a grid-wide barrier",
+                                reason="Triton programs cannot wait for each other; split the "
+                                       "work into two parallel blocks (two launches)")
+        # block-level barriers and fences: Triton orders memory within a program
+
+    def _s_WaitStmt(self, stmt: ast.WaitStmt) -> None:
+        pass  # copies are performed when issued; waiting has nothing left to do
+
+    def _s_Parallel(self, stmt: ast.Parallel) -> None:
+        levels = list(self.fn.parallels[id(stmt)])
+        for level in levels:
+            if level.level is Level.BLOCK:
+                raise LoweringError("CQ0609", stmt.span, inner="block", outer="block")
+        with self.nested_levels(levels):
+            self.block(stmt.body)
+
+    def _s_SpannedDecl(self, stmt: ast.SpannedDecl) -> None:
+        for sym in self.fn.decls.get(id(stmt), []):
+            elem = sym.elem or dtypes.F32
+            if elem.torch is None:
+                raise LoweringError("CQ0214", stmt.span, elem=elem.name)
+            if sym.array_dims:
+                raise unsupported(stmt.span, "arrays of buffers")
+            buffer = Buffer(sym, sym.shape or (), elem)
+            var = next(v for v in stmt.vars if v.name == sym.name)
+            if var.init is not None:
+                buffer.content = self._filled_tile(buffer, var.init)
+            self.env[sym] = buffer
+
+    def _filled_tile(self, buffer: Buffer, init: ast.Expr) -> Tile:
+        value = self.value(init)
+        if value.axes:
+            raise unsupported(init.span, "a buffer initialiser that differs between threads")
+        dims = tuple(self.tile_axis(d, buffer.symbol.name, init.span) for d in buffer.shape)
+        dtype = b.dtype_of(buffer.elem)
+        fill = value.value if isinstance(value, ir.Const) else None
+        if fill is None:
+            raise unsupported(init.span, "a buffer initialiser that is not a constant")
+        tile = self.let(buffer.symbol.name, ir.Full(ir.sort_axes(dims), dtype, fill))
+        return Tile(tile, dims, buffer.elem)
+
+    def _s_ScalarDecl(self, stmt: ast.ScalarDecl) -> None:
+        for item, sym in zip(stmt.items, self.fn.decls.get(id(stmt), [])):
+            elem = sym.elem or dtypes.INT
+            dtype = b.dtype_of(elem)
+            if item.init is None:
+                value: ir.Expr = b.const(0, dtype)
+            else:
+                value = b.cast(self.value(item.init), dtype)
+            if sym.mutable:
+                name = self.fresh(sym.name)
+                self.emit(ir.Let(stmt.span, name, value))
+                self.env[sym] = Scalar(ir.Var(value.axes, dtype, name), elem)
+            else:
+                self.env[sym] = Scalar(self.let(sym.name, value, stmt.span), elem)
+
+    def _s_AssignStmt(self, stmt: ast.AssignStmt) -> None:
+        declared = {s.name: s for s in self.fn.decls.get(id(stmt), [])}
+        for item in stmt.items:
+            self._assign(stmt, item, declared)
+
+    def _assign(self, stmt: ast.AssignStmt, item: ast.Assign, declared: dict[str, Symbol]) -> None:
+        target = item.target
+        if isinstance(target, ast.Ident):
+            sym = self.fn.refs.get(id(target))
+            if sym is None:
+                raise unsupported(item.span, "this assignment")
+            if target.name in declared and declared[target.name] is sym:
+                self._declare_value(sym, item.value, stmt.span)
+                return
+            current = self.env.get(sym)
+            if isinstance(current, Acc):
+                self._acc_arith(current, item)
+                return
+            if isinstance(current, Scalar) and isinstance(current.expr, ir.Var):
+                value = self._compound(item.op, current.expr, item.value, current.elem)
+                self.emit(ir.Let(stmt.span, current.expr.name, b.cast(value, current.expr.dtype)))
+                self.env[sym] = Scalar(ir.Var(value.axes, current.expr.dtype, current.expr.name),
+                                       current.elem)
+                return
+            raise unsupported(item.span, f"assigning to '{target.name}' here")
+        if isinstance(target, ast.ElemAccess):
+            self._store_element(stmt, target, item)
+            return
+        raise unsupported(item.span, "this assignment target")
+
+    def _declare_value(self, sym: Symbol, value: ast.Expr, span: Span) -> None:
+        if sym.kind is SymKind.VIEW:
+            self.env[sym] = self.resolve_view_read(value)  # type: ignore[arg-type]
+            return
+        info = self.fn.exprs.get(id(value))
+        expr = self.value(value)
+        if info is not None and isinstance(info.type, BoundedType):
+            self.env[sym] = Bounded(self.let(sym.name, expr, span), info.type.bound)
+        else:
+            elem = sym.elem or dtypes.INT
+            self.env[sym] = Scalar(self.let(sym.name, b.cast(expr, b.dtype_of(elem)), span), elem)
+
+    def _compound(self, op: str, current: ir.Expr, value: ast.Expr, elem: dtypes.ElemType) -> ir.Expr:
+        rhs = b.cast(self.value(value), current.dtype)
+        if op == "=":
+            return rhs
+        return self._arith(op[:-1], current, rhs, elem)
+
+    def _store_element(self, stmt: ast.AssignStmt, target: ast.ElemAccess, item: ast.Assign) -> None:
+        region, index, elem = self.element(target)
+        if isinstance(region, Tile):
+            raise unsupported(target.span, "writing single elements of a register-resident buffer")
+        self.fl.written.add(region.tensor.name)
+        pointer, mask = access(region, index)
+        value = b.cast(self.value(item.value), region.tensor.dtype)
+        if item.op != "=":
+            current = ir.Load(pointer.axes, pointer.dtype, pointer, mask)
+            value = b.cast(self._arith(item.op[:-1], current, value, elem), region.tensor.dtype)
+        mask = b.and_(mask, padding_mask(b.merged(pointer, value)))
+        self.emit(ir.Store(stmt.span, pointer, value, mask))
+
+    # ------------------------------------------------------------------ loops
+    def _s_With(self, stmt: ast.With) -> None:
+        for loop in self.fn.loops[id(stmt)]:
+            for sym, bound in zip(loop.vars, loop.bounds):
+                self.env[sym] = Bounded(b.const(0), bound)
+            if loop.tuple_symbol is not None:
+                self.env[loop.tuple_symbol] = [self.env[v] for v in loop.vars]
+        self.block(stmt.body)
+
+    def _s_Foreach(self, stmt: ast.Foreach) -> None:
+        from .loops import lower_foreach
+
+        lower_foreach(self, stmt)
+
+    def _s_While(self, stmt: ast.While) -> None:
+        raise unsupported(stmt.span, "'while' loops")
+
+    def _s_If(self, stmt: ast.If) -> None:
+        cond = self.value(stmt.cond)
+        if cond.axes:
+            raise unsupported(stmt.cond.span, "an 'if' whose condition differs between threads",
+                              "use `inthreads (...)` or compute both values and select")
+        cond = b.binary("!=", cond, b.const(0, cond.dtype)) if cond.dtype != b.I1 else cond
+        with self.nested() as then:
+            self.block(stmt.then)
+        other: list[ir.Stmt] = []
+        if stmt.other is not None:
+            with self.nested() as other_scope:
+                self.block(stmt.other)
+            other = other_scope.body
+        self.emit(ir.If(stmt.span, cond, then.body, other))
+
+    # ------------------------------------------------------------------ DMA
+    def _s_DmaStmt(self, stmt: ast.DmaStmt) -> None:
+        from .dma import lower_dma
+
+        lower_dma(self, stmt)
+
+    def _s_DmaAny(self, stmt: ast.DmaAny) -> None:
+        raise unsupported(stmt.span, "'dma.any' placeholders")
+
+    # ------------------------------------------------------------------ MMA
+    def _s_MmaFill(self, stmt: ast.MmaFill) -> None:
+        from .mma import lower_fill
+
+        lower_fill(self, stmt)
+
+    def _s_MmaLoad(self, stmt: ast.MmaLoad) -> None:
+        from .mma import lower_load
+
+        lower_load(self, stmt)
+
+    def _s_MmaExec(self, stmt: ast.MmaExec) -> None:
+        from .mma import lower_exec
+
+        lower_exec(self, stmt)
+
+    def _s_MmaStore(self, stmt: ast.MmaStore) -> None:
+        from .mma import lower_store
+
+        lower_store(self, stmt)
+
+    def _acc_arith(self, acc: Acc, item: ast.Assign) -> None:
+        from .mma import acc_arith
+
+        acc_arith(self, acc, item)
+
+    # ------------------------------------------------------------------ views
+    def resolve_view(self, view: ast.Expr, write: bool = False) -> Region | Tile | BufferSlot:
+        """The region (or buffer slot, or register tile) a view expression denotes."""
+        if not isinstance(view, ast.View):
+            raise unsupported(view.span, "this operand")
+        info: ViewInfo = self.fn.views[id(view)]
+        if info.array_index:
+            raise unsupported(view.span, "arrays of buffers")
+        root = self.env.get(info.root)
+        offsets: list[ir.Expr] = []
+        extents = info.root.shape or ()
+        base = root
+        if isinstance(root, Buffer):
+            extents = root.shape
+            if not write:
+                if root.content is None:
+                    raise unsupported(view.span, f"reading '{info.root.name}' before anything "
+                                                 "is copied or stored into it")
+                base = root.content
+        elif isinstance(root, TensorRef):
+            base = Region.whole(self.use_tensor(root))
+            extents = root.dims
+        elif not isinstance(root, (Region, Tile)):
+            raise unsupported(view.span, f"'{info.root.name}' as a view")
+        offsets = [b.const(0) for _ in extents]
+        for step in info.steps:
+            if step.kind == "span_as":
+                raise unsupported(step.span, "'span_as'")
+            for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
+                offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
+            extents = step.extents
+        if isinstance(base, Buffer):
+            return BufferSlot(base, tuple(offsets), tuple(extents))
+        if isinstance(base, Region):
+            if len(base.origin) != len(offsets):
+                raise unsupported(view.span, "views that change the rank of their data")
+            return base.shifted(offsets, tuple(extents))
+        assert isinstance(base, Tile)
+        if all(b.is_const(o, 0) for o in offsets) and all(
+                e.value == d.extent for e, d in zip(extents, base.dims)):
+            return base
+        raise unsupported(view.span, "a sub-view of a register-resident buffer",
+                          "copy the whole buffer, or stage the data with dma.copy first")
+
+    def resolve_view_read(self, view: ast.Expr) -> Region | Tile:
+        result = self.resolve_view(view)
+        assert not isinstance(result, BufferSlot)
+        return result
+
+    def index_item(self, item: IndexItem) -> ir.Expr:
+        if item.expr is None:
+            return b.const(0)
+        if item.member is None:
+            return self.value(item.expr)
+        return self.members(item.expr)[item.member]
+
+    def members(self, expr: ast.Expr) -> list[ir.Expr]:
+        """Element values of a bounded ituple or an ituple."""
+        info = self.fn.exprs.get(id(expr))
+        if info is not None and isinstance(info.type, TupleType):
+            return [self.sym(v) if v is not None else b.const(0) for v in info.type.values]
+        if isinstance(expr, ast.Ident):
+            sym = self.fn.refs.get(id(expr))
+            value = self.env.get(sym) if sym is not None else None
+            if isinstance(value, list):
+                return [self._as_expr(v, expr.span) for v in value]
+        raise unsupported(expr.span, "this tuple expression")
+
+    # ------------------------------------------------------------------ element access
+    def element(self, e: ast.ElemAccess) -> tuple[Region | Tile, list[ir.Expr], dtypes.ElemType]:
+        base = e.base
+        if isinstance(base, ast.Member) and base.member in ("data", "mdata"):
+            base = base.obj
+        if not isinstance(base, ast.Ident):
+            raise unsupported(e.span, "this element access")
+        sym = self.fn.refs.get(id(base))
+        value = self.env.get(sym) if sym is not None else None
+        if isinstance(value, TensorRef):
+            source: Region | Tile = Region.whole(self.use_tensor(value))
+            elem = value.elem
+        elif isinstance(value, Buffer):
+            if value.content is None:
+                raise unsupported(e.span, f"reading '{base.name}' before it holds data")
+            source = value.content
+            elem = value.elem
+        elif isinstance(value, (Region, Tile)):
+            source = value
+            elem = value.tensor.elem if isinstance(value, Region) else value.elem
+        else:
+            raise unsupported(e.span, "this element access")
+        index: list[ir.Expr] = []
+        for expr in e.indices:
+            info = self.fn.exprs.get(id(expr))
+            if info is not None and isinstance(info.type, (BoundedTupleType, TupleType)):
+                index.extend(self.members(expr))
+            else:
+                index.append(self.value(expr))
+        return source, index, elem
+
+    # ------------------------------------------------------------------ expressions
+    def value(self, e: ast.Expr) -> ir.Expr:
+        info = self.fn.exprs.get(id(e))
+        if info is not None and info.static is not None and _is_int_type(info.type):
+            return self.sym(info.static)
+        method = getattr(self, "_e_" + type(e).__name__, None)
+        if method is None:
+            raise unsupported(e.span, _describe(e))
+        return method(e)
+
+    def _as_expr(self, value: object, span: Span) -> ir.Expr:
+        if isinstance(value, (Scalar, Bounded)):
+            return value.expr
+        raise unsupported(span, "this value in an expression")
+
+    def _e_Ident(self, e: ast.Ident) -> ir.Expr:
+        sym = self.fn.refs.get(id(e))
+        if sym is None:
+            raise unsupported(e.span, f"the name '{e.name}' here")
+        if sym.kind is SymKind.DIM:
+            return self.sym(Sym.var(sym.name))
+        value = self.env.get(sym)
+        if isinstance(value, Scalar) and sym.is_param:
+            self.use_scalar(sym)
+        return self._as_expr(value, e.span)
+
+    def _e_IntLit(self, e: ast.IntLit) -> ir.Expr:
+        return b.const(e.value)
+
+    def _e_FloatLit(self, e: ast.FloatLit) -> ir.Expr:
+        return b.const(e.value, ir.DType.F32 if e.is_f32 else ir.DType.F64)
+
+    def _e_BoolLit(self, e: ast.BoolLit) -> ir.Expr:
+        return b.const(e.value, b.I1)
+
+    def _e_InfLit(self, e: ast.InfLit) -> ir.Expr:
+        return b.const(float("inf"), ir.DType.F32)
+
+    def _e_ElemAccess(self, e: ast.ElemAccess) -> ir.Expr:
+        source, index, elem = self.element(e)
+        if isinstance(source, Tile):
+            return self._tile_element(source, index, e.span)
+        pointer, mask = access(source, index)
+        return ir.Load(b.merged(pointer, *( [mask] if mask is not None else [])),
+                       pointer.dtype, pointer, mask)
+
+    def _tile_element(self, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
+        """Reading a register tile at indices that are exactly its own axes."""
+        if all(isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, tile.dims)):
+            return tile.expr
+        raise unsupported(span, "reading single elements of a register-resident buffer at "
+                                "computed positions",
+                          "read the data from where it was copied from, or use whole-tile code")
+
+    def _e_Binary(self, e: ast.Binary) -> ir.Expr:
+        if e.op == "#":
+            rhs_info = self.fn.exprs[id(e.rhs)]
+            bound = rhs_info.type.bound if isinstance(rhs_info.type, BoundedType) else Sym(1)
+            return b.add(b.mul(self.value(e.lhs), self.sym(bound)), self.value(e.rhs))
+        lhs, rhs = self.value(e.lhs), self.value(e.rhs)
+        info = self.fn.exprs[id(e)]
+        if e.op in ("&&", "||"):
+            return b.binary("&" if e.op == "&&" else "|", _truth(lhs), _truth(rhs), b.I1)
+        if e.op in ("==", "!=", "<", "<=", ">", ">="):
+            common = _common_dtype(lhs.dtype, rhs.dtype)
+            return b.binary(e.op, b.cast(lhs, common), b.cast(rhs, common), b.I1)
+        elem = info.type.elem if isinstance(info.type, ScalarType) else dtypes.INT
+        return self._arith(e.op, lhs, rhs, elem)
+
+    def _arith(self, op: str, lhs: ir.Expr, rhs: ir.Expr, elem: dtypes.ElemType) -> ir.Expr:
+        dtype = b.dtype_of(elem)
+        lhs, rhs = b.cast(lhs, dtype), b.cast(rhs, dtype)
+        if op == "/":
+            op = "/" if dtype.is_float else "//"
+        if op not in ("+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>"):
+            raise unsupported(Span(0, 0), f"the operator '{op}'")
+        return b.binary(op, lhs, rhs, dtype)
+
+    def _e_Unary(self, e: ast.Unary) -> ir.Expr:
+        operand = self.value(e.operand)
+        if e.op == "!":
+            return ir.Unary(operand.axes, b.I1, "not", operand)
+        if e.op == "~":
+            return ir.Unary(operand.axes, operand.dtype, "~", operand)
+        raise unsupported(e.span, f"the operator '{e.op}' in an expression")
+
+    def _e_Ternary(self, e: ast.Ternary) -> ir.Expr:
+        cond = _truth(self.value(e.cond))
+        then, other = self.value(e.then), self.value(e.other)
+        info = self.fn.exprs[id(e)]
+        dtype = b.dtype_of(info.type.elem) if isinstance(info.type, ScalarType) else then.dtype
+        then, other = b.cast(then, dtype), b.cast(other, dtype)
+        return ir.Where(b.merged(cond, then, other), dtype, cond, then, other)
+
+    def _e_Select(self, e: ast.Select) -> ir.Expr:
+        info = self.fn.exprs.get(id(e.base))
+        index = self.fn.exprs[id(e.index)].static
+        if info is not None and isinstance(info.type, BoundedTupleType) and index is not None:
+            return self.members(e.base)[index.value or 0]
+        raise unsupported(e.span, "this selection")
+
+    def _e_Cast(self, e: ast.Cast) -> ir.Expr:
+        if e.quoted:
+            raise unsupported(e.span, "casts to C++ types")
+        return b.cast(self.value(e.operand), b.dtype_of(dtypes.lookup(e.target)))
+
+    def _e_CallExpr(self, e: ast.CallExpr) -> ir.Expr:
+        args = [self.value(a) for a in e.args]
+        if e.name == "cdiv" and len(args) == 2:
+            num, den = args
+            return b.binary("//", b.binary("-", b.add(num, den), b.const(1)), den)
+        info = self.fn.exprs[id(e)]
+        dtype = b.dtype_of(info.type.elem) if isinstance(info.type, ScalarType) else b.I32
+        fn = _MATH.get(e.name)
+        if fn is None:
+            raise unsupported(e.span, f"the built-in '{e.name}'")
+        args = [b.cast(a, dtype) for a in args]
+        return ir.Call(b.merged(*args), dtype, fn, tuple(args))
+
+
+_MATH = {
+    "__exp": "exp", "__exp2f": "exp2", "__log": "log", "__sqrt": "sqrt", "__rsqrt": "rsqrt",
+    "__fabs": "abs", "__sin": "sin", "__cos": "cos", "__floor": "floor", "__ceil": "ceil",
+    "__max": "maximum", "__min": "minimum", "__fmaf": "fma", "__sigmoid": "sigmoid",
+}
+
+
+class _Nested:
+    """``with kl.nested() as scope:`` collects statements into ``scope.body``."""
+
+    def __init__(self, kl: KernelLowering) -> None:
+        self.kl = kl
+        self.body: list[ir.Stmt] = []
+
+    def __enter__(self) -> _Nested:
+        self.kl.scopes.append(self.body)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kl.scopes.pop()
+
+
+class _LevelScope:
+    """Binds the variables of inner parallel levels for the duration of a body."""
+
+    def __init__(self, kl: KernelLowering, levels: list[LevelInfo]) -> None:
+        self.kl = kl
+        self.levels = levels
+
+    def __enter__(self) -> None:
+        for level in self.levels:
+            self.kl.enter_level(level)
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _truth(e: ir.Expr) -> ir.Expr:
+    return e if e.dtype == b.I1 else b.binary("!=", e, b.const(0, e.dtype), b.I1)
+
+
+_RANK = [ir.DType.I1, ir.DType.I8, ir.DType.U8, ir.DType.I16, ir.DType.U16, ir.DType.I32,
+         ir.DType.U32, ir.DType.I64, ir.DType.U64, ir.DType.F8E5, ir.DType.F8E4, ir.DType.BF16,
+         ir.DType.F16, ir.DType.F32, ir.DType.F64]
+
+
+def _common_dtype(a: ir.DType, b_: ir.DType) -> ir.DType:
+    return a if _RANK.index(a) >= _RANK.index(b_) else b_
+
+
+def _is_int_type(t: object) -> bool:
+    return isinstance(t, ScalarType) and (t.elem.is_int or t.elem.name == "bool")
+
+
+def _describe(node: ast.Node) -> str:
+    names = {
+        "While": "'while' loops", "InThreads": "'inthreads' blocks", "Apply": "'apply' blocks",
+        "TriggerStmt": "events ('trigger')", "EventDecl": "events", "SwapStmt": "'swap'/'rotate'",
+        "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
+        "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
+        "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
+        "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
+        "ExternCall": "external calls ('call')", "SelectExpr": "'select'",
+    }
+    return names.get(type(node).__name__, f"'{type(node).__name__}'")
+
+
+def iter_stmts(block: ast.Block) -> Iterator[ast.Stmt]:
+    """Every statement under ``block``, nested bodies included, in source order."""
+    for stmt in block.stmts:
+        yield stmt
+        for name in ("body", "then", "other"):
+            child = getattr(stmt, name, None)
+            if isinstance(child, ast.Block):
+                yield from iter_stmts(child)

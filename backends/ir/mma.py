@@ -1,0 +1,266 @@
+"""The four-step MMA as one ``tl.dot`` over the whole block tile (arch 3.5).
+
+``mma.LA.LB c, a, b`` runs once per warp or warpgroup instance. Its operand views are
+affine in the instance indices: when the A tile of instance ``p`` starts at row
+``p * Em`` (and B's at ``q * En``) the union over all instances is one contiguous
+``[#p * Em, K]`` tile, so all instances together compute one dot of the fused shape. A
+K-slice loop whose index ``w`` selects columns ``w * Ek`` of both operands is collapsed
+the same way into one dot over ``n * Ek`` columns. Anything else gets CQ0703 explaining
+which index breaks the pattern.
+"""
+
+from __future__ import annotations
+
+from ...frontend import syntax as ast
+from ...frontend.sema import dtypes
+from ...frontend.sema.model import Symbol
+from ...frontend.sema.symbolic import Sym
+from . import build as b
+from . import nodes as ir
+from .errors import LoweringError, unsupported
+from .lower import BufferSlot, KernelLowering
+from .tiles import load_tile, store_tile
+from .values import Acc, AccLayout, Buffer, Operand, Region, Tile
+
+
+def lower_fill(kl: KernelLowering, stmt: ast.MmaFill) -> None:
+    sym = kl.fn.frags[id(stmt)]
+    fill = kl.value(stmt.value)
+    if not isinstance(fill, ir.Const):
+        raise unsupported(stmt.value.span, "an accumulator fill value that is not a constant")
+    acc = kl.env.get(sym)
+    if not isinstance(acc, Acc):
+        elem = sym.elem or dtypes.F32
+        acc = Acc(sym, kl.fresh(sym.name), elem, fill.value)
+        kl.env[sym] = acc
+    acc.fill = fill.value
+    if acc.layout is not None:
+        kl.emit(ir.Let(stmt.span, acc.name, _full(acc)))
+    else:
+        kl.body.append(ir.Comment(stmt.span, f"{acc.name}: accumulator (shape from its first mma)"))
+        acc.pending.append((kl.body, len(kl.body) - 1))
+
+
+def _full(acc: Acc) -> ir.Expr:
+    assert acc.layout is not None
+    axes = (acc.layout.m, acc.layout.n)
+    return ir.Full(axes, b.dtype_of(acc.elem), acc.fill)
+
+
+def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
+    sym = kl.fn.frags.get(id(stmt))
+    if sym is None or not stmt.declares:
+        raise unsupported(stmt.span, "'mma.load' into an existing fragment")
+    current = kl.env.get(sym)
+    if isinstance(current, Acc) or sym.frag_role == "acc":
+        raise unsupported(stmt.span, "loading an accumulator from memory ('mc = mma.load ...')")
+    source = kl.resolve_view_read(stmt.src)
+    kl.env[sym] = Operand(source, sym.elem or dtypes.F16)
+
+
+def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
+    if isinstance(expr, ast.View) and not expr.ops and isinstance(expr.base, ast.Ident):
+        sym = kl.fn.refs.get(id(expr.base))
+        value = kl.env.get(sym) if sym is not None else None
+        if isinstance(value, Operand):
+            source = value.source
+        else:
+            source = kl.resolve_view_read(expr)
+    else:
+        source = kl.resolve_view_read(expr)
+    if isinstance(source, Tile):
+        raise unsupported(expr.span, "MMA operands computed in registers",
+                          "stage operands with dma.copy / tma.copy and pass the views")
+    return source
+
+
+def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
+    if stmt.kind != "plain":
+        raise unsupported(stmt.span, f"'mma.{stmt.layout_a}.{stmt.layout_b}.{stmt.kind}'")
+    sym: Symbol = kl.fn.frags[id(stmt)]
+    acc = kl.env.get(sym)
+    if not isinstance(acc, Acc):
+        raise unsupported(stmt.acc.span, "an accumulator that was not filled in this kernel")
+    a = _operand(kl, stmt.a)
+    bb = _operand(kl, stmt.b)
+    a_m, a_k = (0, 1) if stmt.layout_a == "row" else (1, 0)
+    b_n, b_k = (0, 1) if stmt.layout_b == "row" else (1, 0)
+    em, ek = _static(a.extents[a_m], stmt.a), _static(a.extents[a_k], stmt.a)
+    en = _static(bb.extents[b_n], stmt.b)
+    lin_am, lin_ak = _linear(a.origin[a_m], stmt.a), _linear(a.origin[a_k], stmt.a)
+    lin_bn, lin_bk = _linear(bb.origin[b_n], stmt.b), _linear(bb.origin[b_k], stmt.b)
+    for lin, what, node in ((lin_am, "M", stmt.a), (lin_bn, "N", stmt.b)):
+        if lin.collapsed:
+            raise _fail(node, f"the loop index of a collapsed K loop selects {what} here")
+    for lin, node in ((lin_ak, stmt.a), (lin_bk, stmt.b)):
+        if lin.axes:
+            raise _fail(node, "a parallel index selects the K dimension of this operand")
+    shared = set(lin_am.axes) & set(lin_bn.axes)
+    if shared:
+        raise _fail(stmt.b, "the same parallel index selects rows of A and columns of B")
+    k_total = _collapse_k(lin_ak, lin_bk, ek, stmt)
+    m_parts, m_total = _fuse(lin_am, em, stmt.a, "M")
+    n_parts, n_total = _fuse(lin_bn, en, stmt.b, "N")
+    layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
+    k_axis = kl.axis(object(), k_total, "k")
+    a_region = Region(a.tensor, _replace(a.origin, {a_m: lin_am.rest, a_k: lin_ak.rest}),
+                      _dims2(a_m, m_total, k_total), a.limits, a.fill)
+    b_region = Region(bb.tensor, _replace(bb.origin, {b_n: lin_bn.rest, b_k: lin_bk.rest}),
+                      _dims2(b_n, n_total, k_total), bb.limits, bb.fill)
+    a_dims = (layout.m, k_axis) if a_m == 0 else (k_axis, layout.m)
+    b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
+    a_tile = load_tile(kl, a_region, a_dims, stmt.span, "a")
+    b_tile = load_tile(kl, b_region, b_dims, stmt.span, "b")
+    kl.has_dot = True
+    acc_dtype = b.dtype_of(acc.elem)
+    current = ir.Var((layout.m, layout.n), acc_dtype, acc.name)
+    precision = None
+    if a.tensor.elem.name in ("f32", "tf32"):
+        precision = kl.fl.options.f32_precision
+    dot = ir.Dot((layout.m, layout.n), acc_dtype, a_tile.expr, b_tile.expr, current,
+                 layout.m, layout.n, k_axis, precision)
+    kl.emit(ir.Let(stmt.span, acc.name, dot))
+
+
+def _static(extent: Sym, node: ast.Node) -> int:
+    if extent.value is None:
+        raise LoweringError("CQ0704", node.span, extent=extent)
+    return extent.value
+
+
+def _linear(expr: ir.Expr, node: ast.Expr) -> b.Linear:
+    lin = b.linearize(expr)
+    if lin is None:
+        raise _fail(node, "its offset is not an affine function of the parallel and loop "
+                          "indices")
+    return lin
+
+
+def _fail(node: ast.Node, reason: str) -> LoweringError:
+    return LoweringError("CQ0703", node.span, reason=reason)
+
+
+def _collapse_k(lin_ak: b.Linear, lin_bk: b.Linear, ek: int, stmt: ast.MmaExec) -> int:
+    """K extent after merging collapsed K-slice loops (each must step both operands by
+    whole slices, in mixed radix)."""
+    if set(lin_ak.collapsed) != set(lin_bk.collapsed):
+        raise _fail(stmt, "a collapsed K loop moves one operand along K but not the other")
+    total = ek
+    for name, (coef, extent) in sorted(lin_ak.collapsed.items(), key=lambda kv: kv[1][0]):
+        if coef != total or lin_bk.collapsed[name][0] != total:
+            raise _fail(stmt, "the K-slice loop does not step both operands by whole slices")
+        total *= extent
+    return total
+
+
+def _fuse(lin: b.Linear, tile: int, node: ast.Expr, what: str) -> tuple[tuple[ir.Axis, ...], int]:
+    """Vector axes merged into the M (or N) dimension, outermost first, and its extent."""
+    parts = []
+    total = tile
+    for axis, coef in sorted(lin.axes.items(), key=lambda kv: kv[1]):
+        if coef != total:
+            raise _fail(node, f"parallel index '{axis.name[3:]}' moves this operand by {coef} "
+                              f"along {what}, not by the {total} the tiles need to fit "
+                              "side by side")
+        parts.append(axis)
+        total *= axis.extent
+    return tuple(reversed(parts)), total
+
+
+def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
+            n_parts: tuple[ir.Axis, ...], em: int, en: int, m_total: int, n_total: int,
+            stmt: ast.MmaExec) -> AccLayout:
+    layout = acc.layout
+    if layout is None:
+        m = kl.axis(object(), m_total, "m")
+        n = kl.axis(object(), n_total, "n")
+        layout = AccLayout(m, n, m_parts, n_parts, em, en)
+        acc.layout = layout
+        for body, index in acc.pending:
+            body[index] = ir.Let(body[index].span, acc.name, _full(acc))
+        acc.pending.clear()
+        return layout
+    if (layout.m_parts, layout.n_parts, layout.tile_m, layout.tile_n) != (m_parts, n_parts, em, en):
+        raise _fail(stmt, "this MMA splits the accumulator differently from an earlier one")
+    return layout
+
+
+def _replace(origin: tuple[ir.Expr, ...], new: dict[int, ir.Expr]) -> tuple[ir.Expr, ...]:
+    return tuple(new.get(d, o) for d, o in enumerate(origin))
+
+
+def _dims2(first: int, outer: int, k: int) -> tuple[Sym, Sym]:
+    return (Sym(outer), Sym(k)) if first == 0 else (Sym(k), Sym(outer))
+
+
+def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
+    sym = kl.fn.frags[id(stmt)]
+    acc = kl.env.get(sym)
+    if not isinstance(acc, Acc) or acc.layout is None:
+        raise unsupported(stmt.span, "storing an accumulator that no MMA in this kernel updated")
+    if stmt.modifier == "mask":
+        raise unsupported(stmt.span, "'mma.store.mask'")
+    layout = acc.layout
+    transposed = stmt.modifier == "transp"
+    row, col = (1, 0) if transposed else (0, 1)
+    target = kl.resolve_view(stmt.dst, write=True)
+    if isinstance(target, Tile):
+        raise unsupported(stmt.dst.span, "storing into a register-resident buffer twice")
+    origin = target.offsets if isinstance(target, BufferSlot) else target.origin
+    lin_row = _linear(origin[row], stmt.dst)
+    lin_col = _linear(origin[col], stmt.dst)
+    _unfuse(lin_row, layout.m_parts, layout.tile_m, stmt.dst, "rows")
+    _unfuse(lin_col, layout.n_parts, layout.tile_n, stmt.dst, "columns")
+    dims = (layout.n, layout.m) if transposed else (layout.m, layout.n)
+    value_name = kl.fresh(f"{acc.name}_out")
+    dst_elem = target.buffer.elem if isinstance(target, BufferSlot) else target.tensor.elem
+    acc_var = ir.Var((layout.m, layout.n), b.dtype_of(acc.elem), acc.name)
+    kl.emit(ir.Let(stmt.span, value_name, b.cast(acc_var, b.dtype_of(dst_elem))))
+    tile = Tile(ir.Var((layout.m, layout.n), b.dtype_of(dst_elem), value_name), dims, dst_elem)
+    new_origin = _replace(origin, {row: lin_row.rest, col: lin_col.rest})
+    if isinstance(target, BufferSlot):
+        _store_to_buffer(target, tile, new_origin, stmt)
+        return
+    extents = tuple(Sym(d.extent) for d in dims)
+    region = Region(target.tensor, new_origin, extents, target.limits, target.fill)
+    store_tile(kl, region, tile, stmt.span)
+
+
+def _unfuse(lin: b.Linear, parts: tuple[ir.Axis, ...], tile: int, node: ast.Expr,
+            what: str) -> None:
+    """The destination must place the instances' tiles exactly as the fused accumulator
+    holds them."""
+    expected = tile
+    coefs = dict(lin.axes)
+    for axis in reversed(parts):
+        if coefs.pop(axis, None) != expected:
+            raise _fail(node, f"the destination does not place the {what} of each instance "
+                              f"'{axis.name[3:]}' side by side as the MMA computed them")
+        expected *= axis.extent
+    if coefs:
+        name = next(iter(coefs)).name[3:]
+        raise _fail(node, f"parallel index '{name}' moves the destination but not the operands")
+
+
+def _store_to_buffer(slot: BufferSlot, tile: Tile, origin: tuple[ir.Expr, ...],
+                     stmt: ast.MmaStore) -> None:
+    buffer: Buffer = slot.buffer
+    whole = all(b.is_const(o, 0) for o in origin) and all(
+        Sym(d.extent).provably_eq(s) for d, s in zip(tile.dims, buffer.shape))
+    if not whole:
+        raise unsupported(stmt.dst.span, "an mma.store that fills only part of a shared buffer",
+                          "store every instance's tile so that together they cover the buffer")
+    buffer.content = tile
+
+
+def acc_arith(kl: KernelLowering, acc: Acc, item: ast.Assign) -> None:
+    """``mc += bias;``: element-wise arithmetic of the accumulator with a scalar."""
+    if acc.layout is None:
+        raise unsupported(item.span, "arithmetic on an accumulator before its first mma")
+    value = kl.value(item.value)
+    if value.axes:
+        raise unsupported(item.value.span, "accumulator arithmetic with a per-thread value")
+    dtype = b.dtype_of(acc.elem)
+    current = ir.Var((acc.layout.m, acc.layout.n), dtype, acc.name)
+    result = kl._arith(item.op[:-1], current, b.cast(value, dtype), acc.elem)
+    kl.emit(ir.Let(item.span, acc.name, b.cast(result, dtype)))

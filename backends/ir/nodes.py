@@ -1,0 +1,343 @@
+"""Tile IR: what one Triton program instance computes, as whole-tile expressions.
+
+Every tensor value lives over a set of named *axes*. An axis is either a vectorised
+parallel level or loop variable (``: thread``, ``: group``, ``: group-4``, a vectorised
+``foreach``) or a tile dimension (an MMA M/N/K dimension, a staged tile's dimension).
+Each axis has a position in the kernel's canonical order; a value's Triton tensor has one
+dimension per axis it depends on, in that order. Combining values with different axes
+broadcasts by name (the code generator inserts ``[:, None]``-style expansions).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ...frontend.source import Span
+from ...frontend.sema.symbolic import Sym
+
+
+@dataclass(eq=False)
+class Axis:
+    """A tensor axis: ``size`` is the power-of-two extent of ``tl.arange``; indices at or
+    beyond ``extent`` are padding and are masked off."""
+
+    name: str
+    size: int
+    extent: int
+    order: int
+
+    @property
+    def padded(self) -> bool:
+        return self.size != self.extent
+
+    def __repr__(self) -> str:
+        return f"Axis({self.name}:{self.extent}/{self.size}@{self.order})"
+
+
+def dim_var_name(name: str) -> str:
+    """Name of the kernel/host variable that carries the symbolic dimension ``name``."""
+    return "d_" + name
+
+
+def host_var_name(name: str) -> str:
+    """A Python-safe host variable name for a Croqtile name."""
+    import keyword
+
+    reserved = {"tl", "triton", "torch", "math", "launch", "device"}
+    return name + "_" if keyword.iskeyword(name) or name in reserved else name
+
+
+def sort_axes(axes: set[Axis] | list[Axis] | tuple[Axis, ...]) -> tuple[Axis, ...]:
+    return tuple(sorted(set(axes), key=lambda a: a.order))
+
+
+class DType(enum.Enum):
+    """Triton element types used by the IR (value = ``triton.language`` attribute)."""
+
+    I1 = "int1"
+    I8 = "int8"
+    I16 = "int16"
+    I32 = "int32"
+    I64 = "int64"
+    U8 = "uint8"
+    U16 = "uint16"
+    U32 = "uint32"
+    U64 = "uint64"
+    F16 = "float16"
+    BF16 = "bfloat16"
+    F32 = "float32"
+    F64 = "float64"
+    F8E4 = "float8e4nv"
+    F8E5 = "float8e5"
+
+    @property
+    def is_float(self) -> bool:
+        return self.value.startswith(("float", "bfloat"))
+
+
+# ------------------------------------------------------------------------------ expressions
+
+
+@dataclass(frozen=True, eq=False)
+class Expr:
+    axes: tuple[Axis, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: int | float | bool
+
+
+@dataclass(frozen=True, eq=False)
+class Var(Expr):
+    """A Python variable of the kernel: argument, program id, loop counter, let-binding."""
+
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class AxisIndex(Expr):
+    """``tl.arange(0, axis.size)`` laid out along its axis."""
+
+    axis: Axis
+
+
+@dataclass(frozen=True, eq=False)
+class Collapsed(Expr):
+    """The index of a sequential MMA K-slice loop that is merged into one wide dot.
+    Only the MMA lowering may consume it (it must disappear before codegen)."""
+
+    name: str
+    extent: int
+
+
+@dataclass(frozen=True, eq=False)
+class Binary(Expr):
+    """Arithmetic (``+ - * // % / ``), comparison, logical (``&``/``|`` on int1)."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Unary(Expr):
+    op: str  # "-", "not", "~"
+    operand: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Cast(Expr):
+    operand: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Where(Expr):
+    cond: Expr
+    then: Expr
+    other: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Call(Expr):
+    """A ``triton.language`` function applied element-wise (``exp``, ``maximum``...)."""
+
+    fn: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Pointer(Expr):
+    """``base + offset``: ``base`` is a pointer argument; ``dtype`` is the element type."""
+
+    base: str
+    offset: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    pointer: Pointer
+    mask: Expr | None
+    other: int | float = 0
+    eviction: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class DescLoad(Expr):
+    """``desc.load([o0, o1])``: ``dims`` are the axes of the block in memory order."""
+
+    desc: str
+    offsets: tuple[Expr, ...]
+    dims: tuple[Axis, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Full(Expr):
+    value: int | float
+
+
+@dataclass(frozen=True, eq=False)
+class Dot(Expr):
+    """``acc + a @ b`` with a over (m, k), b over (k, n); result over (m, n)."""
+
+    a: Expr
+    b: Expr
+    acc: Expr
+    m: Axis
+    n: Axis
+    k: Axis
+    input_precision: str | None = None
+
+
+# ------------------------------------------------------------------------------ statements
+
+
+@dataclass(frozen=True, eq=False)
+class Stmt:
+    span: Span | None
+
+
+@dataclass(frozen=True, eq=False)
+class Let(Stmt):
+    name: str
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Store(Stmt):
+    pointer: Pointer
+    value: Expr
+    mask: Expr | None
+
+
+@dataclass(frozen=True, eq=False)
+class DescStore(Stmt):
+    desc: str
+    offsets: tuple[Expr, ...]
+    value: Expr
+    dims: tuple[Axis, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class For(Stmt):
+    var: str
+    start: Expr
+    stop: Expr
+    body: list[Stmt]
+    pipelined: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class If(Stmt):
+    cond: Expr
+    then: list[Stmt]
+    other: list[Stmt]
+
+
+@dataclass(frozen=True, eq=False)
+class Branch(Stmt):
+    """``if FLAG: ... else: ...`` on a constexpr flag (both variants are generated)."""
+
+    flag: str
+    then: list[Stmt]
+    other: list[Stmt]
+
+
+@dataclass(frozen=True, eq=False)
+class DefineDesc(Stmt):
+    """``name = tl.make_tensor_descriptor(base, shape, strides, block_shape)``."""
+
+    name: str
+    base: str
+    shape: tuple[Sym, ...]
+    strides: tuple[Sym, ...]
+    block: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Comment(Stmt):
+    text: str
+
+
+# ------------------------------------------------------------------------------ kernels
+
+
+class ParamKind(enum.Enum):
+    POINTER = "pointer"
+    INT = "int"
+    FLOAT = "float"
+    FLAG = "constexpr flag"
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    name: str
+    kind: ParamKind
+    dtype: DType | None = None
+    # host-side source of the value: a tensor/scalar name or a Sym to evaluate
+    source: str | Sym | None = None
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[KernelParam]
+    grid: tuple[Sym, ...]
+    axes: list[Axis]
+    body: list[Stmt]
+    num_warps: int
+    num_stages: int
+    span: Span | None = None
+    # constexpr flags decided on the host before launch: name -> host condition text
+    flags: dict[str, str] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------ host code
+
+
+@dataclass(frozen=True)
+class HostAlloc:
+    name: str
+    shape: tuple[Sym, ...]
+    dtype: str  # torch dtype attribute name
+    fill: float | int | None
+    span: Span | None = None
+
+
+@dataclass(frozen=True)
+class HostLaunch:
+    kernel: Kernel
+
+
+@dataclass(frozen=True)
+class HostReturn:
+    name: str | None
+
+
+HostStmt = HostAlloc | HostLaunch | HostReturn
+
+
+@dataclass(frozen=True)
+class HostParam:
+    name: str
+    kind: str  # "tensor" | "scalar"
+    elem: str  # Croqtile element type name
+    dims: tuple[Sym, ...] = ()
+    written: bool = False  # the kernel writes it (clone unqualified non-reference params)
+    by_ref: bool = False
+    storage: str = "global"
+
+
+@dataclass
+class Function:
+    """A lowered ``__co__`` function: parameters, host program and its kernels."""
+
+    name: str
+    params: list[HostParam]
+    body: list[HostStmt]
+    returns: str  # "void" | "data"
+    dims: list[str]  # symbolic dimension names in binding order
+    kernels: list[Kernel]
+    clone_inputs: list[str] = field(default_factory=list)

@@ -1,0 +1,87 @@
+"""Whole-tile loads and stores of regions: pointer tiles with masks, and tensor
+descriptors (TMA on Hopper) when the host finds the tensor aligned at launch time."""
+
+from __future__ import annotations
+
+from ...frontend.source import Span
+from . import build as b
+from . import nodes as ir
+from .lower import KernelLowering
+from .values import Region, Tile, access, padding_mask
+
+MAX_BOX = 256  # the largest box dimension a tensor descriptor accepts
+
+
+def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], span: Span | None,
+              base: str) -> Tile:
+    """Load ``region`` as a register tile whose dimension d lies along ``dims[d]``."""
+    kl.use_tensor(region.tensor)
+    pointer, mask = access(region, [b.axis_index(d) for d in dims])
+    full_mask = b.and_(mask, padding_mask(dims))
+    dtype = region.tensor.dtype
+    axes = ir.sort_axes(dims)
+    pointer_load = ir.Load(axes, dtype, pointer, full_mask)
+    name = kl.fresh(base)
+    desc = _descriptor(kl, region, dims)
+    if desc is None:
+        kl.emit(ir.Let(span, name, pointer_load))
+    else:
+        flag, desc_name = desc
+        described = ir.DescLoad(axes, dtype, desc_name, region.origin, tuple(dims))
+        kl.emit(ir.Branch(span, flag, [ir.Let(None, name, described)],
+                          [ir.Let(None, name, pointer_load)]))
+    return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, mask)
+
+
+def store_tile(kl: KernelLowering, region: Region, tile: Tile, span: Span | None) -> None:
+    """Store ``tile`` into ``region`` (converted to the region's element type)."""
+    kl.use_tensor(region.tensor)
+    kl.fl.written.add(region.tensor.name)
+    pointer, mask = access(region, [b.axis_index(d) for d in tile.dims])
+    for d, (extent, axis) in enumerate(zip(region.extents, tile.dims)):
+        if extent.value is not None and extent.value < axis.extent:
+            index = b.axis_index(axis)
+            mask = b.and_(mask, b.binary("<", index, b.const(extent.value)))
+        del d
+    mask = b.and_(b.and_(mask, tile.valid), padding_mask(tile.dims))
+    value = b.cast(tile.expr, region.tensor.dtype)
+    pointer_store = ir.Store(span, pointer, value, mask)
+    desc = _descriptor(kl, region, tile.dims) if tile.valid is None else None
+    if desc is None:
+        kl.emit(pointer_store)
+        return
+    flag, desc_name = desc
+    kl.emit(ir.Branch(span, flag, [ir.DescStore(None, desc_name, region.origin, value,
+                                                tuple(tile.dims))],
+                      [ir.Store(None, pointer, value, mask)]))
+
+
+def _descriptor(kl: KernelLowering, region: Region,
+                dims: tuple[ir.Axis, ...]) -> tuple[str, str] | None:
+    """(flag, descriptor name) when a tensor descriptor can move this tile."""
+    tensor = region.tensor
+    if not kl.fl.options.descriptors or not 2 <= len(tensor.dims) <= 5:
+        return None
+    if any(d.padded or d.size > MAX_BOX for d in dims):
+        return None
+    if any(e.value != d.size for e, d in zip(region.extents, dims)):
+        return None
+    if any(len(limits) != 1 for limits in region.limits):
+        return None
+    if any(o.axes for o in region.origin):
+        return None
+    elem_bytes = tensor.elem.bits // 8
+    if elem_bytes not in (1, 2, 4, 8) or dims[-1].size * elem_bytes < 16:
+        return None
+    flag = kl.tma_flag(tensor)
+    block = tuple(d.size for d in dims)
+    key = (tensor.name, block)
+    name = kl.descs.get(key)
+    if name is None:
+        name = kl.fresh(f"{tensor.name}_desc")
+        kl.descs[key] = name
+        kl.prologue.append(ir.Branch(None, flag, [ir.DefineDesc(
+            None, name, tensor.pointer, tensor.dims, tensor.strides(), block)], []))
+        for dim in tensor.dims:
+            kl.use_sym(dim)
+    return flag, name

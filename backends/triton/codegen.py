@@ -1,0 +1,328 @@
+"""Tile IR -> the text of one Python module holding the Triton kernels and the host
+function of a ``__co__`` function. The launcher reads the ``Artifact`` fields; nothing
+re-parses the generated text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from ...frontend.sema.symbolic import Sym
+from ..ir import nodes as ir
+
+LocateFn = Callable[[object], str | None]
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """What the launcher needs: the module text and the names in it."""
+
+    source: str
+    function: str  # name of the host function in the module
+    kernels: tuple[str, ...]
+    params: tuple[ir.HostParam, ...]
+    dims: tuple[str, ...]
+    returns: str
+    num_warps: tuple[int, ...]
+    num_stages: tuple[int, ...]
+
+
+class _Writer:
+    """A small indented line writer."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def line(self, text: str = "") -> None:
+        self.lines.append(("    " * self.depth + text) if text else "")
+
+    def indent(self) -> None:
+        self.depth += 1
+
+    def dedent(self) -> None:
+        self.depth -= 1
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+host_name = ir.host_var_name
+dim_name = ir.dim_var_name
+
+
+class KernelWriter:
+    def __init__(self, kernel: ir.Kernel, locate: LocateFn) -> None:
+        self.kernel = kernel
+        self.locate = locate
+        self.w = _Writer()
+        self.last_origin: str | None = None
+
+    # --------------------------------------------------------------- module pieces
+    def write(self) -> list[str]:
+        k = self.kernel
+        self.w.line("@triton.jit")
+        params = []
+        for p in k.params:
+            params.append(f"{p.name}: tl.constexpr" if p.kind is ir.ParamKind.FLAG else p.name)
+        self.w.line(f"def {k.name}({', '.join(params)}):")
+        self.w.indent()
+        if k.span is not None:
+            origin = self.locate(k.span)
+            if origin:
+                self.w.line(f"# {origin}")
+                self.last_origin = origin
+        for axis in k.axes:
+            self.w.line(f"{axis.name} = tl.arange(0, {axis.size})")
+        self.stmts(k.body)
+        if not k.body:
+            self.w.line("pass")
+        self.w.dedent()
+        return self.w.lines
+
+    def stmts(self, body: list[ir.Stmt]) -> None:
+        for stmt in body:
+            self.stmt(stmt)
+
+    def origin(self, stmt: ir.Stmt) -> None:
+        if stmt.span is None:
+            return
+        text = self.locate(stmt.span)
+        if text and text != self.last_origin:
+            self.w.line(f"# {text}")
+            self.last_origin = text
+
+    def stmt(self, stmt: ir.Stmt) -> None:
+        self.origin(stmt)
+        w = self.w
+        if isinstance(stmt, ir.Let):
+            w.line(f"{stmt.name} = {self.expr(stmt.value, stmt.value.axes)}")
+        elif isinstance(stmt, ir.Store):
+            axes = ir.sort_axes(list(stmt.pointer.axes) + list(stmt.value.axes)
+                                + (list(stmt.mask.axes) if stmt.mask is not None else []))
+            ptr = self.pointer(stmt.pointer, axes)
+            value = self.expr(stmt.value, axes)
+            mask = f", mask={self.expr(stmt.mask, axes)}" if stmt.mask is not None else ""
+            w.line(f"tl.store({ptr}, {value}{mask})")
+        elif isinstance(stmt, ir.DescStore):
+            value = self.expr(stmt.value, stmt.value.axes)
+            if tuple(stmt.dims) != ir.sort_axes(stmt.dims):
+                value = f"tl.trans({value})"
+            offsets = ", ".join(self.expr(o, o.axes) for o in stmt.offsets)
+            w.line(f"{stmt.desc}.store([{offsets}], {value})")
+        elif isinstance(stmt, ir.For):
+            start = self.expr(stmt.start, ())
+            stop = self.expr(stmt.stop, ())
+            loop = "tl.range" if stmt.pipelined else "range"
+            w.line(f"for {stmt.var} in {loop}({start}, {stop}):")
+            self.block(stmt.body)
+        elif isinstance(stmt, ir.If):
+            w.line(f"if {self.expr(stmt.cond, ())}:")
+            self.block(stmt.then)
+            if stmt.other:
+                w.line("else:")
+                self.block(stmt.other)
+        elif isinstance(stmt, ir.Branch):
+            w.line(f"if {stmt.flag}:")
+            self.block(stmt.then)
+            if stmt.other:
+                w.line("else:")
+                self.block(stmt.other)
+        elif isinstance(stmt, ir.DefineDesc):
+            shape = ", ".join(render_sym(s) for s in stmt.shape)
+            strides = ", ".join(render_sym(s) for s in stmt.strides)
+            block = ", ".join(str(b) for b in stmt.block)
+            w.line(f"{stmt.name} = tl.make_tensor_descriptor({stmt.base}, shape=[{shape}], "
+                   f"strides=[{strides}], block_shape=[{block}])")
+        elif isinstance(stmt, ir.Comment):
+            w.line(f"# {stmt.text}")
+        else:  # pragma: no cover - every IR statement has a rule above
+            raise TypeError(f"no code generation rule for {type(stmt).__name__}")
+
+    def block(self, body: list[ir.Stmt]) -> None:
+        self.w.indent()
+        saved = self.last_origin
+        self.stmts(body)
+        if not body:
+            self.w.line("pass")
+        self.last_origin = saved
+        self.w.dedent()
+
+    # --------------------------------------------------------------- expressions
+    def expr(self, e: ir.Expr, axes: tuple[ir.Axis, ...]) -> str:
+        """Text of ``e`` laid out over ``axes`` (a superset of ``e.axes``)."""
+        text = self._expr(e)
+        return self.expand(text, e.axes, axes)
+
+    @staticmethod
+    def expand(text: str, have: tuple[ir.Axis, ...], want: tuple[ir.Axis, ...]) -> str:
+        if not have or tuple(have) == tuple(want):
+            return text
+        index = ", ".join(":" if a in have else "None" for a in want)
+        return f"{text}[{index}]"
+
+    def pointer(self, p: ir.Pointer, axes: tuple[ir.Axis, ...]) -> str:
+        text = f"{p.base} + {self.expr(p.offset, p.offset.axes)}"
+        have = p.offset.axes
+        if set(axes) - set(have):
+            sizes = ", ".join(str(a.size) for a in axes)
+            inner = self.expand(f"({text})", have, axes)
+            return f"tl.broadcast_to({inner}, [{sizes}])" if have else \
+                f"tl.full([{sizes}], 0, tl.int32) + ({text})"
+        return text
+
+    def _expr(self, e: ir.Expr) -> str:
+        if isinstance(e, ir.Const):
+            return render_const(e.value, e.dtype)
+        if isinstance(e, ir.Var):
+            return e.name
+        if isinstance(e, ir.AxisIndex):
+            return e.axis.name
+        if isinstance(e, ir.Binary):
+            return self._binary(e)
+        if isinstance(e, ir.Unary):
+            inner = self.expr(e.operand, e.axes)
+            if e.op == "not":
+                return f"({inner} == 0)"
+            return f"({e.op}{inner})"
+        if isinstance(e, ir.Cast):
+            if isinstance(e.operand, ir.Const):
+                return render_const(e.operand.value, e.dtype)
+            inner = self.expr(e.operand, e.axes)
+            if e.operand.dtype == e.dtype:
+                return inner
+            return f"({inner}).to(tl.{e.dtype.value})"
+        if isinstance(e, ir.Where):
+            return (f"tl.where({self.expr(e.cond, e.axes)}, {self.expr(e.then, e.axes)}, "
+                    f"{self.expr(e.other, e.axes)})")
+        if isinstance(e, ir.Call):
+            args = ", ".join(self.expr(a, e.axes) for a in e.args)
+            return f"tl.{e.fn}({args})"
+        if isinstance(e, ir.Load):
+            axes = e.axes
+            ptr = self.pointer(e.pointer, axes)
+            parts = [ptr]
+            if e.mask is not None:
+                parts.append(f"mask={self.expr(e.mask, axes)}")
+                parts.append(f"other={render_const(e.other, e.dtype)}")
+            if e.eviction:
+                parts.append(f"eviction_policy={e.eviction!r}")
+            return f"tl.load({', '.join(parts)})"
+        if isinstance(e, ir.DescLoad):
+            offsets = ", ".join(self.expr(o, o.axes) for o in e.offsets)
+            text = f"{e.desc}.load([{offsets}])"
+            if tuple(e.dims) != ir.sort_axes(e.dims):
+                text = f"tl.trans({text})"
+            return text
+        if isinstance(e, ir.Full):
+            sizes = ", ".join(str(a.size) for a in e.axes)
+            return f"tl.full([{sizes}], {render_const(e.value, e.dtype)}, tl.{e.dtype.value})"
+        if isinstance(e, ir.Dot):
+            return self._dot(e)
+        if isinstance(e, ir.Collapsed):  # pragma: no cover - removed by the MMA lowering
+            raise TypeError("collapsed loop index reached code generation")
+        raise TypeError(f"no code generation rule for {type(e).__name__}")
+
+    def _binary(self, e: ir.Binary) -> str:
+        lhs = self.expr(e.lhs, e.axes)
+        rhs = self.expr(e.rhs, e.axes)
+        return f"({lhs} {e.op} {rhs})"
+
+    def _dot(self, e: ir.Dot) -> str:
+        a = self.expr(e.a, e.a.axes)
+        if e.a.axes != (e.m, e.k):
+            a = f"tl.trans({a})"
+        b = self.expr(e.b, e.b.axes)
+        if e.b.axes != (e.k, e.n):
+            b = f"tl.trans({b})"
+        acc = self.expr(e.acc, e.acc.axes)
+        extra = f", input_precision={e.input_precision!r}" if e.input_precision else ""
+        return f"tl.dot({a}, {b}, {acc}, out_dtype=tl.{e.dtype.value}{extra})"
+
+
+def render_const(value: int | float | bool, dtype: ir.DType) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if dtype.is_float:
+        value = float(value)
+        if math.isinf(value):
+            return "float('inf')" if value > 0 else "float('-inf')"
+        if math.isnan(value):
+            return "float('nan')"
+        return repr(value)
+    return str(int(value))
+
+
+def render_sym(s: Sym) -> str:
+    return s.render(dim_name)
+
+
+# ------------------------------------------------------------------------------ module
+
+
+def generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
+    w = _Writer()
+    w.line(f"# Generated by croqtile from {filename}: function '{fn.name}'.")
+    w.line("# Kernels are Triton; the host function runs in Python between launches.")
+    w.line("import torch")
+    w.line("import triton")
+    w.line("import triton.language as tl")
+    w.line()
+    for kernel in fn.kernels:
+        w.line()
+        w.lines.extend(KernelWriter(kernel, locate).write())
+        w.line()
+    w.line()
+    _host_function(w, fn)
+    return Artifact(
+        source=w.text(),
+        function=f"host_{fn.name}",
+        kernels=tuple(k.name for k in fn.kernels),
+        params=tuple(fn.params),
+        dims=tuple(fn.dims),
+        returns=fn.returns,
+        num_warps=tuple(k.num_warps for k in fn.kernels),
+        num_stages=tuple(k.num_stages for k in fn.kernels),
+    )
+
+
+def _host_function(w: _Writer, fn: ir.Function) -> None:
+    args = ["launch", "device"] + [host_name(p.name) for p in fn.params] + [
+        dim_name(d) for d in fn.dims]
+    w.line(f"def host_{fn.name}({', '.join(args)}):")
+    w.indent()
+    for name in fn.clone_inputs:
+        w.line(f"{host_name(name)} = {host_name(name)}.clone()")
+    for stmt in fn.body:
+        if isinstance(stmt, ir.HostAlloc):
+            shape = ", ".join(render_sym(s) for s in stmt.shape)
+            shape = f"({shape},)" if len(stmt.shape) == 1 else f"({shape})"
+            if stmt.fill is None:
+                w.line(f"{host_name(stmt.name)} = torch.zeros({shape}, dtype=torch.{stmt.dtype}, "
+                       "device=device)")
+            else:
+                w.line(f"{host_name(stmt.name)} = torch.full({shape}, {stmt.fill!r}, "
+                       f"dtype=torch.{stmt.dtype}, device=device)")
+        elif isinstance(stmt, ir.HostLaunch):
+            _launch(w, stmt.kernel)
+        elif isinstance(stmt, ir.HostReturn):
+            w.line(f"return {host_name(stmt.name)}" if stmt.name else "return None")
+    if not fn.body or not isinstance(fn.body[-1], ir.HostReturn):
+        w.line("return None")
+    w.dedent()
+
+
+def _launch(w: _Writer, k: ir.Kernel) -> None:
+    grid = [render_sym(g) for g in k.grid] or ["1"]
+    args = []
+    for p in k.params:
+        if isinstance(p.source, Sym):
+            args.append(render_sym(p.source))
+        elif p.kind is ir.ParamKind.FLAG:
+            args.append(k.flags[p.name])
+        else:
+            args.append(host_name(str(p.source)))
+    w.line(f"launch({k.name}, ({', '.join(grid)},), ({', '.join(args)},), "
+           f"num_warps={k.num_warps}, num_stages={k.num_stages})")

@@ -1,0 +1,1487 @@
+"""The checker: resolves names, computes types, shapes and parallel levels, and reports
+rule violations (spec 7) as diagnostics. Output: ``CheckedProgram`` annotations.
+
+The checker never raises for a user mistake: every problem becomes a diagnostic and the
+walk continues with an ``ERROR`` type so that one mistake gives one message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .. import syntax as ast
+from ..diagnostics import Reporter
+from ..source import Span
+from . import dtypes
+from .dtypes import ElemType
+from .levels import infer_levels
+from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgram, DataType,
+                    ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
+                    ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType, Type,
+                    ViewInfo, ViewStep)
+from .symbolic import Sym, shape_text
+from .views import TileArg, ViewError, chunkat_step, span_as_step, subspan_step, view_from_step
+
+
+@dataclass(frozen=True)
+class _Error(Type):
+    """The type of an expression that already produced a diagnostic."""
+
+    def describe(self) -> str:
+        return "an invalid expression"
+
+
+ERROR = ExprInfo(_Error())
+_INT = ScalarType(dtypes.INT)
+_BOOL = ScalarType(dtypes.BOOL)
+
+_ARITH = {"+", "-", "*", "/", "%"}
+_COMPARE = {"==", "!=", "<", "<=", ">", ">="}
+_LOGIC = {"&&", "||"}
+_BITS = {"&", "|", "^", "<<", ">>"}
+
+_FLOAT_BUILTINS = {
+    "__exp", "__exp2f", "__expm1", "__log", "__log1p", "__pow", "__sqrt", "__rsqrt",
+    "__frcp_rn", "__fabs", "__fmaf", "__sin", "__cos", "__tan", "__asin", "__acos", "__atan",
+    "__atan2", "__sinh", "__cosh", "__tanh", "__ceil", "__floor", "__round", "__sign",
+    "__gelu", "__sigmoid", "__softplus",
+}
+
+
+@dataclass
+class _Context:
+    """Where the walk is: host or device, enclosing parallel levels and loops."""
+
+    levels: list[LevelInfo] = field(default_factory=list)
+    loops: int = 0
+    level_of: dict[int, Level] = field(default_factory=dict)
+
+    @property
+    def on_device(self) -> bool:
+        return bool(self.levels)
+
+
+class Checker:
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter = reporter
+        self.scopes: list[dict[str, Symbol]] = []
+        self.fn: CheckedFunction | None = None
+        self.ctx = _Context()
+
+    # ------------------------------------------------------------------ entry points
+    def check_program(self, program: ast.Program) -> CheckedProgram:
+        return CheckedProgram([self.check_function(f) for f in program.functions])
+
+    def check_function(self, node: ast.Function) -> CheckedFunction:
+        self.scopes = [{}]
+        self.ctx = _Context()
+        params: list[Symbol] = []
+        dims: dict[str, Symbol] = {}
+        self.fn = fn = CheckedFunction(node, params, dims, "void", None)
+        for param in node.params:
+            sym = self._param(param, dims)
+            if sym is not None:
+                params.append(sym)
+        self._return_type(node)
+        self._block(node.body, new_scope=False)
+        if fn.returns != "void" and not _has_return(node.body):
+            self._error("CQ0212", node.name_span, name=node.name)
+        for sym in self._all_frags():
+            if sym.frag_role == "acc" and not sym.frag_executed:
+                self._error("CQ0506", sym.span, name=sym.name)
+        return fn
+
+    # ------------------------------------------------------------------ helpers
+    def _error(self, code: str, span: Span, **fields: object) -> None:
+        self.reporter.report(code, span, **fields)
+
+    def _declare(self, sym: Symbol) -> Symbol:
+        scope = self.scopes[-1]
+        if sym.name in scope or (sym.name in self._fn().dims and len(self.scopes) == 1):
+            self._error("CQ0202", sym.span, name=sym.name)
+        scope[sym.name] = sym
+        return sym
+
+    def _lookup(self, name: str) -> Symbol | None:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return self._fn().dims.get(name)
+
+    def _fn(self) -> CheckedFunction:
+        assert self.fn is not None
+        return self.fn
+
+    def _note_decl(self, stmt: ast.Node, sym: Symbol) -> None:
+        self._fn().decls.setdefault(id(stmt), []).append(sym)
+
+    def _all_frags(self) -> Iterator[Symbol]:
+        seen: set[int] = set()
+        for syms in self._fn().decls.values():
+            for sym in syms:
+                if sym.kind is SymKind.FRAG and id(sym) not in seen:
+                    seen.add(id(sym))
+                    yield sym
+
+    # ------------------------------------------------------------------ signature
+    def _param(self, param: ast.Param, dims: dict[str, Symbol]) -> Symbol | None:
+        ptype = param.type
+        if param.storage in ("shared", "local"):
+            self._error("CQ0219", param.span, what=param.storage)
+        elem = self._elem(ptype.elem, ptype.span)
+        name = param.name or f"_arg{len(self._fn().params)}"
+        if ptype.shape is None:
+            sym = Symbol(name, SymKind.SCALAR, param.span, elem=elem, is_param=True)
+        else:
+            shape = self._param_shape(ptype.shape, dims)
+            sym = Symbol(name, SymKind.DATA, param.span, elem=elem, shape=shape,
+                         storage="global", is_param=True, by_ref=param.by_ref)
+        if param.name is not None:
+            self._declare(sym)
+        return sym
+
+    def _param_shape(self, spec: ast.ShapeSpec, dims: dict[str, Symbol]) -> tuple[Sym, ...]:
+        if spec.dims is None:
+            return tuple(Sym.var(f"?{i}") for i in range(spec.rank or 0))
+        shape: list[Sym] = []
+        for i, dim in enumerate(spec.dims):
+            if isinstance(dim, ast.Ident):
+                if dim.name not in dims:
+                    dims[dim.name] = Symbol(dim.name, SymKind.DIM, dim.span, elem=dtypes.INT,
+                                            value=Sym.var(dim.name))
+                self._fn().refs[id(dim)] = dims[dim.name]
+                shape.append(Sym.var(dim.name))
+            elif isinstance(dim, ast.AnonDim):
+                shape.append(Sym.var(f"?{len(self._fn().params)}_{i}"))
+            else:
+                value = self._expr(dim).static
+                if value is None or not value.is_const:
+                    self._error("CQ0209", dim.span, what="a parameter dimension",
+                                actual="a non-constant expression")
+                    value = Sym(1)
+                elif (value.value or 0) <= 0:
+                    self._error("CQ0306", dim.span, value=value.value)
+                shape.append(value)
+        return tuple(shape)
+
+    def _return_type(self, node: ast.Function) -> None:
+        fn = self._fn()
+        ret = node.ret
+        if ret is None:
+            fn.returns = "void"
+        elif ret.elem == "auto":
+            fn.returns = "data"
+        elif ret.shape is None:
+            fn.returns = "scalar"
+            fn.ret_type = ScalarType(self._elem(ret.elem, ret.span))
+        else:
+            fn.returns = "data"
+            elem = self._elem(ret.elem, ret.span)
+            shape = self._param_shape(ret.shape, fn.dims) if ret.shape.dims else ()
+            fn.ret_type = DataType(elem, shape, "global")
+
+    def _elem(self, name: str, span: Span) -> ElemType:
+        if name == "stream":
+            return dtypes.INT
+        elem = dtypes.ELEM_TYPES.get(name)
+        if elem is None:
+            self._error("CQ0204", span, name=name, actual="not a type", expected="an element type")
+            return dtypes.F32
+        if not elem.supported and name != "int":
+            self._error("CQ0214", span, elem=name)
+        return elem
+
+    # ------------------------------------------------------------------ statements
+    def _block(self, block: ast.Block, new_scope: bool = True) -> None:
+        if new_scope:
+            self.scopes.append({})
+        for stmt in block.stmts:
+            self._stmt(stmt)
+        if new_scope:
+            self.scopes.pop()
+
+    def _stmt(self, stmt: ast.Stmt) -> None:
+        method = getattr(self, "_stmt_" + type(stmt).__name__, None)
+        if method is None:
+            self._walk_unknown(stmt)
+        else:
+            method(stmt)
+
+    def _walk_unknown(self, stmt: ast.Stmt) -> None:
+        """Statements this checker does not analyse yet: check nested blocks only."""
+        for name in ("body", "then", "other"):
+            child = getattr(stmt, name, None)
+            if isinstance(child, ast.Block):
+                self._block(child)
+
+    def _stmt_Block(self, stmt: ast.Block) -> None:
+        self._block(stmt)
+
+    def _stmt_Empty(self, stmt: ast.Empty) -> None:
+        pass
+
+    def _stmt_MmaCommit(self, stmt: ast.MmaCommit) -> None:
+        pass
+
+    def _stmt_SpannedDecl(self, stmt: ast.SpannedDecl) -> None:
+        storage = stmt.storage
+        if storage is None:
+            storage = "local" if self.ctx.on_device else "global"
+        if storage in ("shared", "local") and not self.ctx.on_device:
+            self._error("CQ0607", stmt.span, storage=storage, name=stmt.vars[0].name,
+                        where="inside a parallel block")
+        if storage == "global" and self.ctx.on_device:
+            self._error("CQ0607", stmt.span, storage=storage, name=stmt.vars[0].name,
+                        where="outside parallel blocks")
+        elem = self._elem(stmt.elem, stmt.span)
+        shape = self._shape_items(stmt.dims or (), stmt.span)
+        if shape is None:
+            shape = ()
+        for var in stmt.vars:
+            if self.ctx.on_device:
+                for dim in shape:
+                    if not dim.is_const:
+                        self._error("CQ0307", var.span, name=var.name, dim=dim)
+                        break
+            array_dims = tuple(self._static_int(d, "an array dimension") for d in var.array_dims)
+            if var.init is not None:
+                self._expr(var.init)
+            sym = Symbol(var.name, SymKind.DATA, var.span, elem=elem, shape=shape,
+                         storage=storage, mutable=True, array_dims=array_dims, decl_node=stmt)
+            self._declare(sym)
+            self._note_decl(stmt, sym)
+
+    def _shape_items(self, items: tuple[ast.Expr, ...], span: Span) -> tuple[Sym, ...] | None:
+        """Dimensions from an item list; mdspan items (``x.span``) are spliced in."""
+        dims: list[Sym] = []
+        for item in items:
+            info = self._expr(item)
+            if isinstance(info.type, _Error):
+                return None
+            if isinstance(info.type, ShapeType):
+                dims.extend(info.type.dims)
+            elif isinstance(info.type, TupleType) and all(v is not None for v in info.type.values):
+                dims.extend(v for v in info.type.values if v is not None)
+            elif info.static is not None:
+                if info.static.value is not None and info.static.value <= 0:
+                    self._error("CQ0306", item.span, value=info.static.value)
+                    return None
+                dims.append(info.static)
+            else:
+                self._error("CQ0209", item.span, what="a dimension", actual=info.type.describe())
+                return None
+        return tuple(dims)
+
+    def _static_int(self, expr: ast.Expr, what: str) -> Sym:
+        info = self._expr(expr)
+        if info.static is None:
+            if not isinstance(info.type, _Error):
+                self._error("CQ0209", expr.span, what=what, actual=info.type.describe())
+            return Sym(1)
+        return info.static
+
+    def _stmt_ScalarDecl(self, stmt: ast.ScalarDecl) -> None:
+        elem = self._elem(stmt.type, stmt.span) if stmt.type else None
+        for item in stmt.items:
+            info = self._expr(item.init) if item.init is not None else None
+            item_elem = elem
+            if item_elem is None:
+                item_elem = info.type.elem if info and isinstance(info.type, ScalarType) else dtypes.INT
+            mutable = stmt.mutable or (item.init is None and stmt.type not in ("int", "bool"))
+            if item.init is None and not mutable:
+                self._error("CQ0204", item.span, name=item.name, actual="not initialised",
+                            expected="an initial value for an immutable scalar")
+            value = info.static if info is not None and not stmt.mutable else None
+            if info is not None and elem is not None:
+                self._check_convert(info, elem, item.init.span if item.init else item.span)
+            sym = Symbol(item.name, SymKind.SCALAR, item.span, elem=item_elem, mutable=mutable,
+                         value=value if item_elem.is_int or item_elem.name == "bool" else None,
+                         decl_node=stmt)
+            self._declare(sym)
+            self._note_decl(stmt, sym)
+
+    def _check_convert(self, info: ExprInfo, dst: ElemType, span: Span) -> None:
+        if isinstance(info.type, ScalarType) and dtypes.is_lossy(info.type.elem, dst):
+            # literals that convert exactly are fine (1.5 to f16, 0.0 to anything)
+            if info.static is None and not (info.type.elem.is_float and dst.is_float
+                                            and info.type.elem.bits > 32):
+                self._error("CQ0206", span, src=info.type.elem.name, dst=dst.name)
+
+    def _stmt_MdspanDecl(self, stmt: ast.MdspanDecl) -> None:
+        info = self._expr(stmt.value)
+        dims: tuple[Sym, ...] = ()
+        if isinstance(info.type, ShapeType):
+            dims = info.type.dims
+        elif not isinstance(info.type, _Error):
+            self._error("CQ0217", stmt.value.span)
+        if stmt.rank is not None and dims and stmt.rank != len(dims):
+            self._error("CQ0218", stmt.span, name=stmt.name, declared=f"mdspan<{stmt.rank}>",
+                        actual=f"mdspan<{len(dims)}>")
+        sym = Symbol(stmt.name, SymKind.MDSPAN, stmt.span, shape=dims, decl_node=stmt)
+        self._declare(sym)
+        self._note_decl(stmt, sym)
+
+    def _stmt_ItupleDecl(self, stmt: ast.ItupleDecl) -> None:
+        info = self._expr(stmt.value)
+        values: tuple[Sym | None, ...] = ()
+        if isinstance(info.type, TupleType):
+            values = info.type.values
+        elif not isinstance(info.type, _Error):
+            self._error("CQ0216", stmt.value.span)
+        if stmt.rank is not None and values and stmt.rank != len(values):
+            self._error("CQ0218", stmt.span, name=stmt.name, declared=f"ituple<{stmt.rank}>",
+                        actual=f"ituple<{len(values)}>")
+        sym = Symbol(stmt.name, SymKind.ITUPLE, stmt.span, values=values, decl_node=stmt)
+        self._declare(sym)
+        self._note_decl(stmt, sym)
+
+    def _stmt_AssignStmt(self, stmt: ast.AssignStmt) -> None:
+        for item in stmt.items:
+            self._assign(stmt, item)
+
+    def _assign(self, stmt: ast.AssignStmt, item: ast.Assign) -> None:
+        target = item.target
+        if isinstance(target, ast.Ident):
+            sym = self._lookup(target.name)
+            if sym is None:
+                if item.op != "=":
+                    self._error("CQ0201", target.span, name=target.name)
+                    self._expr(item.value)
+                    return
+                self._declare_by_assignment(stmt, target, item.value)
+                return
+            self._fn().refs[id(target)] = sym
+            info = self._expr(item.value)
+            if sym.kind is SymKind.FRAG:
+                self._frag_arith(sym, info, item)
+                return
+            if sym.kind is SymKind.FUTURE and isinstance(info.type, FutureType):
+                return
+            if not sym.mutable:
+                self._error("CQ0203", target.span, name=target.name)
+            elif sym.kind is SymKind.SCALAR and sym.elem is not None:
+                self._check_convert(info, sym.elem, item.value.span)
+            return
+        target_info = self._expr(target)
+        value = self._expr(item.value)
+        if isinstance(target_info.type, ScalarType):
+            self._check_convert(value, target_info.type.elem, item.value.span)
+
+    def _frag_arith(self, sym: Symbol, info: ExprInfo, item: ast.Assign) -> None:
+        """``mc += bias;``: element-wise arithmetic of an accumulator with a scalar."""
+        if item.op == "=" or not isinstance(info.type, (ScalarType, _Error)):
+            self._error("CQ0213", item.span, name=sym.name, kind=sym.kind.value,
+                        usage="with this assignment (only `+= -= *= /=` with a scalar)")
+
+    def _declare_by_assignment(self, stmt: ast.AssignStmt, target: ast.Ident,
+                               value: ast.Expr) -> None:
+        """``x = expr;`` with a new name declares ``x`` with the value's type."""
+        info = self._expr(value)
+        t = info.type
+        span = target.span
+        if isinstance(t, DataType) and isinstance(value, ast.View):
+            sym = Symbol(target.name, SymKind.VIEW, span, elem=t.elem, shape=t.shape,
+                         storage=t.storage, view=self._fn().views.get(id(value)))
+        elif isinstance(t, BoundedType):
+            sym = Symbol(target.name, SymKind.BOUNDED, span, bound=t.bound, elem=dtypes.INT)
+        elif isinstance(t, ShapeType):
+            sym = Symbol(target.name, SymKind.MDSPAN, span, shape=t.dims)
+        elif isinstance(t, TupleType):
+            sym = Symbol(target.name, SymKind.ITUPLE, span, values=t.values)
+        elif isinstance(t, FutureType):
+            sym = t.symbol
+            self._fn().refs[id(target)] = sym
+            self.scopes[-1][target.name] = sym
+            return
+        elif isinstance(t, ScalarType):
+            sym = Symbol(target.name, SymKind.SCALAR, span, elem=t.elem,
+                         value=info.static if t.elem.is_int else None)
+        else:
+            sym = Symbol(target.name, SymKind.SCALAR, span, elem=dtypes.INT)
+        sym.decl_node = stmt
+        self._fn().refs[id(target)] = sym
+        self._declare(sym)
+        self._note_decl(stmt, sym)
+
+    def _stmt_ExprStmt(self, stmt: ast.ExprStmt) -> None:
+        self._expr(stmt.expr)
+
+    def _stmt_ReturnStmt(self, stmt: ast.ReturnStmt) -> None:
+        fn = self._fn()
+        if self.ctx.on_device:
+            self._error("CQ0606", stmt.span, what="return", where="inside a parallel block")
+            return
+        if stmt.value is None:
+            if fn.returns != "void":
+                self._error("CQ0212", stmt.span, name=fn.node.name)
+            return
+        if fn.returns == "void":
+            self._error("CQ0211", stmt.span, name=fn.node.name)
+            return
+        info = self._expr(stmt.value)
+        if fn.returns == "data":
+            if not isinstance(info.type, DataType) or not isinstance(stmt.value, ast.Ident):
+                if not isinstance(info.type, _Error):
+                    self._error("CQ0204", stmt.value.span, name=_text(stmt.value),
+                                actual=info.type.describe(), expected="a spanned buffer name")
+                return
+            sym = self._lookup(stmt.value.name)
+            fn.returned = sym
+            declared = fn.ret_type
+            if isinstance(declared, DataType) and declared.shape and sym is not None:
+                self._check_same_shape(declared.shape, sym.shape or (), stmt.value.span, sym.name)
+
+    def _check_same_shape(self, expected: tuple[Sym, ...], actual: tuple[Sym, ...], span: Span,
+                          name: str) -> None:
+        if len(expected) != len(actual) or any(
+                a.provably_eq(b) is False for a, b in zip(expected, actual)):
+            self._error("CQ0312", span, name=name, actual=shape_text(actual),
+                        expected=shape_text(expected))
+
+    def _stmt_If(self, stmt: ast.If) -> None:
+        self._expr(stmt.cond)
+        self._block(stmt.then)
+        if stmt.other is not None:
+            self._block(stmt.other)
+
+    def _stmt_While(self, stmt: ast.While) -> None:
+        self._expr(stmt.cond)
+        self.ctx.loops += 1
+        self._block(stmt.body)
+        self.ctx.loops -= 1
+
+    def _stmt_BreakStmt(self, stmt: ast.BreakStmt) -> None:
+        if not self.ctx.loops:
+            self._error("CQ0606", stmt.span, what="break", where="outside a loop")
+
+    def _stmt_ContinueStmt(self, stmt: ast.ContinueStmt) -> None:
+        if not self.ctx.loops:
+            self._error("CQ0606", stmt.span, what="continue", where="outside a loop")
+
+    def _stmt_YieldStmt(self, stmt: ast.YieldStmt) -> None:
+        if not self.ctx.on_device:
+            self._error("CQ0606", stmt.span, what="yield", where="outside a parallel block")
+
+    # ------------------------------------------------------------------ parallel / loops
+    def _stmt_Parallel(self, stmt: ast.Parallel) -> None:
+        if not self.ctx.on_device:
+            level_of, problems = infer_levels(stmt)
+            for problem in problems:
+                self._error(problem.code, problem.node.span, **problem.fields)
+            self.ctx.level_of = level_of
+        infos: list[LevelInfo] = []
+        self.scopes.append({})
+        seen: set[str] = set()
+        for node in stmt.levels:
+            level = self.ctx.level_of.get(id(node), Level.THREAD)
+            info = self._parallel_level(node, level, seen)
+            infos.append(info)
+            self.ctx.levels.append(info)
+        self._fn().parallels[id(stmt)] = tuple(infos)
+        self._block(stmt.body, new_scope=False)
+        for _ in infos:
+            self.ctx.levels.pop()
+        self.scopes.pop()
+
+    def _parallel_level(self, node: ast.ParallelLevel, level: Level, seen: set[str]) -> LevelInfo:
+        bounds = self._bounds(node.bounds, len(node.vars), node.span, parallel=True)
+        if level is not Level.BLOCK:
+            for bound in bounds:
+                if not bound.is_const:
+                    self._error("CQ0610", node.span, level=level.value, bound=bound)
+        syms = []
+        names = node.vars or tuple(f"_anon{i}" for i in range(len(bounds)))
+        for name, bound in zip(names, bounds):
+            if name in seen:
+                self._error("CQ0602", node.span, name=name)
+            seen.add(name)
+            if name == "_":
+                self._error("CQ0208", node.span, what="a parallel variable")
+            sym = Symbol(name, SymKind.BOUNDED, node.span, elem=dtypes.INT, bound=bound,
+                         level=level)
+            syms.append(sym)
+            if node.vars:
+                self._declare(sym)
+        tuple_sym = None
+        if node.tuple_name:
+            tuple_sym = Symbol(node.tuple_name, SymKind.BOUNDED_TUPLE, node.span,
+                               members=tuple(syms), level=level)
+            self._declare(tuple_sym)
+        return LevelInfo(level, tuple(syms), tuple(bounds), node.level is None, node, tuple_sym)
+
+    def _bounds(self, exprs: tuple[ast.Expr, ...], count: int, span: Span,
+                parallel: bool) -> list[Sym]:
+        """Bounds of ``by [a, b]`` / ``in [a, b]``: one per variable, static or symbolic."""
+        dims = self._shape_items(exprs, span)
+        if dims is None:
+            return [Sym(1)] * max(count, 1)
+        if parallel:
+            for d, expr in zip(dims, exprs):
+                if d.value is not None and d.value <= 0:
+                    self._error("CQ0601", expr.span, value=d.value)
+        if count and len(dims) != count:
+            self._error("CQ0311", span, what="the bound list", expected=count, actual=len(dims))
+            dims = (list(dims) + [Sym(1)] * count)[:count]
+        return list(dims)
+
+    def _stmt_Foreach(self, stmt: ast.Foreach) -> None:
+        self._loop(stmt, Level.LOOP)
+
+    def _stmt_With(self, stmt: ast.With) -> None:
+        self._loop(stmt, Level.WITH)
+
+    def _loop(self, stmt: ast.Foreach | ast.With, level: Level) -> None:
+        self.scopes.append({})
+        infos: list[LoopInfo] = []
+        for item in stmt.items:
+            if isinstance(item, ast.Within):
+                infos.append(self._within(item, level))
+            else:
+                infos.append(self._range_item(item))
+        self._fn().loops[id(stmt)] = tuple(infos)
+        self.ctx.loops += 1
+        self._block(stmt.body, new_scope=False)
+        self.ctx.loops -= 1
+        self.scopes.pop()
+
+    def _within(self, item: ast.Within, level: Level) -> LoopInfo:
+        info = self._expr(item.shape)
+        if isinstance(info.type, ShapeType):
+            bounds = list(info.type.dims)
+        elif info.static is not None:
+            bounds = [info.static]
+        elif isinstance(info.type, _Error):
+            bounds = [Sym(1)]
+        else:
+            self._error("CQ0209", item.shape.span, what="a loop bound",
+                        actual=info.type.describe())
+            bounds = [Sym(1)]
+        names = item.vars
+        if len(names) != len(bounds) and not (len(names) == 1 and not item.braced):
+            self._error("CQ0311", item.span, what="the variable list", expected=len(bounds),
+                        actual=len(names))
+        syms = []
+        if len(names) == 1 and not item.braced and len(bounds) > 1:
+            # `foreach idx in [a, b]`: idx is a bounded ituple of rank 2
+            members = tuple(Symbol(f"{names[0]}({i})", SymKind.BOUNDED, item.span,
+                                   elem=dtypes.INT, bound=b, level=level)
+                            for i, b in enumerate(bounds))
+            tup = Symbol(names[0], SymKind.BOUNDED_TUPLE, item.span, members=members, level=level)
+            self._declare(tup)
+            return LoopInfo(members, tuple(bounds), tup)
+        for name, bound in zip(names, bounds):
+            if name == "_":
+                self._error("CQ0208", item.span, what="an iteration variable")
+            sym = Symbol(name, SymKind.BOUNDED, item.span, elem=dtypes.INT, bound=bound,
+                         level=level)
+            self._declare(sym)
+            syms.append(sym)
+        tup = None
+        if item.tuple_name:
+            tup = Symbol(item.tuple_name, SymKind.BOUNDED_TUPLE, item.span, members=tuple(syms),
+                         level=level)
+            self._declare(tup)
+        return LoopInfo(tuple(syms), tuple(bounds[:len(syms)]), tup)
+
+    def _range_item(self, item: ast.RangeItem) -> LoopInfo:
+        sym = self._lookup(item.var)
+        if sym is None or sym.kind is not SymKind.BOUNDED:
+            self._error("CQ0207", item.span, name=item.var)
+            sym = Symbol(item.var, SymKind.BOUNDED, item.span, elem=dtypes.INT, bound=Sym(1))
+        for part in (item.lb, item.ub, item.step):
+            if part is not None:
+                self._expr(part)
+        loop_sym = Symbol(item.name or item.var, SymKind.BOUNDED, item.span, elem=dtypes.INT,
+                          bound=sym.bound, level=Level.LOOP)
+        self.scopes[-1][loop_sym.name] = loop_sym
+        self._fn().refs[id(item)] = sym
+        return LoopInfo((loop_sym,), (sym.bound or Sym(1),), None, (item.lb,), (item.ub,))
+
+    # ------------------------------------------------------------------ DMA
+    def _stmt_DmaStmt(self, stmt: ast.DmaStmt) -> None:
+        if stmt.op == "load" and stmt.engine == "dma":
+            self._error("CQ0406", stmt.span, op="load")
+        for attr in stmt.attrs:
+            if attr.name == "swiz" and attr.args:
+                value = self._expr(attr.args[0]).static
+                if value is not None and value.value not in (32, 64, 128, 0, 1, 2, 3):
+                    self._error("CQ0407", attr.span, value=value)
+        src = self._view_operand(stmt.src)
+        if src is None:
+            return
+        src_type = self._dma_result_shape(stmt, src)
+        dst_type = self._dma_dest(stmt, src_type)
+        if stmt.is_async and stmt.future is None and not stmt.after:
+            self._error("CQ0411", stmt.span)
+        if stmt.future is not None and dst_type is not None:
+            future = Symbol(stmt.future, SymKind.FUTURE, stmt.span, elem=dst_type.elem,
+                            shape=dst_type.shape, storage=dst_type.storage,
+                            is_async=stmt.is_async, decl_node=stmt)
+            existing = self._lookup(stmt.future)
+            if existing is not None and existing.kind is SymKind.FUTURE and existing.mutable:
+                # a `dma.any` placeholder being filled
+                existing.elem, existing.shape, existing.storage = (future.elem, future.shape,
+                                                                    future.storage)
+                existing.is_async = stmt.is_async
+                self._note_decl(stmt, existing)
+            else:
+                self.scopes[-1][stmt.future] = future
+                self._note_decl(stmt, future)
+
+    def _dma_result_shape(self, stmt: ast.DmaStmt, src: DataType) -> DataType:
+        """The shape a DMA produces from its source: transposed or padded for those ops."""
+        if stmt.op == "transp" and stmt.perm is not None:
+            perm = [self._static_int(p, "a transpose index").value for p in stmt.perm]
+            rank = len(src.shape)
+            if len(perm) != rank:
+                self._error("CQ0408", stmt.span, what="transpose", actual=len(perm), rank=rank)
+            elif sorted(p for p in perm if p is not None) != list(range(rank)):
+                self._error("CQ0409", stmt.span, perm=", ".join(map(str, perm)), last=rank - 1)
+            else:
+                return DataType(src.elem, tuple(src.shape[p] for p in perm if p is not None),
+                                src.storage)
+        if stmt.op == "pad" and stmt.pad is not None:
+            rank = len(src.shape)
+            parts = [stmt.pad.low, stmt.pad.high, stmt.pad.mid]
+            for part in parts:
+                if len(part) != rank:
+                    self._error("CQ0408", stmt.span, what="pad", actual=len(part), rank=rank)
+                    return src
+            self._expr(stmt.pad.value)
+            shape = list(src.shape)
+            for part in parts:
+                for d, e in enumerate(part):
+                    shape[d] = shape[d] + self._static_int(e, "a pad amount")
+            return DataType(src.elem, tuple(shape), src.storage)
+        return src
+
+    def _dma_dest(self, stmt: ast.DmaStmt, src: DataType) -> DataType | None:
+        dst = stmt.dst
+        if isinstance(dst, ast.StorageDest):
+            if dst.storage in ("shared", "local") and not self.ctx.on_device:
+                self._error("CQ0405", dst.span, storage=dst.storage)
+            return DataType(src.elem, src.shape, dst.storage)
+        if isinstance(dst, ast.SelectExpr):
+            self._expr(dst)
+            return None
+        dst_type = self._view_operand(dst)
+        if dst_type is None:
+            return None
+        if dst_type.elem != src.elem:
+            self._error("CQ0401", stmt.span, src=src.elem.name, dst=dst_type.elem.name)
+            return dst_type
+        if len(dst_type.shape) != len(src.shape):
+            self._error("CQ0402", stmt.span, src=len(src.shape), dst=len(dst_type.shape))
+            return dst_type
+        self._check_dma_shapes(stmt, src, dst_type)
+        return dst_type
+
+    def _check_dma_shapes(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:
+        """Equal shapes copy totally; a smaller static source may fill part of a bigger
+        destination (the rest is zero with .zfill); symbolic mismatches are trusted."""
+        mismatch = [d for d, (a, b) in enumerate(zip(src.shape, dst.shape))
+                    if a.provably_eq(b) is False]
+        if not mismatch:
+            return
+        fits = all(a.provably_le(b) is not False for a, b in zip(src.shape, dst.shape))
+        if fits:
+            return
+        src_count = _count(src.shape)
+        dst_count = _count(dst.shape)
+        if src_count is not None and dst_count is not None and src_count > dst_count:
+            self._error("CQ0404", stmt.span, src=src_count, dst=dst_count)
+        self._error("CQ0403", stmt.span, src=shape_text(src.shape), dst=shape_text(dst.shape))
+
+    def _stmt_DmaAny(self, stmt: ast.DmaAny) -> None:
+        sym = Symbol(stmt.future, SymKind.FUTURE, stmt.span, mutable=True, decl_node=stmt)
+        self._declare(sym)
+        self._note_decl(stmt, sym)
+
+    def _stmt_WaitStmt(self, stmt: ast.WaitStmt) -> None:
+        for target in stmt.targets:
+            if isinstance(target, ast.Ident):
+                sym = self._lookup(target.name)
+                if sym is None:
+                    self._error("CQ0201", target.span, name=target.name)
+                    continue
+                self._fn().refs[id(target)] = sym
+                if sym.kind is SymKind.FUTURE and not sym.is_async and not sym.mutable:
+                    self._error("CQ0412", target.span, name=target.name)
+
+    def _stmt_SwapStmt(self, stmt: ast.SwapStmt) -> None:
+        for name in stmt.names:
+            if self._lookup(name) is None:
+                self._error("CQ0201", stmt.span, name=name)
+
+    # ------------------------------------------------------------------ views
+    def _view_operand(self, expr: ast.Expr) -> DataType | None:
+        info = self._expr(expr)
+        if isinstance(info.type, DataType):
+            return info.type
+        if isinstance(info.type, FutureType):
+            sym = info.type.symbol
+            if sym.elem is not None and sym.shape is not None:
+                return DataType(sym.elem, sym.shape, sym.storage or "shared")
+        if not isinstance(info.type, _Error):
+            self._error("CQ0204", expr.span, name=_text(expr), actual=info.type.describe(),
+                        expected="spanned data or a view")
+        return None
+
+    def _expr_View(self, view: ast.View) -> ExprInfo:
+        root_info = self._view_root(view.base)
+        if root_info is None:
+            return ERROR
+        root, data, array_index = root_info
+        steps: list[ViewStep] = []
+        shape = data.shape
+        for op in view.ops:
+            try:
+                step = self._view_step(op, shape)
+            except ViewError as err:
+                self._error(err.code, err.span, **err.fields)
+                return ERROR
+            if step is None:
+                return ERROR
+            steps.append(step)
+            shape = step.extents
+        dtype = DataType(data.elem, shape, data.storage)
+        self._fn().views[id(view)] = ViewInfo(root, tuple(steps), dtype, array_index)
+        return ExprInfo(dtype)
+
+    def _view_root(self, base: ast.Expr) -> tuple[Symbol, DataType, tuple[ast.Expr, ...]] | None:
+        array_index: list[ast.Expr] = []
+        while isinstance(base, ast.Index):
+            array_index.insert(0, base.index)
+            self._expr(base.index)
+            base = base.base
+        if isinstance(base, ast.Member) and base.member in ("data", "mdata"):
+            base = base.obj
+        if not isinstance(base, ast.Ident):
+            self._error("CQ0204", base.span, name=_text(base), actual="an expression",
+                        expected="spanned data, a future or a view")
+            return None
+        sym = self._lookup(base.name)
+        if sym is None:
+            self._error("CQ0201", base.span, name=base.name)
+            return None
+        self._fn().refs[id(base)] = sym
+        if sym.kind is SymKind.VIEW and sym.view is not None:
+            return sym.view.root, sym.view.type, tuple(array_index)
+        if sym.kind in (SymKind.DATA, SymKind.FUTURE, SymKind.FRAG) and sym.shape is not None \
+                and sym.elem is not None:
+            return sym, DataType(sym.elem, sym.shape, sym.storage or "shared"), tuple(array_index)
+        self._error("CQ0213", base.span, name=base.name, kind=sym.kind.value,
+                    usage="as data (it has no shape yet)" if sym.kind is SymKind.FUTURE
+                    else "as data")
+        return None
+
+    def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
+        if op.kind == "chunkat":
+            args = self._tile_args(op.args, factors=True)
+            return None if args is None else chunkat_step(shape, args, op.span)
+        if op.kind == "chunk":
+            factors = [self._static_int(a, "a chunk factor") for a in op.args]
+            at = self._index_items(op.at or ())
+            if len(at) != len(factors):
+                raise ViewError("CQ0311", op.span, what="at", expected=len(factors),
+                                actual=len(at))
+            args = [TileArg(item, f, op.span) for item, f in zip(at, factors)]
+            return chunkat_step(shape, args, op.span)
+        if op.kind in ("subspan", "modspan"):
+            extents = [None if _is_wildcard(a) else self._static_int(a, "a subspan extent")
+                       for a in op.args]
+            step = [self._static_int(s, "a step") for s in op.step] if op.step else None
+            at = self._index_items(op.at) if op.at is not None else None
+            return subspan_step(op.kind, shape, extents, step, at, op.span)
+        if op.kind == "view":
+            extents = [self._static_int(a, "a view extent") for a in op.args]
+            origin = self._index_items(op.at) if op.at is not None else None
+            return view_from_step(shape, extents, origin, op.span)
+        if op.kind == "span_as":
+            new_shape = self._shape_items(op.args, op.span)
+            return None if new_shape is None else span_as_step(shape, list(new_shape), op.span)
+        self._error("CQ0701", op.span, construct=f"'.{op.kind}'", hint=None)
+        return None
+
+    def _index_items(self, exprs: tuple[ast.Expr, ...]) -> list[IndexItem]:
+        items = self._tile_args(exprs, factors=False)
+        return [a.item for a in items] if items is not None else []
+
+    def _tile_args(self, exprs: tuple[ast.Expr, ...], factors: bool) -> list[TileArg] | None:
+        """Flatten chunkat/at arguments; bounded ituples contribute all their members."""
+        args: list[TileArg] = []
+        for expr in exprs:
+            if _is_wildcard(expr):
+                args.append(TileArg(IndexItem(None), None, expr.span))
+                continue
+            info = self._expr(expr)
+            t = info.type
+            if isinstance(t, BoundedTupleType):
+                for i, member in enumerate(t.symbol.members):
+                    args.append(TileArg(IndexItem(expr, i), member.bound, expr.span))
+            elif isinstance(t, BoundedType):
+                args.append(TileArg(IndexItem(expr), t.bound, expr.span))
+            elif isinstance(t, TupleType):
+                for i, v in enumerate(t.values):
+                    args.append(TileArg(IndexItem(expr, i), None, expr.span))
+            elif isinstance(t, ScalarType) and t.elem.is_int:
+                if factors:
+                    name = expr.name if isinstance(expr, ast.Ident) else _text(expr)
+                    self._error("CQ0207", expr.span, name=name)
+                    return None
+                args.append(TileArg(IndexItem(expr), None, expr.span))
+            elif isinstance(t, _Error):
+                return None
+            else:
+                self._error("CQ0209", expr.span, what="a tile index", actual=t.describe())
+                return None
+        return args
+
+    # ------------------------------------------------------------------ MMA
+    def _stmt_MmaFill(self, stmt: ast.MmaFill) -> None:
+        value = self._expr(stmt.value)
+        elem = self._elem(stmt.elem, stmt.span) if stmt.elem else None
+        if stmt.declares:
+            name = _target_name(stmt.target)
+            sym = Symbol(name, SymKind.FRAG, stmt.target.span, elem=elem, frag_role="acc",
+                         mutable=True, decl_node=stmt)
+            self._declare(sym)
+            self._note_decl(stmt, sym)
+            self._fn().frags[id(stmt)] = sym
+            return
+        sym = self._frag_ref(stmt.target)
+        if sym is None:
+            return
+        if sym.frag_role != "acc":
+            self._error("CQ0505", stmt.target.span, usage="re-filled", name=sym.name)
+        if elem is not None:
+            sym.elem = elem
+        self._fn().frags[id(stmt)] = sym
+        del value
+
+    def _frag_ref(self, expr: ast.Expr) -> Symbol | None:
+        base = expr.base if isinstance(expr, ast.Index) else expr
+        if isinstance(expr, ast.Index):
+            self._expr(expr.index)
+        if not isinstance(base, ast.Ident):
+            self._error("CQ0508", expr.span, name=_text(expr))
+            return None
+        sym = self._lookup(base.name)
+        if sym is None:
+            self._error("CQ0201", base.span, name=base.name)
+            return None
+        self._fn().refs[id(base)] = sym
+        if sym.kind is not SymKind.FRAG:
+            self._error("CQ0508", expr.span, name=base.name)
+            return None
+        return sym
+
+    def _stmt_MmaLoad(self, stmt: ast.MmaLoad) -> None:
+        data = self._view_operand(stmt.src)
+        if data is None:
+            return
+        if len(data.shape) != 2 or not all(d.is_const for d in data.shape):
+            self._error("CQ0501", stmt.src.span, name=_text(stmt.src), shape=shape_text(data.shape))
+        if not stmt.declares:
+            self._frag_ref(stmt.target)
+            return
+        name = _target_name(stmt.target)
+        existing = self._lookup(name)
+        view = self._fn().views.get(id(stmt.src))
+        if existing is not None and existing.kind is SymKind.FRAG and existing.frag_role == "acc":
+            # `mc = mma.load out.chunkat(...)`: reload an accumulator from memory
+            existing.shape = existing.shape or data.shape
+            self._fn().frags[id(stmt)] = existing
+            return
+        sym = Symbol(name, SymKind.FRAG, stmt.target.span, elem=data.elem, shape=data.shape,
+                     frag_role="operand", view=view, decl_node=stmt)
+        if existing is not None and existing.kind is SymKind.FRAG and existing.frag_role == "operand":
+            self.scopes[-1][name] = sym  # operand fragments are re-bound every K step
+        else:
+            self._declare(sym)
+        self._note_decl(stmt, sym)
+        self._fn().frags[id(stmt)] = sym
+
+    def _operand(self, expr: ast.Expr) -> tuple[ElemType, tuple[Sym, ...]] | None:
+        if isinstance(expr, ast.View) and not expr.ops and isinstance(expr.base, ast.Ident):
+            sym = self._lookup(expr.base.name)
+            if sym is not None and sym.kind is SymKind.FRAG:
+                self._fn().refs[id(expr.base)] = sym
+                if sym.shape is None or sym.elem is None:
+                    self._error("CQ0505", expr.span, usage="used as an operand before mma.load",
+                                name=sym.name)
+                    return None
+                return sym.elem, sym.shape
+        data = self._view_operand(expr)
+        if data is None:
+            return None
+        if len(data.shape) != 2 or not all(d.is_const for d in data.shape):
+            self._error("CQ0501", expr.span, name=_text(expr), shape=shape_text(data.shape))
+            return None
+        return data.elem, data.shape
+
+    def _stmt_MmaExec(self, stmt: ast.MmaExec) -> None:
+        acc = self._frag_ref(stmt.acc)
+        a = self._operand(stmt.a)
+        b = self._operand(stmt.b)
+        for extra in stmt.extra:
+            self._expr(extra)
+        if acc is None or a is None or b is None:
+            return
+        if acc.frag_role != "acc":
+            self._error("CQ0505", stmt.acc.span, usage="accumulated into", name=acc.name)
+            return
+        (ea, sa), (eb, sb) = a, b
+        m, ka = (sa[0], sa[1]) if stmt.layout_a == "row" else (sa[1], sa[0])
+        n, kb = (sb[0], sb[1]) if stmt.layout_b == "row" else (sb[1], sb[0])
+        if stmt.kind == "sp":
+            ka = ka * 2
+        if ka.provably_eq(kb) is False:
+            self._error("CQ0502", stmt.span, a=f"'{_text(stmt.a)}' {shape_text(sa)}",
+                        b=f"'{_text(stmt.b)}' {shape_text(sb)}", la=stmt.layout_a,
+                        lb=stmt.layout_b, hint=_layout_hint(stmt, sa, sb))
+            return
+        shape = (m, n)
+        if acc.shape is None:
+            acc.shape = shape
+        elif any(x.provably_eq(y) is False for x, y in zip(acc.shape, shape)):
+            self._error("CQ0503", stmt.span, name=acc.name, acc=shape_text(acc.shape),
+                        expected=shape_text(shape))
+        if acc.elem is None:
+            acc.elem = default_accumulator(ea)
+        if not mma_types_ok(ea, eb, acc.elem):
+            self._error("CQ0504", stmt.span, a=ea.name, b=eb.name, c=acc.elem.name)
+        acc.frag_executed = True
+        self._fn().frags[id(stmt)] = acc
+
+    def _stmt_MmaStore(self, stmt: ast.MmaStore) -> None:
+        acc = self._frag_ref(stmt.frag)
+        dst = self._view_operand(stmt.dst)
+        for e in stmt.mask:
+            self._expr(e)
+        if acc is None or dst is None:
+            return
+        self._fn().frags[id(stmt)] = acc
+        if acc.shape is None:
+            return
+        expected = tuple(reversed(acc.shape)) if stmt.modifier == "transp" else acc.shape
+        if len(dst.shape) != 2 or any(
+                x.provably_eq(y) is False for x, y in zip(dst.shape, expected)):
+            if stmt.modifier == "mask" and len(dst.shape) == 2:
+                return
+            self._error("CQ0507", stmt.dst.span, dst=shape_text(dst.shape),
+                        acc=shape_text(expected))
+
+    def _stmt_MmaScale(self, stmt: ast.MmaScale) -> None:
+        self._frag_ref(stmt.frag)
+        self._expr(stmt.scale_a)
+        self._expr(stmt.scale_b)
+
+    # ------------------------------------------------------------------ expressions
+    def _expr(self, expr: ast.Expr) -> ExprInfo:
+        method = getattr(self, "_expr_" + type(expr).__name__, None)
+        info = ERROR if method is None else method(expr)
+        self._fn().exprs[id(expr)] = info
+        return info
+
+    def _expr_IntLit(self, e: ast.IntLit) -> ExprInfo:
+        elem = dtypes.INT
+        if "u" in e.suffix:
+            elem = dtypes.ELEM_TYPES["u64" if "ll" in e.suffix or e.value >= 2**32 else "u32"]
+        elif "ll" in e.suffix or e.value >= 2**31:
+            elem = dtypes.S64
+        return ExprInfo(ScalarType(elem), Sym(e.value))
+
+    def _expr_FloatLit(self, e: ast.FloatLit) -> ExprInfo:
+        return ExprInfo(ScalarType(dtypes.F32 if e.is_f32 else dtypes.F64))
+
+    def _expr_BoolLit(self, e: ast.BoolLit) -> ExprInfo:
+        return ExprInfo(_BOOL)
+
+    def _expr_InfLit(self, e: ast.InfLit) -> ExprInfo:
+        return ExprInfo(ScalarType(dtypes.F32))
+
+    def _expr_StrLit(self, e: ast.StrLit) -> ExprInfo:
+        return ExprInfo(StringType())
+
+    def _expr_Ident(self, e: ast.Ident) -> ExprInfo:
+        if e.name == "_":
+            self._error("CQ0208", e.span, what="a value (it is the wildcard of tile arguments)")
+            return ERROR
+        sym = self._lookup(e.name)
+        if sym is None:
+            self._error("CQ0201", e.span, name=e.name)
+            return ERROR
+        self._fn().refs[id(e)] = sym
+        return _symbol_info(sym)
+
+    def _expr_Member(self, e: ast.Member) -> ExprInfo:
+        obj = self._expr(e.obj)
+        t = obj.type
+        if isinstance(t, _Error):
+            return ERROR
+        if e.member == "span":
+            shape = _shape_of(t)
+            if shape is None:
+                self._error("CQ0213", e.span, name=_text(e.obj), kind=t.describe(),
+                            usage="with .span")
+                return ERROR
+            return ExprInfo(ShapeType(shape))
+        if e.member in ("data", "mdata"):
+            if isinstance(t, FutureType) and t.symbol.shape is not None and t.symbol.elem:
+                return ExprInfo(DataType(t.symbol.elem, t.symbol.shape,
+                                         t.symbol.storage or "shared"))
+            if isinstance(t, DataType):
+                return obj
+            self._error("CQ0410", e.span, name=_text(e.obj))
+            return ERROR
+        return ERROR
+
+    def _expr_ElemAccess(self, e: ast.ElemAccess) -> ExprInfo:
+        base = self._expr(e.base) if not isinstance(e.base, ast.Index) else self._index_base(e.base)
+        for index in e.indices:
+            self._expr(index)
+        t = base.type
+        if isinstance(t, FutureType) and t.symbol.shape is not None and t.symbol.elem:
+            t = DataType(t.symbol.elem, t.symbol.shape, t.symbol.storage or "shared")
+        if isinstance(t, _Error):
+            return ERROR
+        if not isinstance(t, DataType):
+            return ERROR  # events use `.at(k)` too; not checked here
+        count = 0
+        for index in e.indices:
+            it = self._fn().exprs[id(index)].type
+            count += len(it.symbol.members) if isinstance(it, BoundedTupleType) else (
+                len(it.values) if isinstance(it, TupleType) else 1)
+        if count != len(t.shape):
+            self._error("CQ0305", e.span, name=_text(e.base), rank=len(t.shape), count=count)
+            return ERROR
+        return ExprInfo(ScalarType(t.elem))
+
+    def _index_base(self, e: ast.Index) -> ExprInfo:
+        base = self._expr(e.base)
+        self._expr(e.index)
+        return base
+
+    def _expr_Index(self, e: ast.Index) -> ExprInfo:
+        return self._index_base(e)
+
+    def _expr_Select(self, e: ast.Select) -> ExprInfo:
+        base = self._expr(e.base)
+        index = self._expr(e.index)
+        t = base.type
+        i = index.static.value if index.static is not None else None
+        if isinstance(t, _Error):
+            return ERROR
+        if isinstance(t, ShapeType):
+            if i is None or not -len(t.dims) <= i < len(t.dims):
+                self._error("CQ0210", e.index.span, index=i, what="an mdspan", rank=len(t.dims))
+                return ERROR
+            return ExprInfo(_INT, t.dims[i])
+        if isinstance(t, TupleType):
+            if i is None or not -len(t.values) <= i < len(t.values):
+                self._error("CQ0210", e.index.span, index=i, what="an ituple", rank=len(t.values))
+                return ERROR
+            return ExprInfo(_INT, t.values[i])
+        if isinstance(t, BoundedTupleType):
+            members = t.symbol.members
+            if i is None or not 0 <= i < len(members):
+                self._error("CQ0210", e.index.span, index=i, what="a bounded ituple",
+                            rank=len(members))
+                return ERROR
+            return ExprInfo(BoundedType(members[i].bound or Sym(1)))
+        if isinstance(t, BoundedType) and i is not None:
+            return ExprInfo(_INT, t.bound + i if i < 0 else Sym(i))
+        return ERROR
+
+    def _expr_BoundOf(self, e: ast.BoundOf) -> ExprInfo:
+        sym = self._lookup(e.name)
+        if sym is None:
+            self._error("CQ0201", e.span, name=e.name)
+            return ERROR
+        if sym.kind is SymKind.BOUNDED and sym.bound is not None:
+            return ExprInfo(_INT, sym.bound)
+        if sym.kind is SymKind.BOUNDED_TUPLE:
+            return ExprInfo(TupleType(tuple(m.bound for m in sym.members)))
+        self._error("CQ0207", e.span, name=e.name)
+        return ERROR
+
+    def _expr_Binary(self, e: ast.Binary) -> ExprInfo:
+        lhs, rhs = self._expr(e.lhs), self._expr(e.rhs)
+        if isinstance(lhs.type, _Error) or isinstance(rhs.type, _Error):
+            return ERROR
+        if e.op == "#":
+            return self._compose(e, lhs, rhs)
+        if e.op in ("#+", "#-"):
+            if isinstance(lhs.type, BoundedType) and rhs.static is not None:
+                delta = rhs.static if e.op == "#+" else -rhs.static
+                return ExprInfo(BoundedType(lhs.type.bound + delta))
+            self._error("CQ0205", e.span, op=e.op, lhs=lhs.type.describe(), rhs=rhs.type.describe())
+            return ERROR
+        if e.op in _COMPARE or e.op in _LOGIC:
+            return ExprInfo(_BOOL, _fold(e.op, lhs.static, rhs.static))
+        if isinstance(lhs.type, (ShapeType, TupleType)) or isinstance(rhs.type, (ShapeType, TupleType)):
+            return self._shape_arith(e, lhs, rhs)
+        if isinstance(lhs.type, BoundedType) and _is_intlike(rhs):
+            return ExprInfo(lhs.type)
+        if isinstance(rhs.type, BoundedType) and _is_intlike(lhs):
+            return ExprInfo(rhs.type)
+        lt, rt = _scalar_elem(lhs), _scalar_elem(rhs)
+        if lt is None or rt is None:
+            self._error("CQ0205", e.span, op=e.op, lhs=lhs.type.describe(), rhs=rhs.type.describe())
+            return ERROR
+        common = dtypes.promote(lt, rt)
+        if common is None:
+            self._error("CQ0205", e.span, op=e.op, lhs=f"'{lt.name}'", rhs=f"'{rt.name}'")
+            return ERROR
+        if lt.name == "int" and rt.name == "int":
+            common = dtypes.INT
+        static = None
+        if common.is_int:
+            try:
+                static = _fold(e.op, lhs.static, rhs.static)
+            except ZeroDivisionError:
+                self._error("CQ0215", e.span)
+                return ERROR
+        return ExprInfo(ScalarType(common), static)
+
+    def _compose(self, e: ast.Binary, lhs: ExprInfo, rhs: ExprInfo) -> ExprInfo:
+        """``a # b``: value ``a * #b + b``, bound ``#a * #b`` (spec 5.1)."""
+        if isinstance(lhs.type, BoundedType) and isinstance(rhs.type, BoundedType):
+            return ExprInfo(BoundedType(lhs.type.bound * rhs.type.bound))
+        self._error("CQ0205", e.span, op="#", lhs=lhs.type.describe(), rhs=rhs.type.describe())
+        return ERROR
+
+    def _shape_arith(self, e: ast.Binary, lhs: ExprInfo, rhs: ExprInfo) -> ExprInfo:
+        """Element-wise shape/ituple arithmetic with a scalar or a same-rank tuple."""
+        left = _dims_of(lhs)
+        right = _dims_of(rhs)
+        if left is None or right is None:
+            self._error("CQ0205", e.span, op=e.op, lhs=lhs.type.describe(), rhs=rhs.type.describe())
+            return ERROR
+        if len(left) == 1 and len(right) > 1 and not isinstance(lhs.type, (ShapeType, TupleType)):
+            left = left * len(right)
+        if len(right) == 1 and len(left) > 1 and not isinstance(rhs.type, (ShapeType, TupleType)):
+            right = right * len(left)
+        if len(left) != len(right):
+            self._error("CQ0309", e.span, op=e.op, lhs=len(left), rhs=len(right))
+            return ERROR
+        try:
+            dims = tuple(_fold(e.op, a, b) for a, b in zip(left, right))
+        except ZeroDivisionError:
+            self._error("CQ0215", e.span)
+            return ERROR
+        if isinstance(lhs.type, ShapeType) or isinstance(rhs.type, ShapeType):
+            if any(d is None for d in dims):
+                self._error("CQ0209", e.span, what="a shape dimension", actual="a runtime value")
+                return ERROR
+            return ExprInfo(ShapeType(tuple(d for d in dims if d is not None)))
+        return ExprInfo(TupleType(dims))
+
+    def _expr_Unary(self, e: ast.Unary) -> ExprInfo:
+        info = self._expr(e.operand)
+        if e.op == "!":
+            return ExprInfo(_BOOL)
+        if e.op in ("++", "--"):
+            if isinstance(e.operand, ast.Ident):
+                sym = self._lookup(e.operand.name)
+                if sym is not None and not sym.mutable:
+                    self._error("CQ0203", e.span, name=e.operand.name)
+            return ExprInfo(info.type)
+        return ExprInfo(info.type)
+
+    def _expr_Postfix(self, e: ast.Postfix) -> ExprInfo:
+        return self._expr_Unary(ast.Unary(e.span, e.op, e.operand))
+
+    def _expr_Ternary(self, e: ast.Ternary) -> ExprInfo:
+        self._expr(e.cond)
+        a, b = self._expr(e.then), self._expr(e.other)
+        ea, eb = _scalar_elem(a), _scalar_elem(b)
+        if ea is not None and eb is not None:
+            common = dtypes.promote(ea, eb) or ea
+            return ExprInfo(ScalarType(common))
+        return a
+
+    def _expr_TupleLit(self, e: ast.TupleLit) -> ExprInfo:
+        values = tuple(self._expr(item).static for item in e.items)
+        return ExprInfo(TupleType(values))
+
+    def _expr_ShapeLit(self, e: ast.ShapeLit) -> ExprInfo:
+        dims = self._shape_items(e.items, e.span)
+        return ERROR if dims is None else ExprInfo(ShapeType(dims))
+
+    def _expr_CallExpr(self, e: ast.CallExpr) -> ExprInfo:
+        args = [self._expr(a) for a in e.args]
+        if e.name == "cdiv":
+            if len(args) != 2:
+                self._error("CQ0311", e.span, what="cdiv", expected=2, actual=len(args))
+                return ERROR
+            a, b = args
+            static = None
+            if a.static is not None and b.static is not None:
+                if b.static.value == 0:
+                    self._error("CQ0215", e.span)
+                    return ERROR
+                static = a.static.cdiv(b.static)
+            return ExprInfo(_INT, static)
+        if e.name in _FLOAT_BUILTINS:
+            elem = _scalar_elem(args[0]) if args else None
+            return ExprInfo(ScalarType(elem if elem and elem.is_float else dtypes.F32))
+        if e.name in ("__max", "__min") and len(args) == 2:
+            ea, eb = _scalar_elem(args[0]), _scalar_elem(args[1])
+            common = dtypes.promote(ea, eb) if ea and eb else None
+            static = None
+            if args[0].static is not None and args[1].static is not None and \
+                    args[0].static.is_const and args[1].static.is_const:
+                pick = max if e.name == "__max" else min
+                static = Sym(pick(args[0].static.value or 0, args[1].static.value or 0))
+            return ExprInfo(ScalarType(common or dtypes.INT), static)
+        if e.name.startswith("__atomic"):
+            return ExprInfo(args[1].type if len(args) > 1 else _INT)
+        return ExprInfo(_INT)
+
+    def _expr_Cast(self, e: ast.Cast) -> ExprInfo:
+        info = self._expr(e.operand)
+        if e.quoted:
+            return ExprInfo(info.type)
+        elem = self._elem(e.target, e.span)
+        return ExprInfo(ScalarType(elem), info.static if elem.is_int else None)
+
+    def _expr_SizeOf(self, e: ast.SizeOf) -> ExprInfo:
+        if e.elem_type is not None:
+            elem = self._elem(e.elem_type, e.span)
+            return ExprInfo(_INT, Sym(max(1, elem.bits // 8)))
+        if e.operand is None:
+            return ERROR
+        info = self._expr(e.operand)
+        shape = _shape_of(info.type)
+        if shape is None:
+            return ExprInfo(_INT)
+        total = Sym(1)
+        for d in shape:
+            total = total * d
+        return ExprInfo(_INT, total)
+
+    def _expr_SelectExpr(self, e: ast.SelectExpr) -> ExprInfo:
+        self._expr(e.index)
+        options = [self._expr(o) for o in e.options]
+        return options[0] if options else ERROR
+
+    def _expr_Derive(self, e: ast.Derive) -> ExprInfo:
+        base = self._expr(e.base)
+        dims = _dims_of(base)
+        if dims is None:
+            return ERROR
+        out: list[Sym | None] = []
+        for item in e.items:
+            out.append(self._derive_item(item, dims))
+        if e.brackets == "[]":
+            if any(d is None for d in out):
+                return ERROR
+            return ExprInfo(ShapeType(tuple(d for d in out if d is not None)))
+        return ExprInfo(TupleType(tuple(out)))
+
+    def _derive_item(self, item: ast.Expr, dims: list[Sym | None]) -> Sym | None:
+        if isinstance(item, ast.DimRef):
+            return dims[item.index] if 0 <= item.index < len(dims) else None
+        if isinstance(item, ast.Binary):
+            a = self._derive_item(item.lhs, dims)
+            b = self._derive_item(item.rhs, dims)
+            try:
+                return _fold(item.op, a, b)
+            except ZeroDivisionError:
+                return None
+        return self._expr(item).static
+
+    def _expr_AnonDim(self, e: ast.AnonDim) -> ExprInfo:
+        return ExprInfo(_INT)
+
+    def _expr_ExternCall(self, e: ast.ExternCall) -> ExprInfo:
+        for a in e.args:
+            self._expr(a)
+        return ExprInfo(_INT)
+
+    def _expr_NullLit(self, e: ast.NullLit) -> ExprInfo:
+        return ExprInfo(_INT)
+
+    def _expr_StorageDest(self, e: ast.StorageDest) -> ExprInfo:
+        return ERROR
+
+
+# ---------------------------------------------------------------------- module helpers
+
+
+def default_accumulator(a: ElemType) -> ElemType:
+    """Accumulator type of ``mma.fill v`` without a type: A's element type when the
+    tensor cores accumulate in it (f16, f64, f32/tf32), else f32 (bf16, fp8) or s32."""
+    if a.name in ("f16", "f32", "f64", "tf32"):
+        return dtypes.lookup("f32") if a.name == "tf32" else a
+    if a.is_int:
+        return dtypes.S32
+    return dtypes.F32
+
+
+_MMA_OK = {
+    "f16": {"f16", "f32"},
+    "bf16": {"f32"},
+    "f32": {"f32"},
+    "tf32": {"f32"},
+    "f64": {"f64"},
+    "f8_e4m3": {"f32", "f16"},
+    "f8_e5m2": {"f32", "f16"},
+    "s8": {"s32"},
+    "u8": {"s32"},
+}
+
+
+def mma_types_ok(a: ElemType, b: ElemType, c: ElemType) -> bool:
+    if a.name in ("f8_e4m3", "f8_e5m2") and b.name in ("f8_e4m3", "f8_e5m2"):
+        return c.name in _MMA_OK[a.name]
+    if a != b and not (a.is_int and b.is_int and a.bits == b.bits == 8):
+        return False
+    return c.name in _MMA_OK.get(a.name, set())
+
+
+def _layout_hint(stmt: ast.MmaExec, sa: tuple[Sym, ...], sb: tuple[Sym, ...]) -> str:
+    """Suggest the layout suffix under which the operand shapes agree on K."""
+    for la in ("row", "col"):
+        for lb in ("row", "col"):
+            ka = sa[1] if la == "row" else sa[0]
+            kb = sb[1] if lb == "row" else sb[0]
+            if ka.provably_eq(kb):
+                return (f"with A {shape_text(sa)} and B {shape_text(sb)} the shapes agree as "
+                        f"`mma.{la}.{lb}` (row: K is the second dimension; col: the first)")
+    return "A is [M, K] (row) or [K, M] (col); B is [N, K] (row) or [K, N] (col)"
+
+
+def _symbol_info(sym: Symbol) -> ExprInfo:
+    kind = sym.kind
+    if kind is SymKind.DIM:
+        return ExprInfo(_INT, sym.value)
+    if kind is SymKind.SCALAR:
+        return ExprInfo(ScalarType(sym.elem or dtypes.INT), sym.value)
+    if kind is SymKind.BOUNDED:
+        return ExprInfo(BoundedType(sym.bound or Sym(1)))
+    if kind is SymKind.BOUNDED_TUPLE:
+        return ExprInfo(BoundedTupleType(sym))
+    if kind is SymKind.MDSPAN:
+        return ExprInfo(ShapeType(sym.shape or ()))
+    if kind is SymKind.ITUPLE:
+        return ExprInfo(TupleType(sym.values))
+    if kind in (SymKind.DATA, SymKind.VIEW):
+        return ExprInfo(DataType(sym.elem or dtypes.F32, sym.shape or (), sym.storage or "global"))
+    if kind is SymKind.FUTURE:
+        return ExprInfo(FutureType(sym))
+    if kind is SymKind.FRAG:
+        return ExprInfo(FragType(sym))
+    return ExprInfo(_INT)
+
+
+def _shape_of(t: Type) -> tuple[Sym, ...] | None:
+    if isinstance(t, DataType):
+        return t.shape
+    if isinstance(t, ShapeType):
+        return t.dims
+    if isinstance(t, (FutureType, FragType)):
+        return t.symbol.shape
+    if isinstance(t, BoundedTupleType):
+        return t.bounds
+    return None
+
+
+def _dims_of(info: ExprInfo) -> list[Sym | None] | None:
+    t = info.type
+    if isinstance(t, ShapeType):
+        return list(t.dims)
+    if isinstance(t, TupleType):
+        return list(t.values)
+    if info.static is not None or isinstance(t, ScalarType):
+        return [info.static]
+    return None
+
+
+def _fold(op: str, a: Sym | None, b: Sym | None) -> Sym | None:
+    """Constant-fold an integer operation on static values (None when unknown)."""
+    if a is None or b is None:
+        return None
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if b.value == 0:
+            raise ZeroDivisionError
+        return a.floordiv(b)
+    if op == "%":
+        if b.value == 0:
+            raise ZeroDivisionError
+        return a.mod(b)
+    if a.value is None or b.value is None:
+        return None
+    x, y = a.value, b.value
+    table = {
+        "==": lambda: int(x == y), "!=": lambda: int(x != y), "<": lambda: int(x < y),
+        "<=": lambda: int(x <= y), ">": lambda: int(x > y), ">=": lambda: int(x >= y),
+        "&&": lambda: int(bool(x) and bool(y)), "||": lambda: int(bool(x) or bool(y)),
+        "&": lambda: x & y, "|": lambda: x | y, "^": lambda: x ^ y,
+        "<<": lambda: x << y if 0 <= y < 64 else None, ">>": lambda: x >> y if 0 <= y < 64 else None,
+    }
+    fn = table.get(op)
+    result = fn() if fn else None
+    return None if result is None else Sym(result)
+
+
+def _scalar_elem(info: ExprInfo) -> ElemType | None:
+    if isinstance(info.type, ScalarType):
+        return info.type.elem
+    if isinstance(info.type, BoundedType):
+        return dtypes.INT
+    return None
+
+
+def _is_intlike(info: ExprInfo) -> bool:
+    elem = _scalar_elem(info)
+    return elem is not None and elem.is_int
+
+
+def _is_wildcard(expr: ast.Expr) -> bool:
+    return isinstance(expr, ast.Ident) and expr.name == "_"
+
+
+def _target_name(expr: ast.Expr) -> str:
+    while isinstance(expr, ast.Index):
+        expr = expr.base
+    return expr.name if isinstance(expr, ast.Ident) else "<fragment>"
+
+
+def _count(shape: tuple[Sym, ...]) -> int | None:
+    total = 1
+    for d in shape:
+        if d.value is None:
+            return None
+        total *= d.value
+    return total
+
+
+def _has_return(block: ast.Block) -> bool:
+    for stmt in block.stmts:
+        if isinstance(stmt, ast.ReturnStmt):
+            return True
+        for name in ("body", "then", "other"):
+            child = getattr(stmt, name, None)
+            if isinstance(child, ast.Block) and _has_return(child):
+                return True
+    return False
+
+
+def _text(expr: ast.Expr) -> str:
+    """Short source-like text of an expression for messages."""
+    try:
+        from ..printer import format_expr
+
+        return format_expr(expr)
+    except Exception:  # the printer is best effort inside messages
+        return type(expr).__name__

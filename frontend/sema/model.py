@@ -1,0 +1,262 @@
+"""What the checker knows about a program: symbols, types of expressions, view steps and
+parallel levels. The lowering reads these annotations instead of re-deriving them."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .. import syntax as ast
+from ..source import Span
+from .dtypes import ElemType
+from .symbolic import Sym
+
+
+class SymKind(enum.Enum):
+    DATA = "spanned data"  # parameters and declared buffers
+    SCALAR = "scalar"  # int, bool and element-typed scalars (parameters included)
+    DIM = "symbolic dimension"  # a name in a parameter shape, e.g. M
+    BOUNDED = "bounded variable"  # parallel / foreach / with variables
+    BOUNDED_TUPLE = "bounded ituple"
+    MDSPAN = "mdspan"
+    ITUPLE = "ituple"
+    FUTURE = "future"
+    FRAG = "MMA fragment"
+    VIEW = "view alias"
+    EVENT = "event"
+
+
+class Level(enum.Enum):
+    """Where a bounded variable comes from; parallel levels in hierarchy order."""
+
+    BLOCK = "block"
+    GROUP4 = "group-4"
+    GROUP = "group"
+    THREAD = "thread"
+    LOOP = "foreach"
+    WITH = "with"
+
+    @property
+    def depth(self) -> int:
+        return _DEPTH[self]
+
+    @property
+    def is_parallel(self) -> bool:
+        return self in _DEPTH and self.depth < 4
+
+
+_DEPTH = {Level.BLOCK: 0, Level.GROUP4: 1, Level.GROUP: 2, Level.THREAD: 3}
+
+
+@dataclass(eq=False)
+class Symbol:
+    """One declared name. Identity matters (two ``p1`` of two parallels differ)."""
+
+    name: str
+    kind: SymKind
+    span: Span
+    elem: ElemType | None = None
+    shape: tuple[Sym, ...] | None = None  # DATA, MDSPAN, FUTURE (its .data), VIEW
+    storage: str | None = None  # "global" | "shared" | "local" for DATA / FUTURE
+    mutable: bool = False
+    bound: Sym | None = None  # BOUNDED
+    members: tuple[Symbol, ...] = ()  # BOUNDED_TUPLE elements
+    level: Level | None = None  # BOUNDED: which construct made it
+    value: Sym | None = None  # compile-time value of a scalar/DIM
+    values: tuple[Sym | None, ...] = ()  # ITUPLE elements
+    is_async: bool = False  # FUTURE
+    is_param: bool = False
+    by_ref: bool = False
+    array_dims: tuple[Sym, ...] = ()
+    # FRAG: filled by the checker as uses are seen
+    frag_role: str = ""  # "acc" (mma.fill / accumulator load) or "operand" (mma.load)
+    frag_executed: bool = False
+    view: ViewInfo | None = None  # VIEW alias / FRAG operand source
+    decl_node: ast.Node | None = None
+
+    def __repr__(self) -> str:
+        return f"<{self.kind.name} {self.name}>"
+
+
+# --- types of expressions ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Type:
+    def describe(self) -> str:
+        return "value"
+
+
+@dataclass(frozen=True)
+class ScalarType(Type):
+    elem: ElemType
+
+    def describe(self) -> str:
+        return f"a scalar of type '{self.elem.name}'"
+
+
+@dataclass(frozen=True)
+class BoundedType(Type):
+    """A bounded integer: runtime value in ``[0, bound)`` (arithmetic keeps the bound)."""
+
+    bound: Sym
+
+    def describe(self) -> str:
+        return f"a bounded integer (bound {self.bound})"
+
+
+@dataclass(frozen=True)
+class BoundedTupleType(Type):
+    symbol: Symbol
+
+    @property
+    def bounds(self) -> tuple[Sym, ...]:
+        return tuple(m.bound or Sym(1) for m in self.symbol.members)
+
+    def describe(self) -> str:
+        return "a bounded ituple"
+
+
+@dataclass(frozen=True)
+class ShapeType(Type):
+    dims: tuple[Sym, ...]
+
+    def describe(self) -> str:
+        return f"an mdspan of rank {len(self.dims)}"
+
+
+@dataclass(frozen=True)
+class TupleType(Type):
+    values: tuple[Sym | None, ...]
+
+    def describe(self) -> str:
+        return f"an ituple of rank {len(self.values)}"
+
+
+@dataclass(frozen=True)
+class DataType(Type):
+    elem: ElemType
+    shape: tuple[Sym, ...]
+    storage: str
+
+    def describe(self) -> str:
+        from .symbolic import shape_text
+
+        return f"{self.storage} {self.elem.name} {shape_text(self.shape)} data"
+
+
+@dataclass(frozen=True)
+class FutureType(Type):
+    symbol: Symbol
+
+    def describe(self) -> str:
+        return "a DMA future"
+
+
+@dataclass(frozen=True)
+class FragType(Type):
+    symbol: Symbol
+
+    def describe(self) -> str:
+        return "an MMA fragment"
+
+
+@dataclass(frozen=True)
+class StringType(Type):
+    def describe(self) -> str:
+        return "a string"
+
+
+@dataclass(frozen=True)
+class ExprInfo:
+    type: Type
+    static: Sym | None = None  # compile-time integer value (constants, #x, dims)
+
+
+# --- views ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexItem:
+    """One tile/offset index of a view step: the value of ``expr`` (element ``member`` of
+    a bounded ituple when set); ``expr is None`` means ``_`` or an absent index (0)."""
+
+    expr: ast.Expr | None
+    member: int | None = None
+
+
+@dataclass(frozen=True)
+class ViewStep:
+    """One tiling step: per dimension, ``offset += index * scale`` and the new extent.
+
+    ``ceil`` marks dims tiled by ``chunkat`` over a ``cdiv(D, T)`` bound: extent ``T``,
+    tails masked, instead of the literal ``D / cdiv(D, T)``.
+    """
+
+    kind: str
+    extents: tuple[Sym, ...]
+    indices: tuple[IndexItem, ...]
+    scales: tuple[Sym, ...]
+    span: Span
+    ceil: tuple[bool, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    """A view resolved against its root: the root symbol (parameter, buffer or future),
+    whether it reads the future's ``.data``, the steps, and the resulting data type."""
+
+    root: Symbol
+    steps: tuple[ViewStep, ...]
+    type: DataType
+    array_index: tuple[ast.Expr, ...] = ()
+
+
+# --- parallel levels ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LevelInfo:
+    level: Level
+    vars: tuple[Symbol, ...]
+    bounds: tuple[Sym, ...]
+    implicit: bool  # level inferred (not written by the user)
+    node: ast.ParallelLevel | None = None
+    tuple_symbol: Symbol | None = None
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    """A foreach/with item: its variables (in nesting order) and bounds."""
+
+    vars: tuple[Symbol, ...]
+    bounds: tuple[Sym, ...]
+    tuple_symbol: Symbol | None = None
+    lower: tuple[ast.Expr | None, ...] = ()  # foreach ranges: lb expressions
+    upper: tuple[ast.Expr | None, ...] = ()  # foreach ranges: ub offsets
+
+
+@dataclass
+class CheckedFunction:
+    node: ast.Function
+    params: list[Symbol]
+    dims: dict[str, Symbol]  # symbolic dimensions by name
+    returns: str  # "void" | "data" | "scalar"
+    ret_type: DataType | ScalarType | None
+    exprs: dict[int, ExprInfo] = field(default_factory=dict)  # id(expr) -> info
+    refs: dict[int, Symbol] = field(default_factory=dict)  # id(Ident/name site) -> symbol
+    decls: dict[int, list[Symbol]] = field(default_factory=dict)  # id(stmt) -> declared
+    views: dict[int, ViewInfo] = field(default_factory=dict)  # id(View) -> info
+    parallels: dict[int, tuple[LevelInfo, ...]] = field(default_factory=dict)
+    loops: dict[int, tuple[LoopInfo, ...]] = field(default_factory=dict)  # id(Foreach/With)
+    frags: dict[int, Symbol] = field(default_factory=dict)  # id(MMA stmt) -> accumulator
+    returned: Symbol | None = None
+
+    def info(self, expr: ast.Expr) -> ExprInfo:
+        return self.exprs[id(expr)]
+
+
+@dataclass
+class CheckedProgram:
+    functions: list[CheckedFunction]
+    text: str = ""
