@@ -42,6 +42,9 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0007", E, "macro expansion of '{name}' is too deep (recursive macro?)"),
     Code("CQ0008", W, "macro '{name}' redefined differently"),
     Code("CQ0009", E, "unterminated comment"),
+    Code("CQ0010", E, "macro expansion of '{name}' produces too much text; "
+         "macros are not expanded any further",
+         "look for a macro whose expansion doubles with every use"),
     # --- lexer and parser -----------------------------------------------------------
     Code("CQ0101", E, "unexpected character {char!r}"),
     Code("CQ0102", E, "unterminated string literal"),

@@ -1,0 +1,94 @@
+"""Finds the ``__co__`` functions of a preprocessed file; everything else is host code to skip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .diagnostics import Reporter
+from .preprocessor import Scanner
+from .source import Span
+
+__all__ = ["Region", "find_co_functions"]
+
+_KEYWORD = "__co__"
+
+
+@dataclass(frozen=True)
+class Region:
+    """One ``__co__`` function: ``[start, end)`` in the preprocessed text."""
+
+    start: int  # offset of the `__co__` keyword
+    end: int  # offset just past the function's closing `}` (or the end of the text)
+    name: str  # the identifier before the first `(`; "" when there is none
+
+
+def find_co_functions(text: str, reporter: Reporter) -> list[Region]:
+    """Every ``__co__`` function of ``text``, in order (spec 2.1).
+
+    The scan is token based, so ``__co__`` inside comments, strings, character literals
+    and raw strings does not count, and neither do braces there. ``__co_device__``,
+    ``__device__`` and ``__cok__`` are other names and are skipped like any host code.
+    An unclosed function is reported (CQ0113) and extends to the end of the text.
+    """
+    scanner = Scanner(text)
+    regions: list[Region] = []
+    pos = 0
+    while pos < len(text):
+        kind, end = scanner.token(pos)
+        if kind == "id" and end - pos == len(_KEYWORD) and text.startswith(_KEYWORD, pos):
+            region = _read_function(text, scanner, pos, end, reporter)
+            regions.append(region)
+            end = max(region.end, end)
+        pos = end
+    return regions
+
+
+def _read_function(text: str, scanner: Scanner, start: int, pos: int,
+                   reporter: Reporter) -> Region:
+    """The function whose ``__co__`` keyword is at ``start``; its signature starts at ``pos``."""
+    name = last_name = ""
+    seen_paren = False
+    level = 0  # ( and [ nesting in the signature
+    while pos < len(text):
+        kind, end = scanner.token(pos)
+        if kind == "id":
+            last_name = text[pos:end]
+        elif kind == "punct":
+            char = text[pos:end]
+            if char == "(" and level == 0 and not seen_paren:
+                name, seen_paren = last_name, True
+            if char in "([":
+                level += 1
+            elif char in ")]":
+                level = max(0, level - 1)
+            elif char == "{":
+                return _read_body(text, scanner, start, pos, name, reporter)
+            elif char == ";" and level == 0:
+                return Region(start, end, name)  # no body: let the parser say what is missing
+            elif char == "}" and level == 0:
+                return Region(start, pos, name)  # the end of an enclosing block
+        pos = end
+    return _unclosed(text, start, name, reporter)
+
+
+def _read_body(text: str, scanner: Scanner, start: int, pos: int, name: str,
+               reporter: Reporter) -> Region:
+    """Match the body's braces from the ``{`` at ``pos``."""
+    depth = 0
+    while pos < len(text):
+        kind, end = scanner.token(pos)
+        if kind == "punct":
+            char = text[pos:end]
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    return Region(start, end, name)
+        pos = end
+    return _unclosed(text, start, name, reporter)
+
+
+def _unclosed(text: str, start: int, name: str, reporter: Reporter) -> Region:
+    reporter.report("CQ0113", Span(start, start + len(_KEYWORD)), name=name or "<unnamed>")
+    return Region(start, len(text), name)
