@@ -1,0 +1,16 @@
+"""croqtile: compile Croqtile tile programs into Triton kernels callable from PyTorch."""
+
+from __future__ import annotations
+
+from .api import compile as compile
+from .api import load as load
+from .errors import ArgumentError as ArgumentError
+from .errors import CompileError as CompileError
+from .errors import CompileWarning as CompileWarning
+from .errors import Diagnostic as Diagnostic
+from .module import Function as Function
+from .module import Module as Module
+
+__all__ = ["ArgumentError", "CompileError", "CompileWarning", "Diagnostic", "Function", "Module",
+           "compile", "load"]
+__version__ = "0.1.0"

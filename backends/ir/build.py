@@ -29,8 +29,9 @@ def const(value: int | float | bool, dtype: ir.DType = I32) -> ir.Const:
     return ir.Const((), dtype, value)
 
 
-def var(name: str, dtype: ir.DType = I32, axes: tuple[ir.Axis, ...] = ()) -> ir.Var:
-    return ir.Var(axes, dtype, name)
+def var(name: str, dtype: ir.DType = I32, axes: tuple[ir.Axis, ...] = (),
+        high: int | None = None) -> ir.Var:
+    return ir.Var(axes, dtype, name, high)
 
 
 def axis_index(axis: ir.Axis) -> ir.AxisIndex:

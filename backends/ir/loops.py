@@ -45,7 +45,7 @@ def lower_foreach(kl: KernelLowering, stmt: ast.Foreach) -> None:
 
 def _bind_tuples(kl: KernelLowering, loops: tuple[LoopInfo, ...]) -> None:
     for loop in loops:
-        if loop.tuple_symbol is not None:
+        if loop.tuple_symbol is not None and all(v in kl.env for v in loop.vars):
             kl.env[loop.tuple_symbol] = [kl.env[v] for v in loop.vars]
 
 
@@ -65,7 +65,10 @@ def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int
         start = kl.value(loop.lower[i])
     if loop.upper and loop.upper[i] is not None:
         stop = b.add(stop, kl.value(loop.upper[i]))
-    kl.env[sym] = Bounded(b.var(name), bound)
+    high = bound.value - 1 if bound.value is not None else None
+    if loop.upper and loop.upper[i] is not None:
+        high = None
+    kl.env[sym] = Bounded(b.var(name, high=high), bound)
     with kl.nested() as inner:
         _emit_loops(kl, sequential[1:], loops, body, stmt)
     kl.emit(ir.For(stmt.span, name, start, stop, inner.body, pipelined=False))
@@ -208,7 +211,7 @@ def _promotable(kl: KernelLowering, stmt: ast.Foreach, sequential: list[Symbol])
 
 
 def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
-                        sequential: list[tuple[Symbol, object, int]],
+                        sequential: list[tuple[Symbol, LoopInfo, int]],
                         loops: tuple[LoopInfo, ...], item: ast.Assign) -> None:
     _bind_tuples(kl, loops)
     source, index, elem = kl.element(item.target)  # type: ignore[arg-type]
@@ -220,18 +223,58 @@ def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
     name = kl.fresh("acc")
     kl.emit(ir.Let(stmt.span, name, ir.Load(b.merged(pointer, *([mask] if mask else [])),
                                             dtype, pointer, mask)))
+    current = ir.Var(pointer.axes, dtype, name)
 
-    def body() -> None:
-        current = ir.Var(pointer.axes, dtype, name)
-        value = b.cast(kl.value(item.value), dtype)
+    def accumulate(value: ir.Expr) -> None:
         if set(value.axes) - set(pointer.axes):
             raise unsupported(item.span, "accumulating values of several threads into one "
                                          "element", "give each thread its own element")
         new = kl._arith(item.op[:-1], current, value, elem)
         kl.emit(ir.Let(item.span, name, b.cast(new, dtype)))
 
-    _emit_loops(kl, sequential, loops, body, stmt)  # type: ignore[arg-type]
-    value = ir.Var(b.merged(pointer), dtype, name)
-    store_mask = b.and_(mask, padding_mask(b.merged(pointer, value)))
-    kl.emit(ir.Store(item.span, pointer, value, store_mask))
+    if _reducible(sequential, pointer):
+        accumulate(_reduced_value(kl, sequential, loops, item, dtype))
+    else:
+        _emit_loops(kl, sequential, loops,
+                    lambda: accumulate(b.cast(kl.value(item.value), dtype)), stmt)
+    store_mask = b.and_(mask, padding_mask(b.merged(pointer, current)))
+    kl.emit(ir.Store(item.span, pointer, current, store_mask))
 
+
+REDUCE_LIMIT = 1 << 15  # elements of the widest tensor a vectorised reduction may create
+
+
+def _reducible(sequential: list[tuple[Symbol, LoopInfo, int]], pointer: ir.Expr) -> bool:
+    """Whether the accumulation loops can become one tensor reduction: static trip
+    counts, no ranges, and a small enough product tensor."""
+    size = 1
+    for axis in pointer.axes:
+        size *= axis.size
+    for _, loop, i in sequential:
+        extent = loop.bounds[i].value
+        if extent is None or loop.lower or loop.upper:
+            return False
+        size *= b.next_pow2(extent)
+    return size <= REDUCE_LIMIT
+
+
+def _reduced_value(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int]],
+                   loops: tuple[LoopInfo, ...], item: ast.Assign, dtype: ir.DType) -> ir.Expr:
+    """``sum over the loop indices of value``, the indices laid out as tensor axes."""
+    axes = []
+    for sym, loop, i in sequential:
+        extent = loop.bounds[i].value or 1
+        axis = kl.axis(("loop", id(sym)), extent, sym.name)
+        kl.env[sym] = Bounded(b.axis_index(axis), loop.bounds[i])
+        axes.append(axis)
+    _bind_tuples(kl, loops)
+    value = b.cast(kl.value(item.value), dtype)
+    for axis in axes:
+        if axis not in value.axes:
+            value = b.mul(value, b.const(axis.extent, dtype))
+            continue
+        if axis.padded:
+            keep = b.binary("<", b.axis_index(axis), b.const(axis.extent))
+            value = ir.Where(value.axes, dtype, keep, value, b.const(0, dtype))
+        value = ir.Reduce(tuple(a for a in value.axes if a is not axis), dtype, "sum", value, axis)
+    return value

@@ -167,7 +167,7 @@ class KernelLowering:
     def __init__(self, fl: FunctionLowering, stmt: ast.Parallel, name: str) -> None:
         self.fl = fl
         self.fn = fl.fn
-        self.stmt = stmt
+        self.root = stmt
         self.name = name
         self.env: dict[Symbol, object] = dict(fl.env)
         self.scopes: list[list[ir.Stmt]] = [[]]
@@ -258,6 +258,11 @@ class KernelLowering:
             self.flags[name] = " and ".join(conds)
         return name
 
+    def cpu_flag(self) -> str:
+        """A constexpr flag that is true when the kernel runs in Triton's interpreter."""
+        self.flags.setdefault("ON_CPU", "device.type == 'cpu'")
+        return "ON_CPU"
+
     def use_scalar(self, sym: Symbol) -> None:
         if sym.name not in self.params:
             kind = ir.ParamKind.FLOAT if sym.elem and sym.elem.is_float else ir.ParamKind.INT
@@ -266,18 +271,18 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ kernel
     def lower(self) -> ir.Kernel:
-        levels = list(self.fn.parallels[id(self.stmt)])
+        levels = list(self.fn.parallels[id(self.root)])
         grid: tuple[Sym, ...] = (Sym(1),)
         if levels and levels[0].level is Level.BLOCK:
             grid = self._program_ids(levels.pop(0))
         with self.nested_levels(levels):
-            self.block(self.stmt.body)
+            self.block(self.root.body)
         body = self.prologue + self.scopes[0]
         params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
         for name in self.flags:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
         return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
-                         body, self._num_warps(), self.fl.options.num_stages, self.stmt.span,
+                         body, self._num_warps(), self.fl.options.num_stages, self.root.span,
                          dict(self.flags))
 
     def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
@@ -289,7 +294,7 @@ class KernelLowering:
             for i, (sym, name) in enumerate(zip(level.vars, names)):
                 self.emit(ir.Let(level.node.span if level.node else None, name,
                                  ir.Call((), b.I32, "program_id", (b.const(i),))))
-                self.env[sym] = Bounded(b.var(name), sym.bound or Sym(1))
+                self.env[sym] = Bounded(b.var(name, high=_high(sym.bound)), sym.bound or Sym(1))
             self._bind_tuple(level)
             return tuple(bounds)
         # more than three grid axes: one flat axis, decomposed row-major
@@ -300,7 +305,7 @@ class KernelLowering:
             size = b.sym(bound)
             self.emit(ir.Let(None, name, b.binary("%", rest, size)))
             rest = b.binary("//", rest, size)
-            self.env[sym] = Bounded(b.var(name), bound)
+            self.env[sym] = Bounded(b.var(name, high=_high(bound)), bound)
         self._bind_tuple(level)
         total = Sym(1)
         for bound in bounds:
@@ -797,6 +802,11 @@ class _LevelScope:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+
+def _high(bound: Sym | None) -> int | None:
+    """The largest value of an index in ``[0, bound)`` when the bound is static."""
+    return bound.value - 1 if bound is not None and bound.value is not None else None
 
 
 def _truth(e: ir.Expr) -> ir.Expr:

@@ -111,6 +111,8 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
     a_tile = load_tile(kl, a_region, a_dims, stmt.span, "a")
     b_tile = load_tile(kl, b_region, b_dims, stmt.span, "b")
+    for tile in (a_tile, b_tile):
+        _widen_bf16_on_cpu(kl, tile.expr)
     kl.has_dot = True
     acc_dtype = b.dtype_of(acc.elem)
     current = ir.Var((layout.m, layout.n), acc_dtype, acc.name)
@@ -120,6 +122,14 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     dot = ir.Dot((layout.m, layout.n), acc_dtype, a_tile.expr, b_tile.expr, current,
                  layout.m, layout.n, k_axis, precision)
     kl.emit(ir.Let(stmt.span, acc.name, dot))
+
+
+def _widen_bf16_on_cpu(kl: KernelLowering, operand: ir.Expr) -> None:
+    """Triton 3.6's interpreter multiplies bf16 tiles as raw integers; on the CPU path the
+    operands are widened to f32 first (exact: every bf16 value is an f32 value)."""
+    if operand.dtype is ir.DType.BF16 and isinstance(operand, ir.Var):
+        widened = ir.Cast(operand.axes, ir.DType.F32, operand)
+        kl.emit(ir.Branch(None, kl.cpu_flag(), [ir.Let(None, operand.name, widened)], []))
 
 
 def _static(extent: Sym, node: ast.Node) -> int:

@@ -92,9 +92,11 @@ class Const(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Var(Expr):
-    """A Python variable of the kernel: argument, program id, loop counter, let-binding."""
+    """A Python variable of the kernel: argument, program id, loop counter, let-binding.
+    ``high`` is the largest value it can take when known (program ids, loop counters)."""
 
     name: str
+    high: int | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,6 +173,15 @@ class DescLoad(Expr):
     desc: str
     offsets: tuple[Expr, ...]
     dims: tuple[Axis, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Reduce(Expr):
+    """``tl.sum``/``tl.max``/``tl.min`` of ``operand`` along ``axis`` (dropped from the axes)."""
+
+    op: str
+    operand: Expr
+    axis: Axis
 
 
 @dataclass(frozen=True, eq=False)

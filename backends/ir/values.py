@@ -177,6 +177,8 @@ def _max_value(e: ir.Expr) -> int | None:
         return int(e.value)
     if isinstance(e, ir.AxisIndex):
         return e.axis.size - 1
+    if isinstance(e, ir.Var):
+        return e.high
     if isinstance(e, ir.Binary) and e.op in ("+", "*"):
         lhs, rhs = _max_value(e.lhs), _max_value(e.rhs)
         if lhs is None or rhs is None or lhs < 0 or rhs < 0:

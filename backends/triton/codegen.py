@@ -221,6 +221,9 @@ class KernelWriter:
             return f"tl.full([{sizes}], {render_const(e.value, e.dtype)}, tl.{e.dtype.value})"
         if isinstance(e, ir.Dot):
             return self._dot(e)
+        if isinstance(e, ir.Reduce):
+            dim = e.operand.axes.index(e.axis)
+            return f"tl.{e.op}({self.expr(e.operand, e.operand.axes)}, {dim})"
         if isinstance(e, ir.Collapsed):  # pragma: no cover - removed by the MMA lowering
             raise TypeError("collapsed loop index reached code generation")
         raise TypeError(f"no code generation rule for {type(e).__name__}")
@@ -325,4 +328,4 @@ def _launch(w: _Writer, k: ir.Kernel) -> None:
         else:
             args.append(host_name(str(p.source)))
     w.line(f"launch({k.name}, ({', '.join(grid)},), ({', '.join(args)},), "
-           f"num_warps={k.num_warps}, num_stages={k.num_stages})")
+           f"num_warps={k.num_warps}, num_stages={k.num_stages}, device=device)")

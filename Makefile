@@ -1,0 +1,29 @@
+# Two commands for a fresh Linux machine with Python 3.10+:
+#   make run   - set up .venv, then compile and run the seed Hopper GEMM and print a report
+#   make test  - set up .venv, then run the whole test suite
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# Versions CI installs, pinned so that the CPU tests exercise the Triton of the GPU image
+# (triton 3.6). torch 2.13.0 installs as a CPU build; triton 3.6's interpreter needs numpy<2.4.
+PINS   := torch==2.13.0 triton==3.6.0 numpy==2.3.5 parso==0.8.7 pytest==9.2.0
+
+.PHONY: run test setup clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml setup.cfg Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools
+	$(PY) -m pip install --quiet $(PINS)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+run: setup
+	$(PY) bench/seed_gemm.py
+
+test: setup
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info

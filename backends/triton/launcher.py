@@ -1,0 +1,101 @@
+"""Loads a generated module and launches its kernels: compiled by Triton for CUDA
+tensors, run by Triton's interpreter for CPU tensors (no environment variable needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from .codegen import Artifact
+
+_LOCK = threading.RLock()
+
+
+def load_module(artifact: Artifact, cache_dir: Path) -> ModuleType:
+    """Write the artifact's source to the cache (content-addressed) and import it.
+
+    Triton reads kernel source through ``inspect``, so the module must live in a file.
+    """
+    digest = hashlib.sha256(artifact.source.encode()).hexdigest()[:20]
+    path = cache_dir / f"{artifact.function}_{digest}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(artifact.source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"croqtile_gen_{digest}", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - file just written
+        raise ImportError(f"cannot load generated module {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Launcher:
+    """Callable handed to the generated host function as ``launch``."""
+
+    def __init__(self) -> None:
+        self._interpreted: dict[int, Any] = {}
+        self.launches = 0
+
+    def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
+                 num_warps: int, num_stages: int, device: Any) -> None:
+        self.launches += 1
+        if any(g <= 0 for g in grid):
+            return  # an empty grid launches nothing (zero-sized dimension)
+        if getattr(device, "type", "cpu") == "cuda":
+            _ensure_allocator()
+            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
+            return
+        interpreted = self._interpreted.get(id(kernel))
+        if interpreted is None:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            interpreted = InterpretedFunction(kernel.fn)
+            self._interpreted[id(kernel)] = interpreted
+        with _LOCK, _interpreting():
+            interpreted[grid](*args)
+
+
+class _interpreting:
+    """Lets ``@triton.jit`` helpers of ``triton.language`` (``tl.sum``...) run inside the
+    interpreter although ``TRITON_INTERPRET`` was not set when Triton was imported."""
+
+    def __enter__(self) -> None:
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+
+        self.saved: Callable[..., Any] = JITFunction.__call__
+
+        def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            return InterpretedFunction(fn.fn)(*args, **kwargs)
+
+        JITFunction.__call__ = call  # type: ignore[method-assign]
+
+    def __exit__(self, *exc: object) -> None:
+        from triton.runtime.jit import JITFunction
+
+        JITFunction.__call__ = self.saved  # type: ignore[method-assign]
+
+
+_ALLOCATOR_SET = False
+
+
+def _ensure_allocator() -> None:
+    """Tensor descriptors made inside kernels need scratch memory from the host."""
+    global _ALLOCATOR_SET
+    if _ALLOCATOR_SET:
+        return
+    import torch
+    import triton
+
+    def alloc(size: int, alignment: int, stream: Any) -> Any:
+        del alignment, stream
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    triton.set_allocator(alloc)
+    _ALLOCATOR_SET = True

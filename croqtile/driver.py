@@ -1,0 +1,107 @@
+"""The compile pipeline: named stages from source text to one artifact per function.
+
+    preprocess -> find functions -> parse -> check -> lower -> codegen
+
+Every user mistake becomes a diagnostic; all diagnostics of one compile are collected
+and raised together as ``CompileError``. A bug inside a stage is reported as CQ0901
+(internal compiler error) at the function it happened in, never as a bare traceback.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .backends.ir.errors import LoweringError
+from .backends.ir.lower import FunctionLowering, Options
+from .backends.triton.codegen import Artifact, generate
+from .errors import CompileError, CompileWarning
+from .frontend import syntax as ast
+from .frontend.diagnostics import Reporter
+from .frontend.parser import parse_program
+from .frontend.preprocessor import preprocess
+from .frontend.regions import find_co_functions
+from .frontend.sema.checker import Checker
+from .frontend.sema.model import CheckedFunction
+from .frontend.source import NO_SPAN, Source, SourceMap, Span
+
+
+@dataclass(frozen=True)
+class CompiledFunction:
+    name: str
+    artifact: Artifact
+    checked: CheckedFunction
+
+
+@dataclass
+class CompileResult:
+    functions: list[CompiledFunction]
+    timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+_OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision"}
+
+
+def make_options(options: Mapping[str, object]) -> Options:
+    unknown = set(options) - _OPTION_NAMES
+    if unknown:
+        raise TypeError(f"unknown compile option(s): {', '.join(sorted(unknown))}; "
+                        f"known: {', '.join(sorted(_OPTION_NAMES))}")
+    return Options(**options)  # type: ignore[arg-type]
+
+
+def compile_source(text: str, *, filename: str = "<string>",
+                   defines: Mapping[str, int | float | str | None] | None = None,
+                   options: Options | None = None) -> CompileResult:
+    options = options or Options()
+    source = Source(text, filename)
+    reporter = Reporter(SourceMap.identity(source))
+    timings: dict[str, float] = {}
+
+    def stage(name: str, fn, *args):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        except (CompileError, LoweringError):
+            raise
+        except RecursionError:
+            reporter.report("CQ0115", NO_SPAN, depth="too many")
+            raise CompileError(reporter.errors) from None
+        except Exception as exc:  # a compiler bug: report it, keep the user's view clean
+            reporter.report("CQ0901", NO_SPAN, detail=f"{name}: {type(exc).__name__}: {exc}")
+            raise CompileError(reporter.errors) from exc
+        finally:
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+
+    pp = stage("preprocess", preprocess, source, reporter, dict(defines or {}))
+    reporter.raise_if_errors()
+    reporter.source_map = pp.source_map
+    regions = stage("regions", find_co_functions, pp.text, reporter)
+    if not regions and not reporter.has_errors():
+        reporter.report("CQ0112", Span(0, 0))
+    program: ast.Program = stage("parse", parse_program, pp.text,
+                                 [(r.start, r.end) for r in regions], reporter)
+    reporter.raise_if_errors()
+    checked = stage("check", Checker(reporter).check_program, program)
+    reporter.raise_if_errors()
+
+    def locate(span: Span) -> str:
+        loc = reporter.source_map.locate(span)
+        return f"{loc.filename}:{loc.line}"
+
+    functions = []
+    for fn in checked.functions:
+        try:
+            lowered = stage("lower", FunctionLowering(fn, options).lower)
+        except LoweringError as err:
+            reporter.report(err.code, err.span, **err.fields)
+            continue
+        artifact = stage("codegen", generate, lowered, locate, filename)
+        functions.append(CompiledFunction(fn.node.name, artifact, fn))
+    reporter.raise_if_errors()
+    for diag in reporter.warnings:
+        warnings.warn(diag.render(), CompileWarning, stacklevel=3)
+    return CompileResult(functions, timings, [d.render() for d in reporter.warnings])
