@@ -33,9 +33,14 @@ class Options:
     """Lowering choices that do not change results."""
 
     num_warps: int | None = None
-    num_stages: int = 3
+    num_stages: int | None = None  # default: 3, fewer when the staged tiles are large
     descriptors: bool = True  # tensor-descriptor loads/stores where aligned
     f32_precision: str = "tf32"  # or "ieee"
+
+
+# shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
+# rest is left for the epilogue and layout conversions)
+SHARED_BUDGET = 160 * 1024
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,7 @@ class KernelLowering:
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...]], str] = {}
         self.has_dot = False
+        self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -282,7 +288,7 @@ class KernelLowering:
         for name in self.flags:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
         return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
-                         body, self._num_warps(), self.fl.options.num_stages, self.root.span,
+                         body, self._num_warps(), self._num_stages(), self.root.span,
                          dict(self.flags))
 
     def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
@@ -315,6 +321,14 @@ class KernelLowering:
     def _bind_tuple(self, level: LevelInfo) -> None:
         if level.tuple_symbol is not None:
             self.env[level.tuple_symbol] = [self.env[v] for v in level.vars]
+
+    def _num_stages(self) -> int:
+        if self.fl.options.num_stages:
+            return self.fl.options.num_stages
+        stages = 3
+        while stages > 1 and stages * self.stage_bytes > SHARED_BUDGET:
+            stages -= 1
+        return stages
 
     def _num_warps(self) -> int:
         if self.fl.options.num_warps:

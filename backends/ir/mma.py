@@ -111,8 +111,9 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
     a_tile = load_tile(kl, a_region, a_dims, stmt.span, "a")
     b_tile = load_tile(kl, b_region, b_dims, stmt.span, "b")
-    for tile in (a_tile, b_tile):
+    for tile, region in ((a_tile, a_region), (b_tile, b_region)):
         _widen_bf16_on_cpu(kl, tile.expr)
+        kl.stage_bytes += _tile_bytes(tile, region)
     kl.has_dot = True
     acc_dtype = b.dtype_of(acc.elem)
     current = ir.Var((layout.m, layout.n), acc_dtype, acc.name)
@@ -130,6 +131,13 @@ def _widen_bf16_on_cpu(kl: KernelLowering, operand: ir.Expr) -> None:
     if operand.dtype is ir.DType.BF16 and isinstance(operand, ir.Var):
         widened = ir.Cast(operand.axes, ir.DType.F32, operand)
         kl.emit(ir.Branch(None, kl.cpu_flag(), [ir.Let(None, operand.name, widened)], []))
+
+
+def _tile_bytes(tile: Tile, region: Region) -> int:
+    count = 1
+    for axis in tile.dims:
+        count *= axis.size
+    return count * max(1, region.tensor.elem.bits // 8)
 
 
 def _static(extent: Sym, node: ast.Node) -> int:

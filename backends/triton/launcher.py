@@ -40,6 +40,7 @@ class Launcher:
 
     def __init__(self) -> None:
         self._interpreted: dict[int, Any] = {}
+        self._stages: dict[int, int] = {}
         self.launches = 0
 
     def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
@@ -49,7 +50,7 @@ class Launcher:
             return  # an empty grid launches nothing (zero-sized dimension)
         if getattr(device, "type", "cpu") == "cuda":
             _ensure_allocator()
-            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages)
+            self._launch_gpu(kernel, grid, args, num_warps, num_stages)
             return
         interpreted = self._interpreted.get(id(kernel))
         if interpreted is None:
@@ -59,6 +60,25 @@ class Launcher:
             self._interpreted[id(kernel)] = interpreted
         with _LOCK, _interpreting():
             interpreted[grid](*args)
+
+
+    def _launch_gpu(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
+                    num_warps: int, num_stages: int) -> None:
+        """Launch; when the pipeline's buffers do not fit in shared memory, retry with
+        fewer stages and remember the number that fits."""
+        from triton.runtime.errors import OutOfResources
+
+        stages = self._stages.get(id(kernel), num_stages)
+        while True:
+            try:
+                kernel[grid](*args, num_warps=num_warps, num_stages=stages)
+            except OutOfResources:
+                if stages <= 1:
+                    raise
+                stages -= 1
+                continue
+            self._stages[id(kernel)] = stages
+            return
 
 
 class _interpreting:
