@@ -32,6 +32,9 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
         if dst.storage == "global":
             raise unsupported(dst.span, "copies into a fresh global buffer")
         content = source
+        if isinstance(source, Region) and (stmt.engine == "tma" or any(
+                a.name == "zfill" for a in stmt.attrs)):
+            content = source.clipped(source.extents, True)
         shape = source.extents if isinstance(source, Region) else tuple(
             Sym(d.extent) for d in source.dims)
         elem = source.tensor.elem if isinstance(source, Region) else source.elem
@@ -72,7 +75,9 @@ def _fill_buffer(slot: BufferSlot, source: Region | Tile, stmt: ast.DmaStmt) -> 
                           "copy whole buffers; write partial tiles straight to global memory")
     if isinstance(source, Tile):
         return source
-    return source.clipped(slot.buffer.shape)
+    # TMA zero-fills out-of-bounds reads in hardware; dma does it when asked (.zfill)
+    zero_fill = stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)
+    return source.clipped(slot.buffer.shape, zero_fill)
 
 
 def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:

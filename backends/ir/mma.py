@@ -104,9 +104,9 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
     k_axis = kl.axis(object(), k_total, "k")
     a_region = Region(a.tensor, _replace(a.origin, {a_m: lin_am.rest, a_k: lin_ak.rest}),
-                      _dims2(a_m, m_total, k_total), a.limits, a.fill)
+                      _dims2(a_m, m_total, k_total), a.limits, a.fill, True)
     b_region = Region(bb.tensor, _replace(bb.origin, {b_n: lin_bn.rest, b_k: lin_bk.rest}),
-                      _dims2(b_n, n_total, k_total), bb.limits, bb.fill)
+                      _dims2(b_n, n_total, k_total), bb.limits, bb.fill, True)
     a_dims = (layout.m, k_axis) if a_m == 0 else (k_axis, layout.m)
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
     a_tile = load_tile(kl, a_region, a_dims, stmt.span, "a")
@@ -240,7 +240,8 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
         _store_to_buffer(target, tile, new_origin, stmt)
         return
     extents = tuple(Sym(d.extent) for d in dims)
-    region = Region(target.tensor, new_origin, extents, target.limits, target.fill)
+    region = Region(target.tensor, new_origin, extents, target.limits, target.fill,
+                    target.zero_fill)
     store_tile(kl, region, tile, stmt.span)
 
 

@@ -30,7 +30,8 @@ def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], spa
         described = ir.DescLoad(axes, dtype, desc_name, region.origin, tuple(dims))
         kl.emit(ir.Branch(span, flag, [ir.Let(None, name, described)],
                           [ir.Let(None, name, pointer_load)]))
-    return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, mask)
+    valid = None if region.zero_fill else mask
+    return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, valid)
 
 
 def store_tile(kl: KernelLowering, region: Region, tile: Tile, span: Span | None) -> None:

@@ -49,6 +49,8 @@ class Region:
     extents: tuple[Sym, ...]
     limits: tuple[tuple[ir.Expr, ...], ...]  # per dim: exclusive bounds of coordinates
     fill: int | float = 0
+    # masked elements are data (zeros of .zfill / TMA) rather than "nothing copied here"
+    zero_fill: bool = False
 
     @staticmethod
     def whole(tensor: TensorRef) -> Region:
@@ -61,18 +63,19 @@ class Region:
 
     def shifted(self, offsets: list[ir.Expr], extents: tuple[Sym, ...]) -> Region:
         origin = tuple(b.add(o, d) for o, d in zip(self.origin, offsets))
-        return Region(self.tensor, origin, extents, self.limits, self.fill)
+        return Region(self.tensor, origin, extents, self.limits, self.fill, self.zero_fill)
 
-    def clipped(self, extents: tuple[Sym, ...]) -> Region:
-        """The same origin with a bigger shape whose extra part is invalid (a smaller
-        source staged into a bigger buffer)."""
+    def clipped(self, extents: tuple[Sym, ...], zero_fill: bool) -> Region:
+        """The same origin with a bigger shape whose extra part holds no data (a smaller
+        source staged into a bigger buffer), or zeros with ``zero_fill``."""
         limits = []
         for d, (lim, src, dst) in enumerate(zip(self.limits, self.extents, extents)):
             if src.provably_eq(dst):
                 limits.append(lim)
             else:
                 limits.append(lim + (b.add(self.origin[d], b.sym(src)),))
-        return Region(self.tensor, self.origin, extents, tuple(limits), self.fill)
+        return Region(self.tensor, self.origin, extents, tuple(limits), self.fill,
+                      zero_fill or self.zero_fill)
 
 
 @dataclass(frozen=True)

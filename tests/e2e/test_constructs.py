@@ -1,0 +1,209 @@
+"""Small programs, one construct at a time, on the CPU (interpreter) and the GPU: tails with
+symbolic sizes, with/if/int, tma.copy, .zfill, auto returns, scalar parameters, several
+launches, mixed-type arithmetic, bounded ituples, multi-warp MMA fusion."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import croqtile
+
+from .checks import DATA, DEVICES, assert_close, poison, random
+
+SCALE_ADD = """
+__co__ void scale_add(global f32 [N] x, global f32 [N] y, global f32 [N] out) {
+  parallel p by cdiv(N, 64) : block {
+    xs = dma.copy x.subspan(64).at(p) => shared;
+    ys = dma.copy y.subspan(64).at(p) => shared;
+    parallel t by 64 : thread
+      out.at(p # t) = xs.data.at(t) * 2.0f + ys.data.at(t);
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n", [64, 200, 1])
+def test_symbolic_size_with_tail(device: str, n: int) -> None:
+    mod = croqtile.compile(SCALE_ADD)
+    x, y = random((n,), torch.float32, device), random((n,), torch.float32, device)
+    out = poison(torch.empty(n, device=device))
+    mod(x, y, out)
+    assert_close(out, x.double() * 2 + y.double(), torch.float32)
+
+
+WITH_IF = """
+__co__ s32 [16] f(s32 [16] a, int k) {
+  s32 [a.span] out;
+  int two = 2;
+  parallel i by 16 {
+    with j in 4 {
+      if (k > 0) out.at(i) = a.at(i) * two + j + k;
+      else out.at(i) = 0 - a.at(i);
+    }
+  }
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("k", [3, -1])
+def test_with_if_int(device: str, k: int) -> None:
+    mod = croqtile.compile(WITH_IF)
+    a = random((16,), torch.int32, device)
+    expected = a.double() * 2 + k if k > 0 else -a.double()
+    assert_close(mod.f(a, k), expected, torch.int32)
+
+
+TMA_COPY = """
+__co__ void copy2d(global f16 [M, N] src, global f16 [M, N] dst) {
+  parallel {bm, bn} by [cdiv(M, 32), cdiv(N, 64)] : block {
+    t = tma.copy src.subspan(32, 64).at(bm, bn) => shared;
+    tma.copy t.data => dst.subspan(32, 64).at(bm, bn);
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("shape", [(64, 128), (50, 100)])
+def test_tma_copy_round_trip(device: str, shape: tuple[int, int]) -> None:
+    mod = croqtile.compile(TMA_COPY)
+    src = random(shape, torch.float16, device)
+    dst = poison(torch.empty(shape, dtype=torch.float16, device=device))
+    mod(src, dst)
+    assert_close(dst, src.double(), torch.float16, 0.0)
+
+
+ZFILL = """
+__co__ void pad_rows(global s32 [M, 64] src, global s32 [4, 64] dst) {
+  parallel p by 1 : block {
+    shared s32 [4, 64] buf;
+    dma.copy.zfill src.subspan(3, 64).at(0, 0) => buf;
+    dma.copy buf => dst;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_zfill_smaller_source(device: str) -> None:
+    mod = croqtile.compile(ZFILL)
+    src = random((3, 64), torch.int32, device)
+    dst = poison(torch.empty((4, 64), dtype=torch.int32, device=device))
+    mod(src, dst)
+    expected = torch.cat([src, torch.zeros((1, 64), dtype=torch.int32, device=device)])
+    assert_close(dst, expected.double(), torch.int32)
+
+
+AUTO_BIAS = """
+__co__ auto add_bias(f16 [R, 32] x, f16 bias) {
+  f16 [x.span] y;
+  parallel r by R : block {
+    parallel c by 32 : thread
+      y.at(r, c) = x.at(r, c) + bias;
+  }
+  return y;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_auto_return_and_scalar_parameter(device: str) -> None:
+    mod = croqtile.compile(AUTO_BIAS)
+    x = random((5, 32), torch.float16, device)
+    y = mod(x, 0.5)
+    assert y.dtype == torch.float16 and y.device.type == torch.device(device).type
+    assert_close(y, x.double() + 0.5, torch.float16)
+
+
+TUPLE_COPY = """
+__co__ s32 [6, 17] copy_all(s32 [6, 17] a) {
+  s32 [a.span] out;
+  parallel p by 1 {
+    f = dma.copy a => shared;
+    foreach idx in [f.span]
+      out.at(idx) = f.data.at(idx);
+  }
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bounded_ituple_over_a_span(device: str) -> None:
+    mod = croqtile.compile(TUPLE_COPY)
+    a = random((6, 17), torch.int32, device)
+    assert_close(mod(a), a.double(), torch.int32)
+
+
+TWO_LAUNCHES = """
+__co__ s32 [64] two_steps(s32 [64] a) {
+  s32 [a.span] t;
+  s32 [a.span] out;
+  parallel p by 4 : block { parallel q by 16 : thread { t.at(p # q) = a.at(p # q) + 1; } }
+  parallel p by 4 : block { parallel q by 16 : thread { out.at(p # q) = t.at(p # q) * 3; } }
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_two_kernels_in_one_function(device: str) -> None:
+    mod = croqtile.compile(TWO_LAUNCHES)
+    a = random((64,), torch.int32, device)
+    assert_close(mod(a), (a.double() + 1) * 3, torch.int32)
+    assert mod.two_steps.launches == 2
+
+
+MIXED = """
+__co__ f16 [8, 8] mixed(f16 [8, 8] a) {
+  f16 [a.span] out;
+  parallel {i, j} by [8, 8]
+    out.at(i, j) = a.at(i, j) * 0.5f + 1.0f;
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mixed_precision_arithmetic(device: str) -> None:
+    """f16 * f32 literal computes in f32 (spec 3.6) and converts back on the store."""
+    with pytest.warns(croqtile.CompileWarning, match="CQ0206"):
+        mod = croqtile.compile(MIXED)
+    a = random((8, 8), torch.float16, device)
+    assert_close(mod(a), a.double() * 0.5 + 1.0, torch.float16)
+    assert ".to(tl.float32)" in mod.mixed.triton_source
+
+
+UNQUALIFIED_WRITE = """
+__co__ void clobber(s32 [4] a) {
+  parallel i by 4
+    a.at(i) = 0;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_unqualified_parameter_writes_stay_private(device: str) -> None:
+    mod = croqtile.compile(UNQUALIFIED_WRITE)
+    a = random((4,), torch.int32, device)
+    before = a.clone()
+    mod(a)
+    assert torch.equal(a, before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_multi_warp_mma_fusion(device: str) -> None:
+    """2x4 warps of 16x16 MMA tiles per block fuse into one 32x64 dot."""
+    text = (DATA / "seed000_sm86_gemm.co").read_text()
+    mod = croqtile.compile(text, defines={"MATMUL_TILE_M": 32, "MATMUL_TILE_N": 64,
+                                          "MATMUL_TILE_K": 32})
+    source = mod.matmul.triton_source
+    assert source.count("tl.dot(") == 1 and "ax_m = tl.arange(0, 32)" in source
+    lhs, rhs = random((70, 48), torch.float16, device), random((90, 48), torch.float16, device)
+    out = poison(torch.empty((70, 90), dtype=torch.float16, device=device))
+    mod(lhs, rhs, out)
+    assert_close(out, lhs.double() @ rhs.double().T, torch.float16)
