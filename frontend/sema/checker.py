@@ -252,8 +252,10 @@ class Checker:
             self._declare(sym)
             self._note_decl(stmt, sym)
 
-    def _shape_items(self, items: tuple[ast.Expr, ...], span: Span) -> tuple[Sym, ...] | None:
-        """Dimensions from an item list; mdspan items (``x.span``) are spliced in."""
+    def _shape_items(self, items: tuple[ast.Expr, ...], span: Span,
+                     nonpositive: str = "CQ0306") -> tuple[Sym, ...] | None:
+        """Dimensions from an item list; mdspan items (``x.span``) are spliced in.
+        ``nonpositive`` is the code for a dimension <= 0 (CQ0601 for parallel bounds)."""
         dims: list[Sym] = []
         for item in items:
             info = self._expr(item)
@@ -265,7 +267,7 @@ class Checker:
                 dims.extend(v for v in info.type.values if v is not None)
             elif info.static is not None:
                 if info.static.value is not None and info.static.value <= 0:
-                    self._error("CQ0306", item.span, value=info.static.value)
+                    self._error(nonpositive, item.span, value=info.static.value)
                     return None
                 dims.append(info.static)
             else:
@@ -513,13 +515,9 @@ class Checker:
     def _bounds(self, exprs: tuple[ast.Expr, ...], count: int, span: Span,
                 parallel: bool) -> list[Sym]:
         """Bounds of ``by [a, b]`` / ``in [a, b]``: one per variable, static or symbolic."""
-        dims = self._shape_items(exprs, span)
+        dims = self._shape_items(exprs, span, "CQ0601" if parallel else "CQ0306")
         if dims is None:
             return [Sym(1)] * max(count, 1)
-        if parallel:
-            for d, expr in zip(dims, exprs):
-                if d.value is not None and d.value <= 0:
-                    self._error("CQ0601", expr.span, value=d.value)
         if count and len(dims) != count:
             self._error("CQ0311", span, what="the bound list", expected=count, actual=len(dims))
             dims = (list(dims) + [Sym(1)] * count)[:count]
