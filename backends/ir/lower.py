@@ -365,7 +365,15 @@ class KernelLowering:
         method = getattr(self, "_s_" + type(stmt).__name__, None)
         if method is None:
             raise unsupported(stmt.span, _describe(stmt))
-        method(stmt)
+        try:
+            method(stmt)
+        except LoweringError:
+            raise
+        except Exception as exc:  # a lowering bug: report it at the statement, not line 1
+            if isinstance(stmt, (ast.Block, ast.Parallel, ast.Foreach, ast.With, ast.If)):
+                raise
+            raise LoweringError("CQ0901", stmt.span,
+                                detail=f"lowering: {type(exc).__name__}: {exc}") from exc
 
     def _s_Block(self, stmt: ast.Block) -> None:
         self.block(stmt)

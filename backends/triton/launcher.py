@@ -16,6 +16,11 @@ from .codegen import Artifact
 _LOCK = threading.RLock()
 
 
+class KernelError(RuntimeError):
+    """Triton could not compile or run a generated kernel; the message names the kernel
+    and the Croqtile source it came from."""
+
+
 def load_module(artifact: Artifact, cache_dir: Path) -> ModuleType:
     """Write the artifact's source to the cache (content-addressed) and import it.
 
@@ -48,6 +53,18 @@ class Launcher:
         self.launches += 1
         if any(g <= 0 for g in grid):
             return  # an empty grid launches nothing (zero-sized dimension)
+        try:
+            self._launch(kernel, grid, args, num_warps, num_stages, device)
+        except Exception as exc:
+            name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None),
+                                                                "__name__", "kernel")
+            raise KernelError(f"croqtile: Triton failed on generated kernel '{name}' "
+                              f"({type(exc).__name__}: {str(exc).strip()[:2000]}); the kernel's "
+                              "source is in the function's .triton_source, with # file:line "
+                              "comments pointing at the Croqtile statements") from exc
+
+    def _launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
+                num_warps: int, num_stages: int, device: Any) -> None:
         if getattr(device, "type", "cpu") == "cuda":
             _ensure_allocator()
             self._launch_gpu(kernel, grid, args, num_warps, num_stages)
