@@ -3,7 +3,7 @@ affine index expressions can be split into per-axis coefficients (``linearize``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.symbolic import Sym
@@ -188,25 +188,19 @@ def _linear(e: ir.Expr, scale: int, axes: dict[ir.Axis, int],
 def _has_leaf(e: ir.Expr) -> bool:
     if isinstance(e, (ir.AxisIndex, ir.Collapsed)):
         return True
-    for name in ("lhs", "rhs", "operand", "cond", "then", "other"):
-        child = getattr(e, name, None)
-        if isinstance(child, ir.Expr) and _has_leaf(child):
-            return True
-    if isinstance(e, ir.Call):
-        return any(_has_leaf(a) for a in e.args)
-    return False
+    return any(_has_leaf(child) for child in children(e))
 
 
-def has_collapsed(e: ir.Expr) -> bool:
-    if isinstance(e, ir.Collapsed):
-        return True
-    for name in ("lhs", "rhs", "operand", "cond", "then", "other"):
-        child = getattr(e, name, None)
-        if isinstance(child, ir.Expr) and has_collapsed(child):
-            return True
-    if isinstance(e, ir.Call):
-        return any(has_collapsed(a) for a in e.args)
-    return False
+def children(e: ir.Expr) -> list[ir.Expr]:
+    """The sub-expressions of ``e`` (every field that holds an expression)."""
+    found: list[ir.Expr] = []
+    for f in fields(e):
+        value = getattr(e, f.name)
+        if isinstance(value, ir.Expr):
+            found.append(value)
+        elif isinstance(value, tuple):
+            found.extend(v for v in value if isinstance(v, ir.Expr))
+    return found
 
 
 def next_pow2(n: int) -> int:

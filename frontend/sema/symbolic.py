@@ -159,13 +159,21 @@ class Sym:
         return Sym(self.const // divisor, tuple((m, c // divisor) for m, c in self.terms))
 
     def floordiv(self, other: int | Sym) -> Sym:
+        return self._divide(other, "div", lambda a, d: a // d)
+
+    def cdiv(self, other: int | Sym) -> Sym:
+        return self._divide(other, "cdiv", lambda a, d: -(-a // d))
+
+    def _divide(self, other: int | Sym, op: str, fold: Callable[[int, int], int]) -> Sym:
+        """Shared rules of ``/`` and ``cdiv``: fold constants, divide exactly when every
+        coefficient is divisible, ``x / x == 1``; otherwise an opaque atom."""
         other = Sym.of(other)
         if other.value is not None:
             d = other.value
             if d == 0:
-                raise ZeroDivisionError("division by zero")
+                raise ZeroDivisionError(f"{op} by zero")
             if self.value is not None:
-                return Sym(self.value // d)
+                return Sym(fold(self.value, d))
             if d > 0 and self._divisible_by(d):
                 return self._scaled_down(d)
         if self == other:
@@ -173,7 +181,7 @@ class Sym:
         quotient = self._exact_quotient(other)
         if quotient is not None:
             return quotient
-        return Sym._atom(Atom("div", args=(self, other)))
+        return Sym._atom(Atom(op, args=(self, other)))
 
     def mod(self, other: int | Sym) -> Sym:
         other = Sym.of(other)
@@ -188,23 +196,6 @@ class Sym:
         if self == other or self._exact_quotient(other) is not None:
             return Sym(0)
         return Sym._atom(Atom("mod", args=(self, other)))
-
-    def cdiv(self, other: int | Sym) -> Sym:
-        other = Sym.of(other)
-        if other.value is not None:
-            d = other.value
-            if d == 0:
-                raise ZeroDivisionError("cdiv by zero")
-            if self.value is not None:
-                return Sym(-(-self.value // d))
-            if d > 0 and self._divisible_by(d):
-                return self._scaled_down(d)
-        if self == other:
-            return Sym(1)
-        quotient = self._exact_quotient(other)
-        if quotient is not None:
-            return quotient
-        return Sym._atom(Atom("cdiv", args=(self, other)))
 
     def _exact_quotient(self, other: Sym) -> Sym | None:
         """``self / other`` when ``self`` is ``other`` times a constant."""
