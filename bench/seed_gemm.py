@@ -55,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shape", type=int, nargs=3, metavar=("M", "N", "K"))
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the report as JSON here")
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if args.shape:
@@ -73,6 +74,13 @@ def main() -> None:
         print(f"  torch.matmul        {report['torch_ms']:.3f} ms  "
               f"{report['torch_tflops']:.1f} TFLOP/s")
         print(f"  ratio (torch time / croqtile time) {report['ratio']:.3f}")
+    if args.json:
+        import json
+
+        report["gpu"] = torch.cuda.get_device_name() if device == "cuda" else "none"
+        report["torch"], report["triton"] = torch.__version__, __import__("triton").__version__
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
     ok = float(report["rel_error"]) < 1e-2
     print("  check               " + ("PASSED" if ok else "FAILED"))
     if not ok:
