@@ -69,6 +69,7 @@ class Launcher:
             _ensure_allocator()
             self._launch_gpu(kernel, grid, args, num_warps, num_stages)
             return
+        _check_interpreter_numpy()
         interpreted = self._interpreted.get(id(kernel))
         if interpreted is None:
             from triton.runtime.interpreter import InterpretedFunction
@@ -109,7 +110,15 @@ class _interpreting:
         self.saved: Callable[..., Any] = JITFunction.__call__
 
         def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-            return InterpretedFunction(fn.fn)(*args, **kwargs)
+            # InterpretedFunction.__call__ patches triton.language for the callee and never
+            # undoes it, which breaks later GPU compiles in the same process: restore here.
+            from triton.runtime.interpreter import _patch_lang
+
+            scope = _patch_lang(fn.fn)
+            try:
+                return InterpretedFunction(fn.fn).rewrite()(*args, **kwargs)
+            finally:
+                scope.restore()
 
         JITFunction.__call__ = call  # type: ignore[method-assign]
 
@@ -117,6 +126,20 @@ class _interpreting:
         from triton.runtime.jit import JITFunction
 
         JITFunction.__call__ = self.saved  # type: ignore[method-assign]
+
+
+def _check_interpreter_numpy() -> None:
+    """Triton 3.6's interpreter turns 1-element arrays into ints, which numpy 2.4 refuses."""
+    import numpy
+    import triton
+
+    def version(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+
+    if version(triton.__version__) <= (3, 6) and version(numpy.__version__) >= (2, 4):
+        raise RuntimeError(f"running on CPU tensors uses Triton's interpreter, which in triton "
+                           f"{triton.__version__} needs numpy<2.4 (found {numpy.__version__}); "
+                           "install 'numpy<2.4' or pass CUDA tensors")
 
 
 _ALLOCATOR_SET = False
