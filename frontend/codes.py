@@ -68,7 +68,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0205", E, "operator '{op}' cannot be applied to {lhs} and {rhs}"),
     Code("CQ0206", W, "implicit conversion from '{src}' to '{dst}' may lose precision",
          "write `__to<{dst}>(...)` to make the conversion explicit"),
-    Code("CQ0207", E, "'{name}' is not a bounded variable: '#' needs a parallel, foreach or with variable"),
+    Code("CQ0207", E, "'{name}' is not a bounded variable: '#' needs a parallel, foreach or "
+                      "with variable"),
     Code("CQ0208", E, "'_' is not allowed as {what}"),
     Code("CQ0209", E, "{what} must be an integer, got '{actual}'"),
     Code("CQ0210", E, "index {index} is out of range for {what} of rank {rank}"),
@@ -93,7 +94,8 @@ _TABLE: tuple[Code, ...] = (
          "declare device buffers with constant sizes (use #define constants)"),
     Code("CQ0308", E, "cannot apply span_as to reshape {src} ({src_count}) to {dst} ({dst_count})"),
     Code("CQ0309", E, "in operation '{op}': dimension inconsistent ({lhs} vs. {rhs})"),
-    Code("CQ0310", W, "chunkat over '{bound}' tiles dimension {dim} of size {size} evenly only when it divides",
+    Code("CQ0310", W, "chunkat over '{bound}' tiles dimension {dim} of size {size} evenly only "
+                      "when it divides",
          "use `subspan({tile}, ...).at(...)` for tiles that may run past the end"),
     Code("CQ0311", E, "{what} expects {expected} values, got {actual}"),
     Code("CQ0312", E, "'{name}' has shape {actual}, expected {expected}"),
@@ -132,7 +134,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0602", E, "the parallel variable '{name}' is used twice in the same parallel statement"),
     Code("CQ0603", E, "unable to infer the parallel level(s) between {outer} and {inner}"),
     Code("CQ0604", E, "{threads} threads per block exceed the limit of 1024"),
-    Code("CQ0605", E, "threads per block ({threads}) must be a multiple of {multiple} when a '{level}' level exists"),
+    Code("CQ0605", E, "threads per block ({threads}) must be a multiple of {multiple} when a "
+                      "'{level}' level exists"),
     Code("CQ0606", E, "{what} is not allowed {where}"),
     Code("CQ0607", E, "'{storage}' buffer '{name}' must be declared {where}"),
     Code("CQ0608", E, "the parallel bound must be an integer, got '{actual}'"),

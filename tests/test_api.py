@@ -57,7 +57,7 @@ def test_function_attributes_and_single_function_call(gemm: croqtile.Module) -> 
 
 def test_unknown_function_name(gemm: croqtile.Module) -> None:
     with pytest.raises(AttributeError, match="no __co__ function named 'nope'.*mm"):
-        gemm.nope
+        _ = gemm.nope
 
 
 def test_module_call_needs_exactly_one_function() -> None:

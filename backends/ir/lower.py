@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterator
 
 from ...frontend import syntax as ast
@@ -24,7 +24,7 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .values import (Acc, Bounded, Buffer, Operand, Region, Scalar, TensorRef, Tile, access,
+from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
                      padding_mask)
 
 
@@ -159,13 +159,6 @@ def _literal_value(expr: ast.Expr, info: object) -> float | int | None:
 
 
 # --------------------------------------------------------------------------- kernels
-
-
-@dataclass
-class _Scope:
-    """The statement list being filled."""
-
-    body: list[ir.Stmt] = field(default_factory=list)
 
 
 class KernelLowering:

@@ -821,7 +821,7 @@ class Checker:
             elif isinstance(t, BoundedType):
                 args.append(TileArg(IndexItem(expr), t.bound, expr.span))
             elif isinstance(t, TupleType):
-                for i, v in enumerate(t.values):
+                for i in range(len(t.values)):
                     args.append(TileArg(IndexItem(expr, i), None, expr.span))
             elif isinstance(t, ScalarType) and t.elem.is_int:
                 if factors:

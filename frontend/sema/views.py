@@ -9,9 +9,7 @@ expression and a scale, so that the lowering computes the element offset of a vi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
-from .. import syntax as ast
 from ..source import Span
 from .model import IndexItem, ViewStep
 from .symbolic import Atom, Sym
@@ -135,9 +133,3 @@ def _product(dims: tuple[Sym, ...] | list[Sym]) -> Sym:
         total = total * d
     return total
 
-
-def view_ops_summary(op: ast.ViewOp) -> str:
-    return op.kind
-
-
-FactorOf = Callable[[ast.Expr], Sym | None]
