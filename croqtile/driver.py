@@ -19,7 +19,7 @@ from .backends.ir.lower import FunctionLowering, Options
 from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
-from .frontend.diagnostics import Reporter
+from .frontend.diagnostics import Diagnostic, Reporter
 from .frontend.parser import parse_program
 from .frontend.preprocessor import preprocess
 from .frontend.regions import find_co_functions
@@ -39,7 +39,7 @@ class CompiledFunction:
 class CompileResult:
     functions: list[CompiledFunction]
     timings: dict[str, float] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)
 
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision"}
@@ -56,8 +56,30 @@ def make_options(options: Mapping[str, object]) -> Options:
 def compile_source(text: str, *, filename: str = "<string>",
                    defines: Mapping[str, int | float | str | None] | None = None,
                    options: Options | None = None) -> CompileResult:
+    """Compile ``text``; raises ``CompileError``, warns ``CompileWarning``s."""
+    result = run_pipeline(Source(text, filename), defines, options)
+    for diag in result.warnings:
+        warnings.warn(diag.render(), CompileWarning, stacklevel=3)
+    return result
+
+
+def check_source(text: str, *, filename: str = "<string>",
+                 defines: Mapping[str, int | float | str | None] | None = None,
+                 line_offset: int = 0, column_offset: int = 0) -> list[Diagnostic]:
+    """Every diagnostic (errors and warnings) that compiling ``text`` would give,
+    without raising. ``line_offset``/``column_offset`` place a source embedded in a bigger
+    file (a string literal in a Python file) so positions are the file's own."""
+    source = Source(text, filename, line_offset, column_offset)
+    try:
+        return list(run_pipeline(source, defines, None).warnings)
+    except CompileError as err:
+        return list(err.diagnostics)
+
+
+def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None] | None,
+                 options: Options | None) -> CompileResult:
     options = options or Options()
-    source = Source(text, filename)
+    filename = source.filename
     reporter = Reporter(SourceMap.identity(source))
     timings: dict[str, float] = {}
 
@@ -102,6 +124,4 @@ def compile_source(text: str, *, filename: str = "<string>",
         artifact = stage("codegen", generate, lowered, locate, filename)
         functions.append(CompiledFunction(fn.node.name, artifact, fn))
     reporter.raise_if_errors()
-    for diag in reporter.warnings:
-        warnings.warn(diag.render(), CompileWarning, stacklevel=3)
-    return CompileResult(functions, timings, [d.render() for d in reporter.warnings])
+    return CompileResult(functions, timings, reporter.warnings)
