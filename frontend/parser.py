@@ -350,6 +350,11 @@ class _Parser:
                 self._advance()
             if not self._at("{"):
                 return None
+        if not self._at("{"):  # a header without a body (`__co__ void f();`, end of input)
+            tok = self.toks[self.pos]
+            self.reporter.report("CQ0110", tok.span, expected="'{' to start the function body",
+                                 found=describe(tok))
+            return None
         body = self._block()
         self.finish("after the end of the function")
         return Function(
