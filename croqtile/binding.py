@@ -26,7 +26,8 @@ def _torch_dtype(elem: str) -> torch.dtype | None:
     return getattr(torch, name, None) if name else None
 
 
-def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any]) -> Bound:
+def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any],
+         checks: Sequence[Any] = ()) -> Bound:
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
         raise ArgumentError(f"{fn_name}() takes {len(params)} argument(s) ({names}), "
@@ -50,6 +51,9 @@ def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any]) -> Boun
         values.append(tensor)
     if device is None:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    for check in checks:
+        if check.holds(dims) is False:
+            raise ArgumentError(f"{fn_name}(): {check.message(dims)}")
     return Bound(values, dims, device)
 
 

@@ -43,7 +43,7 @@ class Function:
 
     def __call__(self, *args: Any) -> Any:
         artifact = self._compiled.artifact
-        bound = bind(self.name, artifact.params, args)
+        bound = bind(self.name, artifact.params, args, artifact.checks)
         host = getattr(self._load(), artifact.function)
         dims = [bound.dims[d] for d in artifact.dims]
         return host(self._launcher, bound.device, *bound.args, *dims)

@@ -94,9 +94,10 @@ _TABLE: tuple[Code, ...] = (
          "declare device buffers with constant sizes (use #define constants)"),
     Code("CQ0308", E, "cannot apply span_as to reshape {src} ({src_count}) to {dst} ({dst_count})"),
     Code("CQ0309", E, "in operation '{op}': dimension inconsistent ({lhs} vs. {rhs})"),
-    Code("CQ0310", W, "chunkat over '{bound}' tiles dimension {dim} of size {size} evenly only "
-                      "when it divides",
-         "use `subspan({tile}, ...).at(...)` for tiles that may run past the end"),
+    Code("CQ0310", W, "chunkat over a cdiv bound tiles dimension(s) {dim} (size {size}) by "
+                      "{tile} with a masked last tile; the literal rule (size / bound) tiles "
+                      "differently when the tile does not divide the size",
+         "write `subspan(...).at(...)` with the tile sizes to say this explicitly"),
     Code("CQ0311", E, "{what} expects {expected} values, got {actual}"),
     Code("CQ0312", E, "'{name}' has shape {actual}, expected {expected}"),
     # --- DMA and TMA -----------------------------------------------------------------
@@ -114,11 +115,30 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0411", E, "asynchronous DMA must be bound to a named future",
          "write `f = dma.copy.async ...;` and `wait f;` before using f.data"),
     Code("CQ0412", E, "non-async future '{name}' cannot be waited"),
-    Code("CQ0413", W, "some async futures are not waited: {names}"),
+    Code("CQ0413", E, "the async future '{name}' is never waited",
+         "add `wait {name};` before its data is used (each async copy is waited once)"),
     Code("CQ0414", E, "TMA copies move data between global and shared memory only (got {src} -> {dst})"),
     Code("CQ0415", E, "the TMA box shape must be computable on the host; dimension {dim} is '{extent}'",
          "use `dma.copy` for tiles whose shape depends on values inside the kernel"),
     Code("CQ0416", E, "a DMA copy must move data {what}"),
+    Code("CQ0417", E, "the async future '{name}' is waited twice",
+         "each async copy is waited exactly once; remove the second `wait`"),
+    Code("CQ0418", E, "dma.any '{name}' is defined but never used"),
+    Code("CQ0419", E, "cannot swap '{a}' and '{b}': {reason}"),
+    Code("CQ0420", E, "the select index {index} is not in bound [0, {count})"),
+    Code("CQ0421", E, "TMA copies are issued once per block: '{name}' (a {level} variable) "
+                      "cannot select the tile",
+         "select TMA tiles with block-level indices, or use dma.copy"),
+    Code("CQ0422", E, "'.{attr}' is only valid on tma.load"),
+    Code("CQ0423", E, "cannot bind '{name}' to an event with 'after': {reason}",
+         "write `wait {name};` and then `trigger` the event"),
+    Code("CQ0424", W, "'{name}' was staged with .swiz<{producer}> but is loaded with "
+                      ".swiz<{consumer}>", "use the same swizzle on both sides"),
+    Code("CQ0425", W, "redundant .zfill: source and destination have the same shape {shape}",
+         "remove .zfill (tails are masked automatically)"),
+    Code("CQ0426", W, "the source {src} is smaller than the destination {dst}: elements past "
+                      "the source are undefined",
+         "add .zfill when the whole destination is read (for example by an MMA)"),
     # --- MMA ------------------------------------------------------------------------
     Code("CQ0501", E, "MMA operand '{name}' must be a matrix with a static shape, got {shape}"),
     Code("CQ0502", E, "MMA shapes do not match: {a} and {b} disagree on K for layout .{la}.{lb}",
@@ -129,6 +149,13 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0506", E, "the MMA operation of '{name}' is never executed"),
     Code("CQ0507", E, "mma.store destination has shape {dst}, the accumulator has {acc}"),
     Code("CQ0508", E, "'{name}' is not an MMA fragment"),
+    Code("CQ0509", E, "MMA on {a} operands is not supported on {target}"),
+    Code("CQ0510", E, "warpgroup MMA (inside a group-4 level) needs sm_90 or newer; the target "
+                      "is {target}",
+         "use a ': group' (warp) level, or compile with target=\"sm_90\""),
+    Code("CQ0511", E, "sparse MMA needs K to be a multiple of 4 (K = {k})"),
+    Code("CQ0512", E, "the MMA scale operand must have shape [M, 1] or [1, M] with M = {m}, "
+                      "got {shape}"),
     # --- parallel levels and control flow ----------------------------------------------
     Code("CQ0601", E, "bound {value} in parallel is invalid: it must be greater than 0"),
     Code("CQ0602", E, "the parallel variable '{name}' is used twice in the same parallel statement"),
@@ -142,6 +169,11 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0609", E, "a '{inner}' level cannot be nested inside a '{outer}' level"),
     Code("CQ0610", E, "parallel bounds of '{level}' levels must be constants (got '{bound}')"),
     Code("CQ0611", E, "assertion failed: {message}"),
+    Code("CQ0612", E, "shared memory of one block exceeds {target}: {used} bytes used, "
+                      "{limit} available",
+         "use smaller tiles, or fewer staging buffers"),
+    Code("CQ0613", E, "the inthreads predicate must depend on a parallel variable",
+         "compare a parallel index, e.g. `inthreads (t == 0)`"),
     # --- constructs the Triton backend cannot map ------------------------------------------
     Code("CQ0701", E, "{construct} is not supported by the Triton backend yet",
          "{hint}"),

@@ -76,7 +76,8 @@ class FunctionLowering:
                   if p.kind == "tensor" and p.storage != "global" and not p.by_ref
                   and p.name in self.written]
         return ir.Function(node.name, self.params, self.body, self.fn.returns,
-                           sorted(self.fn.dims), self.kernels, clones)
+                           sorted(self.fn.dims), self.kernels, clones,
+                           list(self.fn.runtime_checks))
 
     def _param(self, sym: Symbol) -> None:
         elem = sym.elem or dtypes.F32
@@ -118,6 +119,10 @@ class FunctionLowering:
             return
         if isinstance(stmt, (ast.MdspanDecl, ast.ItupleDecl)):
             return  # compile-time values: the checker folded their uses
+        if isinstance(stmt, ast.AssertStmt):
+            if id(stmt) in self.fn.host_asserts:
+                return  # decided at compile time, or tested when the arguments are bound
+            raise unsupported(stmt.span, "an assert on values computed at run time")
         raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
                           "host code may allocate buffers, launch parallel blocks and return")
 

@@ -352,3 +352,4 @@ class Function:
     dims: list[str]  # symbolic dimension names in binding order
     kernels: list[Kernel]
     clone_inputs: list[str] = field(default_factory=list)
+    checks: list[object] = field(default_factory=list)  # RuntimeChecks tested before launch

@@ -27,6 +27,7 @@ class Artifact:
     returns: str
     num_warps: tuple[int, ...]
     num_stages: tuple[int, ...]
+    checks: tuple[object, ...] = ()  # conditions on dimensions tested before the host code
 
 
 class _Writer:
@@ -288,6 +289,7 @@ def generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
         returns=fn.returns,
         num_warps=tuple(k.num_warps for k in fn.kernels),
         num_stages=tuple(k.num_stages for k in fn.kernels),
+        checks=tuple(fn.checks),
     )
 
 

@@ -18,8 +18,9 @@ from .dtypes import ElemType
 from .levels import infer_levels
 from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgram, DataType,
                     ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
-                    ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType, Type,
-                    ViewInfo, ViewStep)
+                    RuntimeCheck, ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType,
+                    Type, ViewInfo, ViewStep)
+from .targets import DEFAULT_TARGET, TARGETS, Target
 from .symbolic import Sym, shape_text
 from .views import TileArg, ViewError, chunkat_step, span_as_step, subspan_step, view_from_step
 
@@ -63,11 +64,23 @@ class _Context:
 
 
 class Checker:
-    def __init__(self, reporter: Reporter) -> None:
+    def __init__(self, reporter: Reporter, target: Target | None = None) -> None:
         self.reporter = reporter
+        self.target = target or TARGETS[DEFAULT_TARGET]
         self.scopes: list[dict[str, Symbol]] = []
         self.fn: CheckedFunction | None = None
         self.ctx = _Context()
+        self._reset_function_state()
+
+    def _reset_function_state(self) -> None:
+        # async futures: where each was made asynchronous, which were waited or bound
+        self.async_defs: dict[Symbol, Span] = {}
+        self.waited: set[Symbol] = set()
+        self.waited_in_block: list[set[Symbol]] = [set()]
+        self.placeholders: dict[Symbol, bool] = {}  # dma.any -> used
+        self.swizzles: dict[Symbol, int] = {}  # buffer -> swizzle of the copy that filled it
+        self.kernel_shared: list[tuple[str, int, Span]] = []  # shared buffers of a kernel
+        self.inner_parallels = 0
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
@@ -76,6 +89,7 @@ class Checker:
     def check_function(self, node: ast.Function) -> CheckedFunction:
         self.scopes = [{}]
         self.ctx = _Context()
+        self._reset_function_state()
         params: list[Symbol] = []
         dims: dict[str, Symbol] = {}
         self.fn = fn = CheckedFunction(node, params, dims, "void", None)
@@ -90,8 +104,19 @@ class Checker:
         for sym in self._all_frags():
             if sym.frag_role == "acc" and not sym.frag_executed:
                 self._error("CQ0506", sym.span, name=sym.name)
+        for sym, span in self.async_defs.items():
+            if sym not in self.waited:
+                self._error("CQ0413", span, name=sym.name)
+        for sym, used in self.placeholders.items():
+            if not used:
+                self._error("CQ0418", sym.span, name=sym.name)
         return fn
 
+    def _runtime_check(self, lhs: Sym, op: str, rhs: Sym, what: str, span: Span) -> None:
+        """A condition on parameter dimensions to test at call time (cannot be proven)."""
+        loc = self.reporter.source_map.locate(span)
+        self._fn().runtime_checks.append(
+            RuntimeCheck(lhs, op, rhs, f"{what} ({loc.filename}:{loc.line})"))
     # ------------------------------------------------------------------ helpers
     def _error(self, code: str, span: Span, **fields: object) -> None:
         self.reporter.report(code, span, **fields)
@@ -106,8 +131,17 @@ class Checker:
     def _lookup(self, name: str) -> Symbol | None:
         for scope in reversed(self.scopes):
             if name in scope:
-                return scope[name]
+                sym = scope[name]
+                if sym in self.placeholders:
+                    self.placeholders[sym] = True
+                return sym
         return self._fn().dims.get(name)
+
+    def _scope_depth(self, name: str) -> int:
+        for depth in range(len(self.scopes) - 1, -1, -1):
+            if name in self.scopes[depth]:
+                return depth
+        return -1
 
     def _fn(self) -> CheckedFunction:
         assert self.fn is not None
@@ -196,8 +230,10 @@ class Checker:
     def _block(self, block: ast.Block, new_scope: bool = True) -> None:
         if new_scope:
             self.scopes.append({})
+        self.waited_in_block.append(set())
         for stmt in block.stmts:
             self._stmt(stmt)
+        self.waited_in_block.pop()
         if new_scope:
             self.scopes.pop()
 
@@ -247,6 +283,16 @@ class Checker:
             array_dims = tuple(self._static_int(d, "an array dimension") for d in var.array_dims)
             if var.init is not None:
                 self._expr(var.init)
+            if storage == "global":
+                for d, dim in enumerate(shape):
+                    if not dim.is_const and dim.provably_le(0) is not False:
+                        self._runtime_check(dim, ">", Sym(0), f"'{var.name}' dimension {d} must "
+                                            "be positive", var.span)
+            if storage == "shared":
+                count = 1
+                for dim in array_dims:
+                    count *= dim.value or 1
+                self._note_shared(var.name, elem, shape, var.span, count)
             sym = Symbol(var.name, SymKind.DATA, var.span, elem=elem, shape=shape,
                          storage=storage, mutable=True, array_dims=array_dims, decl_node=stmt)
             self._declare(sym)
@@ -271,7 +317,13 @@ class Checker:
                     return None
                 dims.append(info.static)
             else:
-                self._error("CQ0209", item.span, what="a dimension", actual=info.type.describe())
+                if nonpositive == "CQ0601":
+                    actual = info.type.elem.name if isinstance(info.type, ScalarType) else \
+                        info.type.describe()
+                    self._error("CQ0608", item.span, actual=actual)
+                else:
+                    self._error("CQ0209", item.span, what="a dimension",
+                                actual=info.type.describe())
                 return None
         return tuple(dims)
 
@@ -379,6 +431,8 @@ class Checker:
     def _declare_by_assignment(self, stmt: ast.AssignStmt, target: ast.Ident,
                                value: ast.Expr) -> None:
         """``x = expr;`` with a new name declares ``x`` with the value's type."""
+        if isinstance(value, ast.ShapeLit):
+            self._error("CQ0216", value.span)  # an ituple takes braces, an mdspan takes ':'
         info = self._expr(value)
         t = info.type
         span = target.span
@@ -407,7 +461,49 @@ class Checker:
         self._note_decl(stmt, sym)
 
     def _stmt_ExprStmt(self, stmt: ast.ExprStmt) -> None:
+        if isinstance(stmt.expr, ast.ExternCall) and not self.ctx.on_device:
+            self._error("CQ0606", stmt.span, what="'call'", where="outside a parallel block")
         self._expr(stmt.expr)
+
+    def _stmt_AssertStmt(self, stmt: ast.AssertStmt) -> None:
+        """Static assertions fail the compile; ones over parameter dimensions are tested
+        at call time; the rest are device assertions."""
+        info = self._expr(stmt.cond)
+        if info.static is not None and info.static.value is not None:
+            if info.static.value == 0:
+                self._error("CQ0611", stmt.span, message=stmt.message)
+            self._fn().host_asserts.add(id(stmt))
+            return
+        conditions = self._host_conditions(stmt.cond)
+        if conditions is None:
+            return  # depends on values computed in the kernel: a device assertion
+        self._fn().host_asserts.add(id(stmt))
+        for lhs, op, rhs in conditions:
+            self._runtime_check(lhs, op, rhs, f"assertion '{stmt.message}'", stmt.span)
+
+    def _host_conditions(self, cond: ast.Expr) -> list[tuple[Sym, str, Sym]] | None:
+        """``a op b [&& ...]`` over compile-time or parameter-dimension values."""
+        if isinstance(cond, ast.Binary) and cond.op == "&&":
+            left, right = self._host_conditions(cond.lhs), self._host_conditions(cond.rhs)
+            return None if left is None or right is None else left + right
+        if isinstance(cond, ast.Binary) and cond.op in _COMPARE:
+            lhs = self._fn().exprs[id(cond.lhs)].static
+            rhs = self._fn().exprs[id(cond.rhs)].static
+            if lhs is not None and rhs is not None:
+                return [(lhs, cond.op, rhs)]
+        return None
+
+    def _stmt_InThreads(self, stmt: ast.InThreads) -> None:
+        if not self.ctx.on_device:
+            self._error("CQ0606", stmt.span, what="'inthreads'", where="outside a parallel block")
+        self._expr(stmt.pred)
+        parallel = [i for i in _idents(stmt.pred)
+                    if (sym := self._fn().refs.get(id(i))) is not None
+                    and sym.kind is SymKind.BOUNDED and sym.level is not None
+                    and sym.level.is_parallel]
+        if not parallel:
+            self._error("CQ0613", stmt.pred.span)
+        self._block(stmt.body)
 
     def _stmt_ReturnStmt(self, stmt: ast.ReturnStmt) -> None:
         fn = self._fn()
@@ -440,6 +536,11 @@ class Checker:
                 a.provably_eq(b) is False for a, b in zip(expected, actual)):
             self._error("CQ0312", span, name=name, actual=shape_text(actual),
                         expected=shape_text(expected))
+            return
+        for d, (a, b) in enumerate(zip(expected, actual)):
+            if a.provably_eq(b) is None:
+                self._runtime_check(b, "==", a, f"the returned '{name}' dimension {d} must match "
+                                    "the declared return shape", span)
 
     def _stmt_If(self, stmt: ast.If) -> None:
         self._expr(stmt.cond)
@@ -467,11 +568,15 @@ class Checker:
 
     # ------------------------------------------------------------------ parallel / loops
     def _stmt_Parallel(self, stmt: ast.Parallel) -> None:
-        if not self.ctx.on_device:
+        outermost = not self.ctx.on_device
+        if outermost:
             level_of, problems = infer_levels(stmt)
             for problem in problems:
                 self._error(problem.code, problem.node.span, **problem.fields)
             self.ctx.level_of = level_of
+            self.kernel_shared = []
+        inner_before = self.inner_parallels
+        self.inner_parallels += 1
         infos: list[LevelInfo] = []
         self.scopes.append({})
         seen: set[str] = set()
@@ -482,9 +587,51 @@ class Checker:
             self.ctx.levels.append(info)
         self._fn().parallels[id(stmt)] = tuple(infos)
         self._block(stmt.body, new_scope=False)
+        if self.inner_parallels == inner_before + 1:  # a leaf: the whole level path is known
+            self._check_threads(stmt)
         for _ in infos:
             self.ctx.levels.pop()
         self.scopes.pop()
+        if outermost:
+            self._check_shared_budget(stmt)
+
+    def _check_threads(self, stmt: ast.Parallel) -> None:
+        """Threads of one block (spec 5.2): at most 1024, whole warps when a group level
+        exists, whole warpgroups when a group-4 level exists."""
+        inner = [lv for lv in self.ctx.levels if lv.level is not Level.BLOCK]
+        if not inner:
+            return
+        total = 1
+        for info in inner:
+            for bound in info.bounds:
+                if bound.value is None:
+                    return
+                total *= bound.value
+        leaf = inner[-1].level
+        total *= {Level.GROUP: 32, Level.GROUP4: 128}.get(leaf, 1)
+        kinds = {info.level for info in inner}
+        if total > 1024:
+            self._error("CQ0604", stmt.span, threads=total)
+        elif Level.GROUP4 in kinds and total % 128:
+            self._error("CQ0605", stmt.span, threads=total, multiple=128, level="group-4")
+        elif Level.GROUP in kinds and total % 32:
+            self._error("CQ0605", stmt.span, threads=total, multiple=32, level="group")
+
+    def _check_shared_budget(self, stmt: ast.Parallel) -> None:
+        """Every shared buffer of a kernel is live for the whole kernel (spec 7 row 36)."""
+        used = sum(size for _, size, _ in self.kernel_shared)
+        if used <= self.target.shared_bytes:
+            return
+        biggest = sorted(self.kernel_shared, key=lambda item: -item[1])[:4]
+        notes = tuple((f"'{name}' uses {size} bytes", span) for name, size, span in biggest)
+        self.reporter.report("CQ0612", stmt.span, notes=notes, target=self.target.name,
+                             used=used, limit=self.target.shared_bytes)
+
+    def _note_shared(self, name: str, elem: ElemType, shape: tuple[Sym, ...], span: Span,
+                     count: int = 1) -> None:
+        size = _count(shape)
+        if size is not None:
+            self.kernel_shared.append((name, size * max(1, elem.bits // 8) * count, span))
 
     def _parallel_level(self, node: ast.ParallelLevel, level: Level, seen: set[str]) -> LevelInfo:
         bounds = self._bounds(node.bounds, len(node.vars), node.span, parallel=True)
@@ -598,6 +745,21 @@ class Checker:
 
     # ------------------------------------------------------------------ DMA
     def _stmt_DmaStmt(self, stmt: ast.DmaStmt) -> None:
+        self._dma_modifiers(stmt)
+        src = self._view_operand(stmt.src)
+        if src is None:
+            return
+        src_type = self._dma_result_shape(stmt, src)
+        dst_type = self._dma_dest(stmt, src_type)
+        if stmt.engine == "tma" and dst_type is not None:
+            self._tma_rules(stmt, src_type, dst_type)
+        if stmt.is_async and stmt.future is None and not stmt.after:
+            self._error("CQ0411", stmt.span)
+        self._note_swizzle(stmt)
+        if stmt.future is not None and dst_type is not None:
+            self._bind_future(stmt, dst_type)
+
+    def _dma_modifiers(self, stmt: ast.DmaStmt) -> None:
         if stmt.op == "load" and stmt.engine == "dma":
             self._error("CQ0406", stmt.span, op="load")
         for attr in stmt.attrs:
@@ -605,27 +767,57 @@ class Checker:
                 value = self._expr(attr.args[0]).static
                 if value is not None and value.value not in (32, 64, 128, 0, 1, 2, 3):
                     self._error("CQ0407", attr.span, value=value)
-        src = self._view_operand(stmt.src)
-        if src is None:
-            return
-        src_type = self._dma_result_shape(stmt, src)
-        dst_type = self._dma_dest(stmt, src_type)
-        if stmt.is_async and stmt.future is None and not stmt.after:
-            self._error("CQ0411", stmt.span)
-        if stmt.future is not None and dst_type is not None:
-            future = Symbol(stmt.future, SymKind.FUTURE, stmt.span, elem=dst_type.elem,
+            if attr.name in ("evict_first", "evict_last") and not (
+                    stmt.engine == "tma" and stmt.op == "load"):
+                self._error("CQ0422", attr.span, attr=attr.name)
+
+    def _bind_future(self, stmt: ast.DmaStmt, dst_type: DataType) -> None:
+        existing = self._lookup(stmt.future) if stmt.future else None
+        if existing is not None and existing.kind is SymKind.FUTURE and existing.mutable:
+            # a `dma.any` placeholder being filled
+            existing.elem, existing.shape, existing.storage = (dst_type.elem, dst_type.shape,
+                                                                dst_type.storage)
+            existing.is_async = stmt.is_async
+            future = existing
+        else:
+            future = Symbol(stmt.future or "", SymKind.FUTURE, stmt.span, elem=dst_type.elem,
                             shape=dst_type.shape, storage=dst_type.storage,
                             is_async=stmt.is_async, decl_node=stmt)
-            existing = self._lookup(stmt.future)
-            if existing is not None and existing.kind is SymKind.FUTURE and existing.mutable:
-                # a `dma.any` placeholder being filled
-                existing.elem, existing.shape, existing.storage = (future.elem, future.shape,
-                                                                    future.storage)
-                existing.is_async = stmt.is_async
-                self._note_decl(stmt, existing)
-            else:
-                self.scopes[-1][stmt.future] = future
-                self._note_decl(stmt, future)
+            self.scopes[-1][future.name] = future
+        self._note_decl(stmt, future)
+        if stmt.is_async:
+            self.async_defs.setdefault(future, stmt.span)
+        for waited in self.waited_in_block:
+            waited.discard(future)
+
+    def _note_swizzle(self, stmt: ast.DmaStmt) -> None:
+        """Remember the swizzle a buffer was filled with, for the consumer's mma.load."""
+        swiz = [a for a in stmt.attrs if a.name == "swiz"]
+        if not isinstance(stmt.dst, ast.View):
+            return
+        info = self._fn().views.get(id(stmt.dst))
+        if info is None:
+            return
+        value = 128
+        if swiz and swiz[0].args:
+            static = self._fn().exprs.get(id(swiz[0].args[0]))
+            value = static.static.value if static and static.static is not None else 128
+        self.swizzles[info.root] = value if swiz else 0
+
+    def _tma_rules(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:
+        """TMA moves tiles between global and shared memory, once per block (spec 5.7)."""
+        pair = (src.storage, dst.storage)
+        legal = {("global", "shared")} if stmt.op == "load" else {("global", "shared"),
+                                                                   ("shared", "global")}
+        if pair not in legal:
+            self._error("CQ0414", stmt.span, src=src.storage, dst=dst.storage)
+        for operand in (stmt.src, stmt.dst):
+            for ident in _idents(operand):
+                sym = self._fn().refs.get(id(ident))
+                if sym is not None and sym.kind is SymKind.BOUNDED and sym.level in (
+                        Level.GROUP4, Level.GROUP, Level.THREAD):
+                    self._error("CQ0421", ident.span, name=sym.name, level=sym.level.value)
+                    return
 
     def _dma_result_shape(self, stmt: ast.DmaStmt, src: DataType) -> DataType:
         """The shape a DMA produces from its source: transposed or padded for those ops."""
@@ -659,6 +851,8 @@ class Checker:
         if isinstance(dst, ast.StorageDest):
             if dst.storage in ("shared", "local") and not self.ctx.on_device:
                 self._error("CQ0405", dst.span, storage=dst.storage)
+            if dst.storage == "shared":
+                self._note_shared(stmt.future or "a copy", src.elem, src.shape, stmt.span)
             return DataType(src.elem, src.shape, dst.storage)
         if isinstance(dst, ast.SelectExpr):
             self._expr(dst)
@@ -676,20 +870,90 @@ class Checker:
         return dst_type
 
     def _check_dma_shapes(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:
-        """Equal shapes copy totally; a smaller static source may fill part of a bigger
-        destination (the rest is zero with .zfill); symbolic mismatches are trusted."""
-        mismatch = [d for d, (a, b) in enumerate(zip(src.shape, dst.shape))
-                    if a.provably_eq(b) is False]
-        if not mismatch:
+        """Equal shapes copy totally; a smaller source may fill part of a bigger
+        destination (the rest is zero with .zfill); symbolic mismatches are tested at
+        call time."""
+        zfill = any(a.name == "zfill" for a in stmt.attrs)
+        equal = [a.provably_eq(b) for a, b in zip(src.shape, dst.shape)]
+        if all(e is True for e in equal):
+            if zfill and stmt.op == "copy":
+                self._error("CQ0425", stmt.span, shape=shape_text(src.shape))
             return
-        fits = all(a.provably_le(b) is not False for a, b in zip(src.shape, dst.shape))
-        if fits:
+        fits = [a.provably_le(b) for a, b in zip(src.shape, dst.shape)]
+        if all(f is not False for f in fits):
+            for d, (a, b, f) in enumerate(zip(src.shape, dst.shape, fits)):
+                if f is None:
+                    self._runtime_check(a, "<=", b, f"the copy's source dimension {d} must fit "
+                                        "its destination", stmt.span)
+            if not zfill and stmt.engine == "dma" and all(f is True for f in fits):
+                self._error("CQ0426", stmt.span, src=shape_text(src.shape),
+                            dst=shape_text(dst.shape))
             return
         src_count = _count(src.shape)
         dst_count = _count(dst.shape)
         if src_count is not None and dst_count is not None and src_count > dst_count:
             self._error("CQ0404", stmt.span, src=src_count, dst=dst_count)
         self._error("CQ0403", stmt.span, src=shape_text(src.shape), dst=shape_text(dst.shape))
+
+    def _stmt_DmaAny(self, stmt: ast.DmaAny) -> None:
+        sym = Symbol(stmt.future, SymKind.FUTURE, stmt.span, mutable=True, decl_node=stmt)
+        self._declare(sym)
+        self._note_decl(stmt, sym)
+        self.placeholders[sym] = False
+
+    def _stmt_WaitStmt(self, stmt: ast.WaitStmt) -> None:
+        for target in stmt.targets:
+            if not isinstance(target, ast.Ident):
+                self._expr(target)
+                continue
+            sym = self._lookup(target.name)
+            if sym is None:
+                self._error("CQ0201", target.span, name=target.name)
+                continue
+            self._fn().refs[id(target)] = sym
+            if sym.kind is SymKind.FUTURE and not sym.is_async and not sym.mutable:
+                self._error("CQ0412", target.span, name=target.name)
+                continue
+            if sym in self.waited_in_block[-1]:
+                self._error("CQ0417", target.span, name=target.name)
+            self.waited_in_block[-1].add(sym)
+            self.waited.add(sym)
+
+    def _stmt_SwapStmt(self, stmt: ast.SwapStmt) -> None:
+        syms = []
+        for name in stmt.names:
+            sym = self._lookup(name)
+            if sym is None:
+                self._error("CQ0201", stmt.span, name=name)
+                return
+            syms.append(sym)
+        first = syms[0]
+        for name, sym in zip(stmt.names[1:], syms[1:]):
+            reason = None
+            if self._scope_depth(name) != self._scope_depth(stmt.names[0]):
+                reason = "they are declared in different scopes"
+            elif sym.kind is not first.kind:
+                reason = f"'{stmt.names[0]}' is a {first.kind.value}, '{name}' a {sym.kind.value}"
+            elif sym.kind is SymKind.FUTURE and not (sym.mutable or first.mutable) and \
+                    sym.is_async != first.is_async:
+                reason = "one is asynchronous and the other is not"
+            if reason:
+                self._error("CQ0419", stmt.span, a=stmt.names[0], b=name, reason=reason)
+
+    def _stmt_TriggerStmt(self, stmt: ast.TriggerStmt) -> None:
+        for target in stmt.targets:
+            self._expr(target) if not isinstance(target, ast.Ident) else None
+        for item in stmt.after:
+            if not isinstance(item, ast.Ident):
+                continue
+            sym = self._lookup(item.name)
+            if sym is None:
+                self._error("CQ0201", item.span, name=item.name)
+                continue
+            reason = _trigger_after_problem(sym, self.waited)
+            if reason:
+                self._error("CQ0423", item.span, name=item.name, reason=reason)
+            self.waited.add(sym)
 
     def _stmt_DmaAny(self, stmt: ast.DmaAny) -> None:
         sym = Symbol(stmt.future, SymKind.FUTURE, stmt.span, mutable=True, decl_node=stmt)
@@ -706,11 +970,6 @@ class Checker:
                 self._fn().refs[id(target)] = sym
                 if sym.kind is SymKind.FUTURE and not sym.is_async and not sym.mutable:
                     self._error("CQ0412", target.span, name=target.name)
-
-    def _stmt_SwapStmt(self, stmt: ast.SwapStmt) -> None:
-        for name in stmt.names:
-            if self._lookup(name) is None:
-                self._error("CQ0201", stmt.span, name=name)
 
     # ------------------------------------------------------------------ views
     def _view_operand(self, expr: ast.Expr) -> DataType | None:
@@ -775,6 +1034,39 @@ class Checker:
         return None
 
     def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
+        step = self._view_step_shape(op, shape)
+        if step is not None:
+            self._check_view_step(step, shape)
+        return step
+
+    def _check_view_step(self, step: ViewStep, shape: tuple[Sym, ...]) -> None:
+        """Static bounds of tile indices (spec 7 row 28) and chunkat over cdiv bounds whose
+        divisibility is unknown (a warning). Tiles that run past symbolic sizes are tails:
+        masked, not errors."""
+        uneven = [d for d, (size, extent) in enumerate(zip(shape, step.extents))
+                  if step.ceil and step.ceil[d] and size.mod(extent).provably_eq(0) is not True]
+        if uneven:
+            self._error("CQ0310", step.span, dim=", ".join(map(str, uneven)),
+                        size=", ".join(str(shape[d]) for d in uneven),
+                        tile=", ".join(str(step.extents[d]) for d in uneven))
+        for d, (size, extent) in enumerate(zip(shape, step.extents)):
+            if d >= len(step.indices) or step.indices[d].expr is None:
+                continue
+            item = step.indices[d]
+            info = self._fn().exprs.get(id(item.expr))
+            if info is None or info.static is None or item.member is not None:
+                continue
+            index = info.static.value
+            scale = step.scales[d]
+            if index is None or scale.value is None or size.value is None or scale.value <= 0:
+                continue
+            start = index * scale.value
+            if index < 0 or start >= size.value:
+                count = -(-size.value // scale.value)
+                self._error("CQ0304", item.expr.span, dim=d, index=index,
+                            bound=count if step.kind != "view" else size.value)
+
+    def _view_step_shape(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
         if op.kind == "chunkat":
             args = self._tile_args(op.args, factors=True)
             return None if args is None else chunkat_step(shape, args, op.span)
@@ -950,9 +1242,27 @@ class Checker:
             acc.elem = default_accumulator(ea)
         if not mma_types_ok(ea, eb, acc.elem):
             self._error("CQ0504", stmt.span, a=ea.name, b=eb.name, c=acc.elem.name)
+        elif ea.name not in self.target.mma_types:
+            self._error("CQ0509", stmt.span, a=ea.name, target=self.target.name)
+        if any(lv.level is Level.GROUP4 for lv in self.ctx.levels) and not self.target.wgmma:
+            self._error("CQ0510", stmt.span, target=self.target.name)
+        if stmt.kind == "sp" and kb.value is not None and kb.value % 4:
+            self._error("CQ0511", stmt.span, k=kb.value)
+        if stmt.kind == "scale" and stmt.extra:
+            self._check_scale_operand(stmt.extra[0], m)
         acc.frag_executed = True
         self._fn().frags[id(stmt)] = acc
 
+    def _check_scale_operand(self, expr: ast.Expr, m: Sym) -> None:
+        """Per-row scales of an MMA: a [M, 1] or [1, M] view (spec 5.8)."""
+        info = self._fn().exprs.get(id(expr))
+        if info is None or not isinstance(info.type, DataType):
+            return
+        shape = info.type.shape
+        ok = len(shape) == 2 and ((shape[0].provably_eq(m) is not False and shape[1] == Sym(1))
+                                  or (shape[0] == Sym(1) and shape[1].provably_eq(m) is not False))
+        if not ok:
+            self._error("CQ0512", expr.span, m=m, shape=shape_text(shape))
     def _stmt_MmaStore(self, stmt: ast.MmaStore) -> None:
         acc = self._frag_ref(stmt.frag)
         dst = self._view_operand(stmt.dst)
@@ -972,9 +1282,11 @@ class Checker:
                         acc=shape_text(expected))
 
     def _stmt_MmaScale(self, stmt: ast.MmaScale) -> None:
-        self._frag_ref(stmt.frag)
+        acc = self._frag_ref(stmt.frag)
         self._expr(stmt.scale_a)
         self._expr(stmt.scale_b)
+        if acc is not None and acc.shape is not None:
+            self._check_scale_operand(stmt.scale_a, acc.shape[0])
 
     # ------------------------------------------------------------------ expressions
     def _expr(self, expr: ast.Expr) -> ExprInfo:
@@ -1262,7 +1574,10 @@ class Checker:
         return ExprInfo(_INT, total)
 
     def _expr_SelectExpr(self, e: ast.SelectExpr) -> ExprInfo:
-        self._expr(e.index)
+        index = self._expr(e.index)
+        if index.static is not None and index.static.value is not None and not (
+                0 <= index.static.value < len(e.options)):
+            self._error("CQ0420", e.index.span, index=index.static.value, count=len(e.options))
         options = [self._expr(o) for o in e.options]
         return options[0] if options else ERROR
 
@@ -1462,6 +1777,35 @@ def _count(shape: tuple[Sym, ...]) -> int | None:
             return None
         total *= d.value
     return total
+
+
+def _trigger_after_problem(sym: Symbol, waited: set[Symbol]) -> str | None:
+    """Why a future cannot complete an event through `trigger ... after`, if it cannot."""
+    node = sym.decl_node
+    if sym.kind is not SymKind.FUTURE or not isinstance(node, ast.DmaStmt):
+        return "only asynchronous TMA copies into shared memory complete events by themselves"
+    if sym in waited:
+        return "it was already waited"
+    if node.engine != "tma" or not sym.is_async or sym.storage != "shared":
+        return "only asynchronous TMA copies into shared memory complete events by themselves"
+    return None
+
+
+def _idents(node: ast.Node) -> list[ast.Ident]:
+    """Every identifier under ``node``."""
+    from dataclasses import fields
+
+    found: list[ast.Ident] = []
+    stack: list[object] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Ident):
+            found.append(item)
+        elif isinstance(item, ast.Node):
+            stack.extend(getattr(item, f.name) for f in fields(item))
+        elif isinstance(item, tuple):
+            stack.extend(item)
+    return found
 
 
 def _has_return(block: ast.Block) -> bool:

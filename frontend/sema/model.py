@@ -236,6 +236,31 @@ class LoopInfo:
     upper: tuple[ast.Expr | None, ...] = ()  # foreach ranges: ub offsets
 
 
+@dataclass(frozen=True)
+class RuntimeCheck:
+    """A condition on parameter dimensions the checker could not prove; the runtime tests
+    it after binding the arguments and raises ``ArgumentError`` with ``what``."""
+
+    lhs: Sym
+    op: str  # a comparison: == != < <= > >=
+    rhs: Sym
+    what: str  # e.g. "the copy at k.co:7 needs 'x' dimension 0 <= 'buf' dimension 0"
+
+    def holds(self, env: dict[str, int]) -> bool | None:
+        """None when a dimension is not bound (an anonymous '?' dimension)."""
+        try:
+            a, b = self.lhs.evaluate(env), self.rhs.evaluate(env)
+        except (KeyError, ZeroDivisionError):
+            return None
+        return {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
+                ">=": a >= b}[self.op]
+
+    def message(self, env: dict[str, int]) -> str:
+        values = [f"{side} = {side.evaluate(env)}" for side in (self.lhs, self.rhs)
+                  if not side.is_const]
+        return f"{self.what}: needs {self.lhs} {self.op} {self.rhs}, but {' and '.join(values)}"
+
+
 @dataclass
 class CheckedFunction:
     node: ast.Function
@@ -251,6 +276,8 @@ class CheckedFunction:
     loops: dict[int, tuple[LoopInfo, ...]] = field(default_factory=dict)  # id(Foreach/With)
     frags: dict[int, Symbol] = field(default_factory=dict)  # id(MMA stmt) -> accumulator
     returned: Symbol | None = None
+    runtime_checks: list[RuntimeCheck] = field(default_factory=list)
+    host_asserts: set[int] = field(default_factory=set)  # id(assert) decided before launch
 
     def info(self, expr: ast.Expr) -> ExprInfo:
         return self.exprs[id(expr)]
