@@ -1,0 +1,301 @@
+"""The ``croqtile`` command line: ``check`` programs without running them, ``explain`` codes.
+
+    croqtile check [--format text|json|full] [-D NAME[=VALUE]]... PATH...
+    croqtile explain CODE
+
+``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
+(see ``croqtile.pyscan``) through the checker and the lowering, and reports what a compile
+would report, at the file's own lines and columns. Directories are walked for ``*.co`` and
+``*.py``; a file named explicitly is checked as Croqtile unless it ends in ``.py`` (host
+code around ``__co__`` functions is skipped anyway). Exit status: 1 when any error was
+found, 0 otherwise, 2 for usage errors (a missing path, an unknown code).
+
+``explain`` prints a code's severity, message and hint templates from the registry, and a
+wrong and a fixed program when the optional module ``croqtile.frontend.code_examples``
+has them (``EXAMPLES[code] = (bad, fixed)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+from .driver import check_source
+from .frontend.codes import CODES, Code, Severity
+from .frontend.diagnostics import Diagnostic
+from .frontend.source import Source
+from .pyscan import EmbeddedSource, find_sources, relocate
+
+Defines = Mapping[str, int | float | str | None]
+
+_FORMATS = ("text", "json", "full")
+# Walking a directory skips hidden directories (.git, .venv) and bytecode caches.
+_SKIPPED_DIRS = frozenset({"__pycache__"})
+_EXAMPLES_MODULE = "croqtile.frontend.code_examples"
+
+
+class UsageError(Exception):
+    """A mistake in the command line itself (a missing path, an unknown code): a message
+    without a traceback, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A diagnostic, and the literal ``filename=`` of the compile call it came from."""
+
+    diagnostic: Diagnostic
+    source_filename: str | None = None
+
+
+@dataclass
+class FileReport:
+    """What checking one file found."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    embedded: int = 0  # Croqtile sources found in a Python file
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status instead of exiting."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # argparse exits on --help (0) and on usage errors (2)
+        return exit_.code if isinstance(exit_.code, int) else 2
+    try:
+        if args.command == "check":
+            return run_check(args.paths, _parse_defines(args.define), args.format,
+                             sys.stdout, sys.stderr)
+        return run_explain(args.code, sys.stdout)
+    except UsageError as err:
+        print(f"croqtile {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="croqtile", description="Check Croqtile programs and explain diagnostic codes.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    check = commands.add_parser(
+        "check", help="report the diagnostics of .co files and of sources embedded in .py files",
+        description="Report every diagnostic of .co files and of Croqtile sources passed as "
+                    "string literals to croqtile.compile in .py files. Exit status 1 when "
+                    "there are errors.")
+    check.add_argument("paths", nargs="+", metavar="PATH",
+                       help="a file, or a directory to search for *.co and *.py files")
+    check.add_argument("--format", choices=_FORMATS, default="text",
+                       help="text: one flake8-style line per diagnostic (default); "
+                            "json: one JSON document; full: the source line with a caret")
+    check.add_argument("-D", dest="define", action="append", default=[],
+                       metavar="NAME[=VALUE]",
+                       help="override #define NAME (repeatable); NAME alone means NAME=1; "
+                            "wins over the defines of a croqtile.compile call")
+    explain = commands.add_parser("explain", help="describe a diagnostic code",
+                                  description="Describe a diagnostic code such as CQ0201.")
+    explain.add_argument("code", metavar="CODE")
+    return parser
+
+
+def _parse_defines(items: Sequence[str]) -> dict[str, str]:
+    defines: dict[str, str] = {}
+    for item in items:
+        name, has_value, value = item.partition("=")
+        if not name.strip():
+            raise UsageError(f"-D {item!r}: expected NAME or NAME=VALUE")
+        # Like a C compiler's -DNAME; the value is macro body text, kept as written.
+        defines[name.strip()] = value if has_value else "1"
+    return defines
+
+
+# ----------------------------------------------------------------------------------------
+# check
+# ----------------------------------------------------------------------------------------
+
+
+def run_check(paths: Sequence[str], defines: Defines, fmt: str,
+              out: TextIO, err: TextIO) -> int:
+    """Check ``paths``, write the report, return the exit status."""
+    reports = [check_file(path, defines) for path in collect_files(paths)]
+    diagnostics = [f.diagnostic for report in reports for f in report.findings]
+    errors = sum(d.severity_kind is Severity.ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    if fmt == "json":
+        json.dump(_json_report(reports, errors, warnings), out, indent=2)
+        out.write("\n")
+    else:
+        for diag in diagnostics:
+            print(diag.render() + "\n" if fmt == "full" else format_line(diag), file=out)
+        print(_summary(reports, errors, warnings), file=err)
+    return 1 if errors else 0
+
+
+def collect_files(paths: Sequence[str]) -> list[Path]:
+    """The files to check, in a stable order, each once; a missing path is a usage error."""
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise UsageError("no such file or directory: " + ", ".join(map(repr, missing)))
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files.extend(_walk(p) if p.is_dir() else [p])
+    seen: set[Path] = set()
+    unique: list[Path] = []
+    for f in files:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+def _walk(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d not in _SKIPPED_DIRS)
+        found.extend(Path(directory, n) for n in sorted(names) if n.endswith((".co", ".py")))
+    return found
+
+
+def check_file(path: Path, defines: Defines) -> FileReport:
+    """Every diagnostic of one file, ordered by position."""
+    try:
+        # utf-8-sig: a byte-order mark would otherwise shift the columns of line 1.
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {str(path)!r}: {exc}") from None
+    if path.suffix == ".py":
+        report = _check_python(str(path), text, defines)
+    else:
+        diagnostics = check_source(text, filename=str(path), defines=defines)
+        report = FileReport(str(path), [Finding(d) for d in diagnostics])
+    report.findings.sort(key=lambda f: (f.diagnostic.line, f.diagnostic.column))
+    return report
+
+
+def _check_python(path: str, text: str, defines: Defines) -> FileReport:
+    report = FileReport(path)
+    file = Source(text, path)
+    for embedded in find_sources(text):
+        report.embedded += 1
+        report.findings.extend(Finding(relocate(diag, embedded, file), embedded.filename)
+                               for diag in _check_embedded(embedded, path, defines))
+    return report
+
+
+def _check_embedded(embedded: EmbeddedSource, path: str, defines: Defines) -> list[Diagnostic]:
+    # The command line's -D wins: it is how one asks "does this also work with N=128?".
+    merged = {**(embedded.defines or {}), **defines}
+    return check_source(embedded.text, filename=path, defines=merged)
+
+
+def format_line(diag: Diagnostic) -> str:
+    """``path:line:col: CODE severity: message (hint: ...)``: one line per diagnostic, so
+    editors and grep can use it like flake8's output."""
+    line = f"{diag.filename}:{diag.line}:{diag.column}: {diag.code} {diag.severity}: {diag.message}"
+    return f"{line} (hint: {diag.hint})" if diag.hint else line
+
+
+def _json_report(reports: list[FileReport], errors: int, warnings: int) -> dict[str, Any]:
+    diagnostics = []
+    for report in reports:
+        for finding in report.findings:
+            entry = finding.diagnostic.to_dict()
+            entry["file"] = report.path
+            entry["source_filename"] = finding.source_filename
+            diagnostics.append(entry)
+    return {
+        "files": [r.path for r in reports],
+        "embedded_sources": sum(r.embedded for r in reports),
+        "diagnostics": diagnostics,
+        "errors": errors,
+        "warnings": warnings,
+    }
+
+
+def _summary(reports: list[FileReport], errors: int, warnings: int) -> str:
+    text = (f"{_count(errors, 'error')}, {_count(warnings, 'warning')} "
+            f"in {_count(len(reports), 'file')}")
+    if any(r.path.endswith(".py") for r in reports):
+        # Says how many kernels were found: a .py file where none was found is not "clean".
+        text += f" ({_count(sum(r.embedded for r in reports), 'embedded source')})"
+    return text
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# ----------------------------------------------------------------------------------------
+# explain
+# ----------------------------------------------------------------------------------------
+
+
+def run_explain(code: str, out: TextIO) -> int:
+    """Describe ``code``; an unknown code is a usage error that lists nearby codes."""
+    entry = CODES.get(_normalise_code(code))
+    if entry is None:
+        raise UsageError(_unknown_code_message(code))
+    print(f"{entry.code} ({entry.severity.value})", file=out)
+    print(f"  message: {_unescape(entry.template)}", file=out)
+    if entry.hint == "{hint}":
+        print("  hint: given with each diagnostic (it depends on the case)", file=out)
+    elif entry.hint:
+        print(f"  hint: {_unescape(entry.hint)}", file=out)
+    example = _examples().get(entry.code)
+    if example is not None:
+        bad, fixed = example
+        print(f"\nA program with this problem:\n\n{_indent(bad)}", file=out)
+        print(f"\nFixed:\n\n{_indent(fixed)}", file=out)
+    return 0
+
+
+def _normalise_code(code: str) -> str:
+    """``cq201``, ``201`` and ``CQ0201`` all name CQ0201."""
+    match = re.fullmatch(r"(?:CQ)?(\d{1,4})", code.strip().upper())
+    return f"CQ{int(match.group(1)):04d}" if match else code.strip().upper()
+
+
+def _unknown_code_message(code: str) -> str:
+    normal = _normalise_code(code)
+    if not re.fullmatch(r"CQ\d{4}", normal):
+        return f"unknown code {code!r}: codes look like CQ0201"
+    return f"unknown code {code!r}; nearby codes:\n" + "\n".join(
+        f"  {c.code}  {c.severity.value}: {_unescape(c.template)}" for c in _nearby_codes(normal))
+
+
+def _nearby_codes(normal: str, count: int = 5) -> list[Code]:
+    """The codes closest in number, those of the same range (CQ02xx) first."""
+    number = int(normal[2:])
+
+    def distance(entry: Code) -> tuple[bool, int, str]:
+        other = int(entry.code[2:])
+        return other // 100 != number // 100, abs(other - number), entry.code
+
+    return sorted(CODES.values(), key=distance)[:count]
+
+
+def _examples() -> Mapping[str, tuple[str, str]]:
+    """``EXAMPLES`` of the optional code-examples module: {code: (bad, fixed)}."""
+    try:
+        module = importlib.import_module(_EXAMPLES_MODULE)
+    except ModuleNotFoundError as exc:
+        if exc.name != _EXAMPLES_MODULE:
+            raise  # the module exists but is broken: say so rather than hide it
+        return {}
+    return getattr(module, "EXAMPLES", {})
+
+
+def _unescape(template: str) -> str:
+    # Templates are str.format strings: show `{{` as the `{` a user will see.
+    return template.replace("{{", "{").replace("}}", "}")
+
+
+def _indent(program: str) -> str:
+    return "\n".join("    " + line if line.strip() else "" for line in program.strip("\n").splitlines())
