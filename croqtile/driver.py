@@ -25,6 +25,8 @@ from .frontend.preprocessor import preprocess
 from .frontend.regions import find_co_functions
 from .frontend.sema.checker import Checker
 from .frontend.sema.model import CheckedFunction
+from .frontend.sema.targets import DEFAULT_TARGET, TARGETS
+from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import NO_SPAN, Source, SourceMap, Span
 
 
@@ -42,7 +44,7 @@ class CompileResult:
     warnings: list[Diagnostic] = field(default_factory=list)
 
 
-_OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision"}
+_OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target"}
 
 
 def make_options(options: Mapping[str, object]) -> Options:
@@ -50,6 +52,9 @@ def make_options(options: Mapping[str, object]) -> Options:
     if unknown:
         raise TypeError(f"unknown compile option(s): {', '.join(sorted(unknown))}; "
                         f"known: {', '.join(sorted(_OPTION_NAMES))}")
+    target = str(options.get("target", DEFAULT_TARGET))
+    if lookup_target(target) is None:
+        raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
     return Options(**options)  # type: ignore[arg-type]
 
 
@@ -65,13 +70,15 @@ def compile_source(text: str, *, filename: str = "<string>",
 
 def check_source(text: str, *, filename: str = "<string>",
                  defines: Mapping[str, int | float | str | None] | None = None,
-                 line_offset: int = 0, column_offset: int = 0) -> list[Diagnostic]:
+                 line_offset: int = 0, column_offset: int = 0,
+                 target: str | None = None) -> list[Diagnostic]:
     """Every diagnostic (errors and warnings) that compiling ``text`` would give,
     without raising. ``line_offset``/``column_offset`` place a source embedded in a bigger
     file (a string literal in a Python file) so positions are the file's own."""
     source = Source(text, filename, line_offset, column_offset)
+    options = make_options({"target": target}) if target else None
     try:
-        return list(run_pipeline(source, defines, None).warnings)
+        return list(run_pipeline(source, defines, options).warnings)
     except CompileError as err:
         return list(err.diagnostics)
 
@@ -107,7 +114,8 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
     program: ast.Program = stage("parse", parse_program, pp.text,
                                  [(r.start, r.end) for r in regions], reporter)
     reporter.raise_if_errors()
-    checked = stage("check", Checker(reporter).check_program, program)
+    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    checked = stage("check", Checker(reporter, target).check_program, program)
     reporter.raise_if_errors()
 
     def locate(span: Span) -> str:

@@ -118,9 +118,9 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0413", E, "the async future '{name}' is never waited",
          "add `wait {name};` before its data is used (each async copy is waited once)"),
     Code("CQ0414", E, "TMA copies move data between global and shared memory only (got {src} -> {dst})"),
-    Code("CQ0415", E, "the TMA box shape must be computable on the host; dimension {dim} is '{extent}'",
+    Code("CQ0415", E, "the TMA box shape must be computable on the host; '{extent}' is a value "
+                      "computed in the kernel",
          "use `dma.copy` for tiles whose shape depends on values inside the kernel"),
-    Code("CQ0416", E, "a DMA copy must move data {what}"),
     Code("CQ0417", E, "the async future '{name}' is waited twice",
          "each async copy is waited exactly once; remove the second `wait`"),
     Code("CQ0418", E, "dma.any '{name}' is defined but never used"),

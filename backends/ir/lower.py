@@ -36,6 +36,7 @@ class Options:
     num_stages: int | None = None  # default: 3, fewer when the staged tiles are large
     descriptors: bool = True  # tensor-descriptor loads/stores where aligned
     f32_precision: str = "tf32"  # or "ieee"
+    target: str = "sm_90"  # the GPU the checker's resource and MMA rules follow
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the

@@ -81,6 +81,7 @@ class Checker:
         self.swizzles: dict[Symbol, int] = {}  # buffer -> swizzle of the copy that filled it
         self.kernel_shared: list[tuple[str, int, Span]] = []  # shared buffers of a kernel
         self.inner_parallels = 0
+        self._in_tma = False
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
@@ -746,6 +747,13 @@ class Checker:
     # ------------------------------------------------------------------ DMA
     def _stmt_DmaStmt(self, stmt: ast.DmaStmt) -> None:
         self._dma_modifiers(stmt)
+        self._in_tma = stmt.engine == "tma"
+        try:
+            self._dma(stmt)
+        finally:
+            self._in_tma = False
+
+    def _dma(self, stmt: ast.DmaStmt) -> None:
         src = self._view_operand(stmt.src)
         if src is None:
             return
@@ -1079,13 +1087,13 @@ class Checker:
             args = [TileArg(item, f, op.span) for item, f in zip(at, factors)]
             return chunkat_step(shape, args, op.span)
         if op.kind in ("subspan", "modspan"):
-            extents = [None if _is_wildcard(a) else self._static_int(a, "a subspan extent")
+            extents = [None if _is_wildcard(a) else self._extent(a, "a subspan extent")
                        for a in op.args]
             step = [self._static_int(s, "a step") for s in op.step] if op.step else None
             at = self._index_items(op.at) if op.at is not None else None
             return subspan_step(op.kind, shape, extents, step, at, op.span)
         if op.kind == "view":
-            extents = [self._static_int(a, "a view extent") for a in op.args]
+            extents = [self._extent(a, "a view extent") for a in op.args]
             origin = self._index_items(op.at) if op.at is not None else None
             return view_from_step(shape, extents, origin, op.span)
         if op.kind == "span_as":
@@ -1093,6 +1101,21 @@ class Checker:
             return None if new_shape is None else span_as_step(shape, list(new_shape), op.span)
         self._error("CQ0701", op.span, construct=f"'.{op.kind}'", hint=None)
         return None
+
+    def _extent(self, expr: ast.Expr, what: str) -> Sym:
+        """A tile extent: known when the program is compiled or from parameter sizes.
+        TMA boxes must be computable on the host; other tiles need a static size here."""
+        info = self._expr(expr)
+        if info.static is not None:
+            return info.static
+        if isinstance(info.type, ScalarType) and info.type.elem.is_int:
+            if self._in_tma:
+                self._error("CQ0415", expr.span, extent=_text(expr))
+            else:
+                self._error("CQ0704", expr.span, extent=_text(expr))
+        elif not isinstance(info.type, _Error):
+            self._error("CQ0209", expr.span, what=what, actual=info.type.describe())
+        return Sym(1)
 
     def _index_items(self, exprs: tuple[ast.Expr, ...]) -> list[IndexItem]:
         items = self._tile_args(exprs, factors=False)
@@ -1171,6 +1194,7 @@ class Checker:
         data = self._view_operand(stmt.src)
         if data is None:
             return
+        self._check_swizzle(stmt)
         if len(data.shape) != 2 or not all(d.is_const for d in data.shape):
             self._error("CQ0501", stmt.src.span, name=_text(stmt.src), shape=shape_text(data.shape))
         if not stmt.declares:
@@ -1192,6 +1216,21 @@ class Checker:
             self._declare(sym)
         self._note_decl(stmt, sym)
         self._fn().frags[id(stmt)] = sym
+
+    def _check_swizzle(self, stmt: ast.MmaLoad) -> None:
+        """The swizzle an operand is loaded with should be the one its buffer was filled
+        with (both written explicitly): a mismatch reads garbage on the reference target."""
+        info = self._fn().views.get(id(stmt.src))
+        if not stmt.has_swiz or info is None or info.root not in self.swizzles:
+            return
+        producer = self.swizzles[info.root]
+        consumer = 128
+        if stmt.swiz is not None:
+            static = self._expr(stmt.swiz).static
+            consumer = static.value if static is not None and static.value is not None else 128
+        if producer and producer != consumer:
+            self._error("CQ0424", stmt.span, name=info.root.name, producer=producer,
+                        consumer=consumer)
 
     def _operand(self, expr: ast.Expr) -> tuple[ElemType, tuple[Sym, ...]] | None:
         if isinstance(expr, ast.View) and not expr.ops and isinstance(expr.base, ast.Ident):
