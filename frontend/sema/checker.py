@@ -1058,6 +1058,10 @@ class Checker:
                         size=", ".join(str(shape[d]) for d in uneven),
                         tile=", ".join(str(step.extents[d]) for d in uneven))
         for d, (size, extent) in enumerate(zip(shape, step.extents)):
+            factor = step.factors[d] if d < len(step.factors) else None
+            if factor is not None and not step.ceil[d] and factor.provably_le(size) is None:
+                self._runtime_check(factor, "<=", size, f"the tiling factor of dimension {d} "
+                                    "must not exceed the data size", step.span)
             if d >= len(step.indices) or step.indices[d].expr is None:
                 continue
             item = step.indices[d]
@@ -1406,6 +1410,11 @@ class Checker:
         if count != len(t.shape):
             self._error("CQ0305", e.span, name=_text(e.base), rank=len(t.shape), count=count)
             return ERROR
+        for d, (index, size) in enumerate(zip(e.indices, t.shape)):
+            static = self._fn().exprs[id(index)].static
+            if static is not None and static.value is not None and size.value is not None and \
+                    not 0 <= static.value < size.value:
+                self._error("CQ0304", index.span, dim=d, index=static.value, bound=size.value)
         return ExprInfo(ScalarType(t.elem))
 
     def _index_base(self, e: ast.Index) -> ExprInfo:

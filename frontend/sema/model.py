@@ -199,6 +199,7 @@ class ViewStep:
     scales: tuple[Sym, ...]
     span: Span
     ceil: tuple[bool, ...] = ()
+    factors: tuple[Sym | None, ...] = ()  # chunkat: the tiling factor of each dimension
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def chunkat_step(shape: tuple[Sym, ...], args: list[TileArg], span: Span) -> Vie
             ceil.append(False)
         scales.append(extents[-1])
     return ViewStep("chunkat", tuple(extents), tuple(a.item for a in args), tuple(scales),
-                    span, tuple(ceil))
+                    span, tuple(ceil), tuple(a.factor for a in args))
 
 
 def _ceil_tile(factor: Sym, size: Sym) -> Sym | None:
