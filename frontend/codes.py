@@ -49,6 +49,7 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0101", E, "unexpected character {char!r}"),
     Code("CQ0102", E, "unterminated string literal"),
     Code("CQ0103", E, "malformed number literal '{text}'"),
+    Code("CQ0104", E, "number literal '{text}' does not fit in {what}"),
     Code("CQ0110", E, "expected {expected}, found {found}"),
     Code("CQ0111", E, "unexpected {found} {context}"),
     Code("CQ0112", E, "no __co__ function found in the source",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import re
 from collections.abc import Iterator
 
@@ -131,18 +132,36 @@ def _lex(text: str, start: int, end: int, reporter: Reporter) -> list[Token]:
     return tokens
 
 
+_MAX_INT = (1 << 64) - 1  # the widest integer type, u64
+# More characters than any 64-bit literal has (`-0x` + 16 digits, 20 decimal digits): such
+# text is never converted (Python refuses int() of more than 4300 digits).
+_MAX_INT_CHARS = 24
+
+
 def _number(literal: str, start: int, end: int, reporter: Reporter) -> Token:
     span = Span(start, end)
     if "." in literal:
         m = _FLOAT_RE.fullmatch(literal)
         if m is not None:
-            digits = literal[:-1] if m.group(1) else literal
-            return Token(TokenKind.FLOAT, literal, span, float(digits))
+            value = float(literal[:-1] if m.group(1) else literal)
+            if math.isinf(value):
+                reporter.report("CQ0104", span, text=_clip(literal), what="a 64-bit float")
+                return Token(TokenKind.FLOAT, "0.0", span, 0.0)
+            return Token(TokenKind.FLOAT, literal, span, value)
     elif _INT_RE.fullmatch(literal):
         digits = literal.rstrip("uUlL")
-        return Token(TokenKind.INT, literal, span, int(digits, 0))
-    reporter.report("CQ0103", span, text=literal)
+        value = int(digits, 0) if len(digits) <= _MAX_INT_CHARS else None
+        if value is None or abs(value) > _MAX_INT:
+            reporter.report("CQ0104", span, text=_clip(literal), what="64 bits")
+            return Token(TokenKind.INT, "0", span, 0)
+        return Token(TokenKind.INT, literal, span, value)
+    reporter.report("CQ0103", span, text=_clip(literal))
     return Token(TokenKind.INT, "0", span, 0)
+
+
+def _clip(text: str) -> str:
+    """A literal as messages quote it: a 100,000-digit number is shown by its start."""
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def _unescape(body: str) -> str:
