@@ -329,5 +329,10 @@ def _launch(w: _Writer, k: ir.Kernel) -> None:
             args.append(k.flags[p.name])
         else:
             args.append(host_name(str(p.source)))
-    w.line(f"launch({k.name}, ({', '.join(grid)},), ({', '.join(args)},), "
+    w.line(f"launch({k.name}, {_tuple(grid)}, {_tuple(args)}, "
            f"num_warps={k.num_warps}, num_stages={k.num_stages}, device=device)")
+
+
+def _tuple(items: list[str]) -> str:
+    """A Python tuple display: ``()`` for none (a kernel without parameters), ``(a,)``..."""
+    return f"({', '.join(items)},)" if items else "()"
