@@ -99,11 +99,39 @@ def mul(a: ir.Expr, b: ir.Expr) -> ir.Expr:
 
 
 def and_(a: ir.Expr | None, b: ir.Expr | None) -> ir.Expr | None:
+    """Conjunction of masks; a term already present is not repeated."""
     if a is None:
         return b
     if b is None:
         return a
-    return binary("&", a, b, I1)
+    present = {key(t) for t in _conjuncts(a)}
+    for term in _conjuncts(b):
+        if key(term) not in present:
+            present.add(key(term))
+            a = binary("&", a, term, I1)
+    return a
+
+
+def _conjuncts(e: ir.Expr) -> list[ir.Expr]:
+    if isinstance(e, ir.Binary) and e.op == "&" and e.dtype is I1:
+        return _conjuncts(e.lhs) + _conjuncts(e.rhs)
+    return [e]
+
+
+def key(e: ir.Expr) -> tuple[object, ...]:
+    """A structural identity of an expression (IR nodes compare by identity)."""
+    parts: list[object] = [type(e).__name__, e.dtype]
+    for f in fields(e):
+        if f.name in ("axes", "dtype"):
+            continue
+        value = getattr(e, f.name)
+        if isinstance(value, ir.Expr):
+            parts.append(key(value))
+        elif isinstance(value, tuple):
+            parts.append(tuple(key(v) if isinstance(v, ir.Expr) else v for v in value))
+        else:
+            parts.append(value)
+    return tuple(parts)
 
 
 def cast(e: ir.Expr, dtype: ir.DType) -> ir.Expr:

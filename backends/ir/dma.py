@@ -12,20 +12,19 @@ from ...frontend import syntax as ast
 from ...frontend.sema.model import SymKind
 from ...frontend.sema.symbolic import Sym
 from . import build as b
-from .errors import unsupported
+from . import nodes as ir
+from .errors import LoweringError, unsupported
 from .lower import BufferSlot, KernelLowering
 from .tiles import load_tile, store_tile
 from .values import Buffer, Region, Tile
 
 
 def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
-    if stmt.op in ("pad", "transp"):
-        raise unsupported(stmt.span, f"'{stmt.engine}.{stmt.op}'")
     if any(attr.name in ("sp", "multicast") for attr in stmt.attrs):
         raise unsupported(stmt.span, "sparse or multicast copies")
     if stmt.after:
         raise unsupported(stmt.span, "'after' ordering of copies")
-    source = kl.resolve_view_read(stmt.src)
+    source = _transformed(kl, kl.resolve_view_read(stmt.src), stmt)
     dst = stmt.dst
     future = _future_symbol(kl, stmt)
     if isinstance(dst, ast.StorageDest):
@@ -58,6 +57,36 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
         kl.env[future] = Buffer(future, target.extents, target.tensor.elem, target)
 
 
+def _transformed(kl: KernelLowering, source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
+    """``dma.transp`` and ``dma.pad`` change how the source is viewed, nothing else."""
+    if stmt.op not in ("transp", "pad"):
+        return source
+    if isinstance(source, Tile):
+        raise unsupported(stmt.span, f"'{stmt.engine}.{stmt.op}' of a register-resident buffer",
+                          "transpose or pad while copying from global memory")
+    if stmt.op == "transp":
+        perm = [_constant(kl, p) for p in stmt.perm or ()]
+        return source.transposed(perm)
+    pad = stmt.pad
+    assert pad is not None
+    if any(_constant(kl, m) for m in pad.mid):
+        raise LoweringError("CQ0702", stmt.span, construct="interior padding (dma.pad mid)",
+                            reason="only low and high padding of each dimension is supported")
+    value = kl.value(pad.value)
+    if not isinstance(value, ir.Const):
+        raise unsupported(pad.value.span, "a padding value that is not a constant")
+    low = [_constant(kl, e) for e in pad.low]
+    high = [_constant(kl, e) for e in pad.high]
+    return source.padded(low, high, value.value)
+
+
+def _constant(kl: KernelLowering, expr: ast.Expr) -> int:
+    info = kl.fn.exprs.get(id(expr))
+    if info is None or info.static is None or info.static.value is None:
+        raise unsupported(expr.span, "a configuration value that is not a constant")
+    return info.static.value
+
+
 def _future_symbol(kl: KernelLowering, stmt: ast.DmaStmt):
     for sym in kl.fn.decls.get(id(stmt), []):
         if sym.kind is SymKind.FUTURE:
@@ -76,8 +105,8 @@ def _fill_buffer(slot: BufferSlot, source: Region | Tile, stmt: ast.DmaStmt) -> 
     if isinstance(source, Tile):
         return source
     # TMA zero-fills out-of-bounds reads in hardware; dma does it when asked (.zfill)
-    zero_fill = stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)
-    return source.clipped(slot.buffer.shape, zero_fill)
+    filled = stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)
+    return source.clipped(slot.buffer.shape, filled)
 
 
 def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:

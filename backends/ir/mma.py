@@ -11,6 +11,8 @@ which index breaks the pattern.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import Symbol
@@ -87,8 +89,8 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     b_n, b_k = (0, 1) if stmt.layout_b == "row" else (1, 0)
     em, ek = _static(a.extents[a_m], stmt.a), _static(a.extents[a_k], stmt.a)
     en = _static(bb.extents[b_n], stmt.b)
-    lin_am, lin_ak = _linear(a.origin[a_m], stmt.a), _linear(a.origin[a_k], stmt.a)
-    lin_bn, lin_bk = _linear(bb.origin[b_n], stmt.b), _linear(bb.origin[b_k], stmt.b)
+    lin_am, lin_ak = _linear(a.origin_of(a_m), stmt.a), _linear(a.origin_of(a_k), stmt.a)
+    lin_bn, lin_bk = _linear(bb.origin_of(b_n), stmt.b), _linear(bb.origin_of(b_k), stmt.b)
     for lin, what, node in ((lin_am, "M", stmt.a), (lin_bn, "N", stmt.b)):
         if lin.collapsed:
             raise _fail(node, f"the loop index of a collapsed K loop selects {what} here")
@@ -103,10 +105,13 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     n_parts, n_total = _fuse(lin_bn, en, stmt.b, "N")
     layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
     k_axis = kl.axis(object(), k_total, "k")
-    a_region = Region(a.tensor, _replace(a.origin, {a_m: lin_am.rest, a_k: lin_ak.rest}),
-                      _dims2(a_m, m_total, k_total), a.limits, a.fill, True)
-    b_region = Region(bb.tensor, _replace(bb.origin, {b_n: lin_bn.rest, b_k: lin_bk.rest}),
-                      _dims2(b_n, n_total, k_total), bb.limits, bb.fill, True)
+    # the fused operand tiles: every instance's slice together, masked elements read as 0
+    a_region = replace(a, origin=_replace(a.origin, {a.axis_of(a_m): lin_am.rest,
+                                                     a.axis_of(a_k): lin_ak.rest}),
+                       extents=_dims2(a_m, m_total, k_total), fill=0, filled=True)
+    b_region = replace(bb, origin=_replace(bb.origin, {bb.axis_of(b_n): lin_bn.rest,
+                                                       bb.axis_of(b_k): lin_bk.rest}),
+                       extents=_dims2(b_n, n_total, k_total), fill=0, filled=True)
     a_dims = (layout.m, k_axis) if a_m == 0 else (k_axis, layout.m)
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
     a_tile = load_tile(kl, a_region, a_dims, stmt.span, "a")
@@ -224,9 +229,12 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     target = kl.resolve_view(stmt.dst, write=True)
     if isinstance(target, Tile):
         raise unsupported(stmt.dst.span, "storing into a register-resident buffer twice")
-    origin = target.offsets if isinstance(target, BufferSlot) else target.origin
-    lin_row = _linear(origin[row], stmt.dst)
-    lin_col = _linear(origin[col], stmt.dst)
+    if isinstance(target, BufferSlot):
+        origin, row_t, col_t = target.offsets, row, col
+    else:
+        origin, row_t, col_t = target.origin, target.axis_of(row), target.axis_of(col)
+    lin_row = _linear(origin[row_t], stmt.dst)
+    lin_col = _linear(origin[col_t], stmt.dst)
     _unfuse(lin_row, layout.m_parts, layout.tile_m, stmt.dst, "rows")
     _unfuse(lin_col, layout.n_parts, layout.tile_n, stmt.dst, "columns")
     dims = (layout.n, layout.m) if transposed else (layout.m, layout.n)
@@ -235,14 +243,12 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     acc_var = ir.Var((layout.m, layout.n), b.dtype_of(acc.elem), acc.name)
     kl.emit(ir.Let(stmt.span, value_name, b.cast(acc_var, b.dtype_of(dst_elem))))
     tile = Tile(ir.Var((layout.m, layout.n), b.dtype_of(dst_elem), value_name), dims, dst_elem)
-    new_origin = _replace(origin, {row: lin_row.rest, col: lin_col.rest})
+    new_origin = _replace(origin, {row_t: lin_row.rest, col_t: lin_col.rest})
     if isinstance(target, BufferSlot):
         _store_to_buffer(target, tile, new_origin, stmt)
         return
     extents = tuple(Sym(d.extent) for d in dims)
-    region = Region(target.tensor, new_origin, extents, target.limits, target.fill,
-                    target.zero_fill)
-    store_tile(kl, region, tile, stmt.span)
+    store_tile(kl, replace(target, origin=new_origin, extents=extents), tile, stmt.span)
 
 
 def _unfuse(lin: b.Linear, parts: tuple[ir.Axis, ...], tile: int, node: ast.Expr,

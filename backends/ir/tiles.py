@@ -20,7 +20,7 @@ def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], spa
     full_mask = b.and_(mask, padding_mask(dims))
     dtype = region.tensor.dtype
     axes = ir.sort_axes(dims)
-    pointer_load = ir.Load(axes, dtype, pointer, full_mask)
+    pointer_load = ir.Load(axes, dtype, pointer, full_mask, region.fill)
     name = kl.fresh(base)
     desc = _descriptor(kl, region, dims)
     if desc is None:
@@ -30,7 +30,7 @@ def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], spa
         described = ir.DescLoad(axes, dtype, desc_name, region.origin, tuple(dims))
         kl.emit(ir.Branch(span, flag, [ir.Let(None, name, described)],
                           [ir.Let(None, name, pointer_load)]))
-    valid = None if region.zero_fill else mask
+    valid = None if region.filled else mask
     return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, valid)
 
 
@@ -67,8 +67,10 @@ def _descriptor(kl: KernelLowering, region: Region,
         return None
     if any(e.value != d.size for e, d in zip(region.extents, dims)):
         return None
-    if any(len(limits) != 1 for limits in region.limits):
+    if any(len(limits) != 1 for limits in region.limits) or region.lows or region.fill:
         return None
+    if region.axes and list(region.axes) != sorted(region.axes):
+        return None  # a transposed view: pointer loads handle any order
     if any(o.axes for o in region.origin):
         return None
     elem_bytes = tensor.elem.bits // 8

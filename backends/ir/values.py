@@ -8,7 +8,7 @@ Loads and stores of views, tiles and single elements are all built by ``access``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.model import Symbol
@@ -44,13 +44,25 @@ class TensorRef:
 
 @dataclass(frozen=True)
 class Region:
+    """A view of a global tensor.
+
+    ``axes[i]`` is the tensor dimension that view dimension ``i`` walks along (a
+    permutation: ``dma.transp`` reorders it). ``origin`` holds, per *tensor* dimension,
+    the coordinate of the view's first element; ``extents`` the view's shape (per view
+    dimension). Coordinates outside ``[low, limit)`` bounds are masked: the tensor's own
+    bounds, the valid part of a smaller staged source, the interior of a ``dma.pad``.
+    Masked elements read as ``fill``; when ``filled`` they are data (``.zfill``, TMA,
+    padding), otherwise they mark "nothing was copied here" and are not stored.
+    """
+
     tensor: TensorRef
     origin: tuple[ir.Expr, ...]
     extents: tuple[Sym, ...]
-    limits: tuple[tuple[ir.Expr, ...], ...]  # per dim: exclusive bounds of coordinates
+    limits: tuple[tuple[ir.Expr, ...], ...]  # per tensor dim: exclusive upper bounds
     fill: int | float = 0
-    # masked elements are data (zeros of .zfill / TMA) rather than "nothing copied here"
-    zero_fill: bool = False
+    filled: bool = False
+    axes: tuple[int, ...] = ()  # view dim -> tensor dim; empty means the identity
+    lows: tuple[tuple[ir.Expr, ...], ...] = ()  # per tensor dim: inclusive lower bounds
 
     @staticmethod
     def whole(tensor: TensorRef) -> Region:
@@ -59,23 +71,62 @@ class Region:
 
     @property
     def rank(self) -> int:
-        return len(self.origin)
+        return len(self.extents)
+
+    def axis_of(self, view_dim: int) -> int:
+        """The tensor dimension view dimension ``view_dim`` walks along."""
+        return self.axes[view_dim] if self.axes else view_dim
+
+    def origin_of(self, view_dim: int) -> ir.Expr:
+        return self.origin[self.axis_of(view_dim)]
+
+    def with_origin(self, view_dim: int, value: ir.Expr) -> tuple[ir.Expr, ...]:
+        origin = list(self.origin)
+        origin[self.axis_of(view_dim)] = value
+        return tuple(origin)
+
+    def _replace(self, **changes: object) -> Region:
+        return replace(self, **changes)
 
     def shifted(self, offsets: list[ir.Expr], extents: tuple[Sym, ...]) -> Region:
-        origin = tuple(b.add(o, d) for o, d in zip(self.origin, offsets))
-        return Region(self.tensor, origin, extents, self.limits, self.fill, self.zero_fill)
+        """A sub-view: ``offsets`` per view dimension, new extents."""
+        origin = list(self.origin)
+        for d, offset in enumerate(offsets):
+            t = self.axis_of(d)
+            origin[t] = b.add(origin[t], offset)
+        return self._replace(origin=tuple(origin), extents=extents)
 
-    def clipped(self, extents: tuple[Sym, ...], zero_fill: bool) -> Region:
+    def clipped(self, extents: tuple[Sym, ...], filled: bool) -> Region:
         """The same origin with a bigger shape whose extra part holds no data (a smaller
-        source staged into a bigger buffer), or zeros with ``zero_fill``."""
-        limits = []
-        for d, (lim, src, dst) in enumerate(zip(self.limits, self.extents, extents)):
-            if src.provably_eq(dst):
-                limits.append(lim)
-            else:
-                limits.append(lim + (b.add(self.origin[d], b.sym(src)),))
-        return Region(self.tensor, self.origin, extents, tuple(limits), self.fill,
-                      zero_fill or self.zero_fill)
+        source staged into a bigger buffer), or zeros with ``filled``."""
+        limits = list(self.limits)
+        for d, (src, dst) in enumerate(zip(self.extents, extents)):
+            if not src.provably_eq(dst):
+                t = self.axis_of(d)
+                limits[t] = limits[t] + (b.add(self.origin[t], b.sym(src)),)
+        return self._replace(extents=extents, limits=tuple(limits),
+                             filled=filled or self.filled)
+
+    def transposed(self, perm: list[int]) -> Region:
+        """``dma.transp<perm>``: output dimension i is input dimension perm[i]."""
+        axes = tuple(self.axis_of(p) for p in perm)
+        return self._replace(axes=axes, extents=tuple(self.extents[p] for p in perm))
+
+    def padded(self, low: list[int], high: list[int], value: int | float) -> Region:
+        """``dma.pad<low, high, 0, value>``: a bigger view whose border reads ``value``."""
+        origin = list(self.origin)
+        limits = list(self.limits)
+        lows = list(self.lows) if self.lows else [() for _ in self.origin]
+        extents = []
+        for d, (lo, hi, extent) in enumerate(zip(low, high, self.extents)):
+            t = self.axis_of(d)
+            start = origin[t]
+            lows[t] = lows[t] + (start,)
+            limits[t] = limits[t] + (b.add(start, b.sym(extent)),)
+            origin[t] = b.binary("-", start, b.const(lo))
+            extents.append(extent + lo + hi)
+        return self._replace(origin=tuple(origin), extents=tuple(extents), limits=tuple(limits),
+                             lows=tuple(lows), fill=value, filled=True)
 
 
 @dataclass(frozen=True)
@@ -151,18 +202,22 @@ Value = Scalar | Bounded | Buffer | Acc | Operand | TensorRef | Region | list
 
 
 def access(region: Region, index: list[ir.Expr]) -> tuple[ir.Pointer, ir.Expr | None]:
-    """Pointer and mask of ``region`` at per-dimension indices (scalars, vectors or tile
-    axes). Coordinates are masked by every limit of their dimension."""
+    """Pointer and mask of ``region`` at per-view-dimension indices (scalars, vectors or
+    tile axes). Coordinates are masked by every bound of their tensor dimension."""
+    coords = list(region.origin)
+    for d, idx in enumerate(index):
+        t = region.axis_of(d)
+        coords[t] = b.add(coords[t], idx)
     offset: ir.Expr = b.const(0)
     mask: ir.Expr | None = None
     strides = region.tensor.strides()
-    for d, idx in enumerate(index):
-        coord = b.add(region.origin[d], idx)
-        offset = b.add(offset, b.mul(coord, b.sym(strides[d])))
-        for limit in region.limits[d]:
-            if _provably_below(coord, limit):
-                continue
-            mask = b.and_(mask, b.binary("<", coord, limit))
+    for t, coord in enumerate(coords):
+        offset = b.add(offset, b.mul(coord, b.sym(strides[t])))
+        for limit in region.limits[t]:
+            if not _provably_below(coord, limit):
+                mask = b.and_(mask, b.binary("<", coord, limit))
+        for low in (region.lows[t] if region.lows else ()):
+            mask = b.and_(mask, b.binary(">=", coord, low))
     pointer = ir.Pointer(offset.axes, region.tensor.dtype, region.tensor.pointer, offset)
     return pointer, mask
 

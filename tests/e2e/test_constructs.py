@@ -207,3 +207,43 @@ def test_multi_warp_mma_fusion(device: str) -> None:
     out = poison(torch.empty((70, 90), dtype=torch.float16, device=device))
     mod(lhs, rhs, out)
     assert_close(out, lhs.double() @ rhs.double().T, torch.float16)
+
+
+TRANSP_PAD = """
+__co__ auto tp(f32 [6, 10] x) {
+  f32 [10, 6] out;
+  parallel p by 1 : block {
+    t = dma.transp<1, 0> x => shared;
+    dma.copy t.data => out;
+  }
+  return out;
+}
+__co__ auto tp3(f32 [4, 3, 5] x) {
+  f32 [4, 5, 3] out;
+  parallel p by 1 : block {
+    t = dma.transp<0, 2, 1> x => local;
+    dma.copy t.data => out;
+  }
+  return out;
+}
+__co__ auto pad(s32 [5, 7] x) {
+  s32 [8, 12] out;
+  parallel p by 1 : block {
+    t = dma.pad<{1, 2}, {2, 3}, {0, 0}, 9> x => shared;
+    dma.copy t.data => out;
+  }
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_transpose_and_pad_copies(device: str) -> None:
+    mod = croqtile.compile(TRANSP_PAD)
+    x = random((6, 10), torch.float32, device)
+    assert_close(mod.tp(x), x.double().T, torch.float32, 0.0)
+    x3 = random((4, 3, 5), torch.float32, device)
+    assert_close(mod.tp3(x3), x3.double().permute(0, 2, 1), torch.float32, 0.0)
+    xi = random((5, 7), torch.int32, device)
+    expected = torch.nn.functional.pad(xi.double(), (2, 3, 1, 2), value=9)
+    assert_close(mod.pad(xi), expected, torch.int32)
