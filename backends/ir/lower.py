@@ -216,12 +216,13 @@ class KernelLowering:
         self.emit(ir.Let(span, name, value))
         return ir.Var(value.axes, value.dtype, name)
 
-    def axis(self, key: object, extent: int, base: str) -> ir.Axis:
+    def axis(self, key: object, extent: int, base: str, min_size: int = 1) -> ir.Axis:
         """The axis for ``key``; the same hardware level reuses its axis (so that an
-        accumulator private to ``p1`` of one parallel matches ``p1`` of another)."""
+        accumulator private to ``p1`` of one parallel matches ``p1`` of another).
+        ``min_size`` pads small extents (``tl.dot`` needs 16 in every dimension)."""
         axis = self.axes.get(key)
         if axis is None:
-            axis = ir.Axis(self.fresh(f"ax_{base}"), b.next_pow2(extent), extent,
+            axis = ir.Axis(self.fresh(f"ax_{base}"), max(min_size, b.next_pow2(extent)), extent,
                            next(self.order))
             self.axes[key] = axis
         return axis

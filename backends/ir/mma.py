@@ -25,6 +25,9 @@ from .tiles import load_tile, store_tile
 from .values import Acc, AccLayout, Buffer, Operand, Region, Tile
 
 
+DOT_MIN = 16  # tl.dot needs every dimension >= 16: smaller MMA tiles (m8n8k4) are padded
+
+
 def lower_fill(kl: KernelLowering, stmt: ast.MmaFill) -> None:
     sym = kl.fn.frags[id(stmt)]
     fill = kl.value(stmt.value)
@@ -104,7 +107,7 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     m_parts, m_total = _fuse(lin_am, em, stmt.a, "M")
     n_parts, n_total = _fuse(lin_bn, en, stmt.b, "N")
     layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
-    k_axis = kl.axis(object(), k_total, "k")
+    k_axis = kl.axis(object(), k_total, "k", DOT_MIN)
     # the fused operand tiles: every instance's slice together, masked elements read as 0
     a_region = replace(a, origin=_replace(a.origin, {a.axis_of(a_m): lin_am.rest,
                                                      a.axis_of(a_k): lin_ak.rest}),
@@ -195,8 +198,8 @@ def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
             stmt: ast.MmaExec) -> AccLayout:
     layout = acc.layout
     if layout is None:
-        m = kl.axis(object(), m_total, "m")
-        n = kl.axis(object(), n_total, "n")
+        m = kl.axis(object(), m_total, "m", DOT_MIN)
+        n = kl.axis(object(), n_total, "n", DOT_MIN)
         layout = AccLayout(m, n, m_parts, n_parts, em, en)
         acc.layout = layout
         for body, index in acc.pending:
@@ -221,8 +224,6 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     acc = kl.env.get(sym)
     if not isinstance(acc, Acc) or acc.layout is None:
         raise unsupported(stmt.span, "storing an accumulator that no MMA in this kernel updated")
-    if stmt.modifier == "mask":
-        raise unsupported(stmt.span, "'mma.store.mask'")
     layout = acc.layout
     transposed = stmt.modifier == "transp"
     row, col = (1, 0) if transposed else (0, 1)
@@ -248,7 +249,21 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
         _store_to_buffer(target, tile, new_origin, stmt)
         return
     extents = tuple(Sym(d.extent) for d in dims)
+    if stmt.modifier == "mask":
+        tile = replace(tile, valid=_row_col_guard(kl, stmt, layout))
     store_tile(kl, replace(target, origin=new_origin, extents=extents), tile, stmt.span)
+
+
+def _row_col_guard(kl: KernelLowering, stmt: ast.MmaStore, layout: AccLayout) -> ir.Expr | None:
+    """``mma.store.mask mc, dst, rows[, cols]``: only rows < rows (and cols < cols)."""
+    guard = None
+    for axis, parts, tile, limit in zip((layout.m, layout.n), (layout.m_parts, layout.n_parts),
+                                        (layout.tile_m, layout.tile_n), stmt.mask):
+        index: ir.Expr = b.axis_index(axis)
+        if parts:  # fused instances: the row within one instance's tile
+            index = b.binary("%", index, b.const(tile))
+        guard = b.and_(guard, b.binary("<", index, kl.value(limit)))
+    return guard
 
 
 def _unfuse(lin: b.Linear, parts: tuple[ir.Axis, ...], tile: int, node: ast.Expr,

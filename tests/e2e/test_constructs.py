@@ -247,3 +247,98 @@ def test_transpose_and_pad_copies(device: str) -> None:
     xi = random((5, 7), torch.int32, device)
     expected = torch.nn.functional.pad(xi.double(), (2, 3, 1, 2), value=9)
     assert_close(mod.pad(xi), expected, torch.int32)
+
+
+MMA_FORMS = """
+__co__ f16 [128, 256] matmul_group_rc(f16 [128, 256] lhs, f16 [256, 256] rhs) {
+  f16 [lhs.span(0), rhs.span(1)] out;
+  parallel {bm, bn} by [4, 8] : block {
+    parallel {g0, g1} by [2, 2] : group {
+      mc = mma.fill 0.0;
+      foreach k in [16] {
+        ma = mma.load lhs.chunkat(bm # g0, k);
+        mb = mma.load rhs.chunkat(k, bn # g1);
+        mma.row.col mc, ma, mb;
+      }
+      mma.store mc, out.chunkat(bm # g0, bn # g1);
+    }
+  }
+  return out;
+}
+__co__ s32 [32, 32] mma_s8(s8 [32, 16] lhs, s8 [16, 32] rhs) {
+  s32 [32, 32] out;
+  parallel p by 1 : block {
+    parallel {g0, g1} by [2, 2] : group {
+      mc = mma.fill.s32 0;
+      ma = mma.load lhs.chunkat(g0, _);
+      mb = mma.load rhs.chunkat(_, g1);
+      mma.row.col mc, ma, mb;
+      mma.store mc, out.chunkat(g0, g1);
+    }
+  }
+  return out;
+}
+__co__ f32 [16, 16] m8n8k4(f16 [16, 8] lhs, f16 [8, 16] rhs) {
+  f32 [16, 16] out;
+  parallel p by 1 : block {
+    parallel {g0, g1} by [2, 2] : group {
+      mc = mma.fill.f32 0.0f;
+      foreach k in [2] {
+        ma = mma.load lhs.chunkat(g0, k);
+        mb = mma.load rhs.chunkat(k, g1);
+        mma.row.col mc, ma, mb;
+      }
+      mma.store mc, out.chunkat(g0, g1);
+    }
+  }
+  return out;
+}
+__co__ void masked(global f16 [M, 16] a, global f16 [16, 16] b, global f32 [M, 16] c) {
+  parallel bm by cdiv(M, 16) : block {
+    mc = mma.fill.f32 0.0f;
+    ma = mma.load a.subspan(16, 16).at(bm, 0);
+    mb = mma.load b;
+    mma.row.col mc, ma, mb;
+    mma.store.mask mc, c.subspan(16, 16).at(bm, 0), 5, 8;
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mma_forms() -> croqtile.Module:
+    return croqtile.compile(MMA_FORMS)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mma_loads_from_global_with_row_col(device: str, mma_forms: croqtile.Module) -> None:
+    a = random((128, 256), torch.float16, device)
+    b = random((256, 256), torch.float16, device)
+    assert_close(mma_forms.matmul_group_rc(a, b), a.double() @ b.double(), torch.float16)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mma_int8_accumulates_in_int32(device: str, mma_forms: croqtile.Module) -> None:
+    a, b = random((32, 16), torch.int8, device), random((16, 32), torch.int8, device)
+    assert_close(mma_forms.mma_s8(a, b), a.double() @ b.double(), torch.int32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mma_tiles_smaller_than_16_are_padded(device: str, mma_forms: croqtile.Module) -> None:
+    a, b = random((16, 8), torch.float16, device), random((8, 16), torch.float16, device)
+    assert_close(mma_forms.m8n8k4(a, b), a.double() @ b.double(), torch.float32, 1e-2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mma_store_mask_writes_only_the_guarded_rows(device: str,
+                                                     mma_forms: croqtile.Module) -> None:
+    a, b = random((20, 16), torch.float16, device), random((16, 16), torch.float16, device)
+    c = poison(torch.empty((20, 16), device=device))
+    mma_forms.masked(a, b, c)
+    ref = a.double() @ b.double()
+    written = torch.zeros(20, 16, dtype=torch.bool)
+    written[0:5, 0:8] = True
+    written[16:20, 0:8] = True
+    c_cpu = c.cpu()
+    assert torch.isnan(c_cpu[~written]).all()
+    assert_close(c_cpu[written], ref[written], torch.float32, 1e-2)
