@@ -12,7 +12,8 @@ found, 0 otherwise, 2 for usage errors (a missing path, an unknown code).
 
 ``explain`` prints a code's severity, message and hint templates from the registry, and a
 wrong and a fixed program when the optional module ``croqtile.frontend.code_examples``
-has them (``EXAMPLES[code] = (bad, fixed)``).
+has them (``EXAMPLES[code]``: an ``Example`` with ``.bad`` and ``.fixed``, or a
+``(bad, fixed)`` pair). ``ERRORS.md`` is the same reference as one document.
 """
 
 from __future__ import annotations
@@ -250,8 +251,10 @@ def run_explain(code: str, out: TextIO) -> int:
         print(f"  hint: {_unescape(entry.hint)}", file=out)
     example = _examples().get(entry.code)
     if example is not None:
-        bad, fixed = example
-        print(f"\nA program with this problem:\n\n{_indent(bad)}", file=out)
+        bad, fixed = (example.bad, example.fixed) if hasattr(example, "bad") else example
+        target = getattr(example, "target", None)
+        on = f" (target {target})" if target else ""
+        print(f"\nA program with this problem{on}:\n\n{_indent(bad)}", file=out)
         print(f"\nFixed:\n\n{_indent(fixed)}", file=out)
     return 0
 
@@ -281,8 +284,8 @@ def _nearby_codes(normal: str, count: int = 5) -> list[Code]:
     return sorted(CODES.values(), key=distance)[:count]
 
 
-def _examples() -> Mapping[str, tuple[str, str]]:
-    """``EXAMPLES`` of the optional code-examples module: {code: (bad, fixed)}."""
+def _examples() -> Mapping[str, Any]:
+    """``EXAMPLES`` of the optional code-examples module: {code: Example or (bad, fixed)}."""
     try:
         module = importlib.import_module(_EXAMPLES_MODULE)
     except ModuleNotFoundError as exc:

@@ -1,0 +1,129 @@
+"""The error-code reference: every diagnostic code has a program that triggers it, with its
+rendered message, and a fixed program that compiles; ERRORS.md is generated from them.
+
+A few examples are right but the compiler is not (yet): those tests are marked
+``xfail(strict=True)`` with the gap, so that fixing the compiler makes them fail until the
+entry below is removed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from croqtile.cli import main as cli_main
+from croqtile.driver import check_source
+from croqtile.errors_doc import render_reference
+from croqtile.frontend.code_examples import EXAMPLES, MEANINGS, UNTRIGGERABLE
+from croqtile.frontend.codes import CODES
+
+ROOT = Path(__file__).resolve().parent.parent
+FILENAME = "example.co"
+
+# Both halves of the checker's async bookkeeping are defined twice in
+# frontend/sema/checker.py; the later definitions win and lack the bookkeeping.
+_WAIT_OVERRIDDEN = ("checker: the second `_stmt_WaitStmt` overrides the one that records "
+                    "waits, so every waited async future is reported as never waited (CQ0413)")
+_DMA_ANY_OVERRIDDEN = ("checker: the second `_stmt_DmaAny` overrides the one that registers "
+                       "placeholders, so an unused `dma.any` is never reported")
+
+# Wrong programs that do not report their code.
+BAD_GAPS: dict[str, str] = {
+    "CQ0417": "checker: the second `_stmt_WaitStmt` overrides the one that detects a second "
+              "`wait` (and reports waited futures as never waited, CQ0413)",
+    "CQ0418": _DMA_ANY_OVERRIDDEN + "; the backend's CQ0701 for `dma.any` comes instead",
+}
+
+# Fixed programs that still report an error.
+FIXED_GAPS: dict[str, str] = {
+    "CQ0308": "backend: `span_as` is not lowered (CQ0701)",
+    "CQ0411": _WAIT_OVERRIDDEN,
+    "CQ0413": _WAIT_OVERRIDDEN,
+    "CQ0417": _WAIT_OVERRIDDEN,
+    "CQ0419": _WAIT_OVERRIDDEN + "; backend: `dma.any` and `swap` are not lowered (CQ0701)",
+    "CQ0420": "backend: a future chosen by `select` is not lowered (CQ0701)",
+    "CQ0423": "checker: `shared event` declarations are not analysed, so `wait full` is "
+              "CQ0201; backend: events are not lowered (CQ0701)",
+    "CQ0511": "backend: sparse MMA (`mma.row.row.sp`) is not lowered (CQ0701)",
+    "CQ0512": "backend: scaled MMA (`mma.row.row.scale`) is not lowered (CQ0701)",
+    "CQ0613": "backend: `inthreads` blocks are not lowered (CQ0701)",
+}
+
+
+def _cases(gaps: dict[str, str]) -> list[object]:
+    return [pytest.param(code, id=code,
+                         marks=[pytest.mark.xfail(strict=True, reason=gaps[code])]
+                         if code in gaps else [])
+            for code in EXAMPLES]
+
+
+# --- coverage ------------------------------------------------------------------------------
+
+
+def test_every_code_has_an_example_or_a_reason() -> None:
+    covered = set(EXAMPLES) | set(UNTRIGGERABLE)
+    assert not set(CODES) - covered, f"codes without an example: {sorted(set(CODES) - covered)}"
+    assert not covered - set(CODES), f"examples of unknown codes: {sorted(covered - set(CODES))}"
+    assert not set(EXAMPLES) & set(UNTRIGGERABLE)
+
+
+def test_every_code_has_a_meaning() -> None:
+    assert set(MEANINGS) == set(CODES)
+
+
+def test_known_gaps_name_examples() -> None:
+    assert set(BAD_GAPS) <= set(EXAMPLES) and set(FIXED_GAPS) <= set(EXAMPLES)
+
+
+# --- the examples ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", _cases(BAD_GAPS))
+def test_bad_program_reports_its_code(code: str) -> None:
+    example = EXAMPLES[code]
+    severity = CODES[code].severity.value
+    diagnostics = check_source(example.bad, filename=FILENAME, target=example.target)
+    found = [d for d in diagnostics if d.code == code]
+    assert found, f"{code} not reported; got {[(d.code, d.message) for d in diagnostics]}"
+    assert {d.severity for d in found} == {severity}
+    assert example.message in [d.message for d in found], [d.message for d in found]
+    diag = next(d for d in found if d.message == example.message)
+    rendered = diag.render()
+    assert rendered.startswith(f"{severity}[{code}]: {example.message}\n")
+    assert f"  --> {FILENAME}:{diag.line}:{diag.column}\n" in rendered
+    carets = re.findall(r"^ +\| ( *)\^+$", rendered, re.M)
+    assert carets, rendered
+    assert len(carets[0]) == diag.column - 1, rendered
+
+
+@pytest.mark.parametrize("code", _cases(FIXED_GAPS))
+def test_fixed_program_compiles(code: str) -> None:
+    example = EXAMPLES[code]
+    diagnostics = check_source(example.fixed, filename=FILENAME, target=example.target)
+    errors = [d.render() for d in diagnostics if d.severity == "error"]
+    assert not errors, "\n\n".join(errors)
+    assert code not in [d.code for d in diagnostics]
+
+
+# --- the generated reference -------------------------------------------------------------------
+
+
+def test_errors_md_is_up_to_date() -> None:
+    text = (ROOT / "ERRORS.md").read_text(encoding="utf-8")
+    assert text == render_reference(), (
+        "ERRORS.md is stale: python -m croqtile.errors_doc > ERRORS.md")
+
+
+def test_reference_has_a_section_per_code() -> None:
+    text = render_reference()
+    for code in CODES:
+        assert f'<a id="{code.lower()}"></a>\n### {code} — ' in text
+
+
+def test_explain_prints_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["explain", "CQ0510"]) == 0
+    out = capsys.readouterr().out
+    assert "A program with this problem (target sm_86):" in out
+    assert "        parallel g by 1 : group-4 {" in out and "Fixed:" in out
