@@ -561,7 +561,7 @@ __co__ void rowsum(global f32 [64, 8] x, global f32 [64] y) {
   }
 }
 """,
-        message="a dimension must be an integer, got 'a scalar of type 'f32''",
+        message="a dimension must be an integer, got a scalar of type 'f32'",
     ),
     "CQ0210": Example(
         bad="""\
@@ -629,7 +629,7 @@ __co__ void iota(global s32 [64, 64] y) {
   }
 }
 """,
-        message="'k' is a a bounded integer (bound 64); it cannot be used with .span",
+        message="'k' is a bounded integer (bound 64); it cannot be used with .span",
     ),
     "CQ0214": Example(
         bad="""\
@@ -786,6 +786,45 @@ __co__ void rows(global f32 [64, 32] x, global f32 [64, 32] y) {
 """,
         message="tiling factor exceeds data size (128 > 64) in dimension 0",
     ),
+    "CQ0313": Example(
+        bad="""\
+__co__ void rows(global f32 [64, 32] x, global f32 [64, 32] y) {
+  parallel p by 4 : block {
+    t = dma.copy x.chunk(0, 1).at(p, 0) => shared;
+    dma.copy t => y.chunkat(p, _);
+  }
+}
+""",
+        fixed="""\
+__co__ void rows(global f32 [64, 32] x, global f32 [64, 32] y) {
+  parallel p by 4 : block {
+    t = dma.copy x.chunk(4, 1).at(p, 0) => shared;
+    dma.copy t => y.chunkat(p, _);
+  }
+}
+""",
+        message="the tiling factor of dimension 0 must be positive, got 0",
+    ),
+    "CQ0314": Example(
+        bad="""\
+__co__ void rows(global f32 [64, 32] x, global f32 [64, 32] y, int n) {
+  parallel p by 4 : block {
+    t = dma.copy x.chunkat(n, _) => shared;
+    dma.copy t => y.chunkat(p, _);
+  }
+}
+""",
+        fixed="""\
+__co__ void rows(global f32 [64, 32] x, global f32 [64, 32] y, int n) {
+  parallel p by 4 : block {
+    t = dma.copy x.chunk(4, 1).at(n % 4, 0) => shared;
+    dma.copy t => y.chunkat(p, _);
+  }
+}
+""",
+        message="'n' is not a bounded variable: chunkat tiles by the bounds of parallel, "
+                "foreach or with indices",
+    ),
     "CQ0303": Example(
         bad="""\
 __co__ void rows(global f32 [64, 32] x, global f32 [64, 32] y) {
@@ -837,7 +876,7 @@ __co__ void scale(global f32 [16, 64] x, global f32 [16, 64] y) {
     y.at(i, j) = x.at(i, j) * 2.0f;
 }
 """,
-        message="'x' has rank 2 but is accessed with 1 indices",
+        message="'x' has rank 2 but the access gives 1 index values",
     ),
     "CQ0306": Example(
         bad="""\
@@ -2090,7 +2129,7 @@ __co__ void stage(global f32 [256, 256] x, global f32 [256, 256] y) {
   }
 }
 """,
-        message="shared memory of one block exceeds sm_86: 262144 bytes used, 101376 available",
+        message="one block uses 262144 bytes of shared memory; sm_86 has 101376",
         target="sm_86",
     ),
     "CQ0613": Example(
@@ -2140,7 +2179,7 @@ __co__ void halve(global s32 [64] x, global s32 [64] y) {
   }
 }
 """,
-        message="'while' loops is not supported by the Triton backend yet",
+        message="not supported by the Triton backend yet: 'while' loops",
     ),
     "CQ0702": Example(
         bad="""\
@@ -2275,8 +2314,13 @@ MEANINGS: dict[str, str] = {
               "`f16` and `bf16`) or the operator does not apply to them.",
     "CQ0206": "An assignment converts a value to a narrower type implicitly. The "
               "conversion happens, but it may round or overflow.",
-    "CQ0207": "`#v` (the upper bound) and tiling factors need a bounded variable created by "
-              "`parallel`, `foreach` or `with`; this name is something else.",
+    "CQ0207": "`#v` (the upper bound) needs a bounded variable created by `parallel`, "
+              "`foreach` or `with`; this name is something else.",
+    "CQ0313": "A tiling factor given with `chunk(F...)` is zero or negative; every dimension "
+              "is split into a positive number of tiles.",
+    "CQ0314": "`chunkat` takes the number of tiles of each dimension from the bound of its "
+              "argument, so the argument must be a parallel, foreach or with index; give the "
+              "count explicitly with `chunk(F).at(i)` otherwise.",
     "CQ0208": "`_` is the wildcard of `chunkat` and `subspan` argument lists; it cannot name "
               "a variable or stand for a value.",
     "CQ0209": "A dimension, loop bound, tile extent or index must be an integer, and this "

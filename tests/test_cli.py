@@ -308,7 +308,7 @@ def test_explain_prints_severity_message_and_hint(capsys: pytest.CaptureFixture[
     assert out.splitlines()[:3] == [
         "CQ0203 (error)",
         "  message: only mutable variables can be re-assigned ('{name}')",
-        "  hint: declare it with `mutable`, e.g. `mutable int {name} = ...;`",
+        "  hint: declare it with `mutable`, e.g. `mutable {type} {name} = ...;`",
     ]
 
 

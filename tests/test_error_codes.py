@@ -22,27 +22,13 @@ from croqtile.frontend.codes import CODES
 ROOT = Path(__file__).resolve().parent.parent
 FILENAME = "example.co"
 
-# Both halves of the checker's async bookkeeping are defined twice in
-# frontend/sema/checker.py; the later definitions win and lack the bookkeeping.
-_WAIT_OVERRIDDEN = ("checker: the second `_stmt_WaitStmt` overrides the one that records "
-                    "waits, so every waited async future is reported as never waited (CQ0413)")
-_DMA_ANY_OVERRIDDEN = ("checker: the second `_stmt_DmaAny` overrides the one that registers "
-                       "placeholders, so an unused `dma.any` is never reported")
-
 # Wrong programs that do not report their code.
-BAD_GAPS: dict[str, str] = {
-    "CQ0417": "checker: the second `_stmt_WaitStmt` overrides the one that detects a second "
-              "`wait` (and reports waited futures as never waited, CQ0413)",
-    "CQ0418": _DMA_ANY_OVERRIDDEN + "; the backend's CQ0701 for `dma.any` comes instead",
-}
+BAD_GAPS: dict[str, str] = {}
 
 # Fixed programs that still report an error.
 FIXED_GAPS: dict[str, str] = {
     "CQ0308": "backend: `span_as` is not lowered (CQ0701)",
-    "CQ0411": _WAIT_OVERRIDDEN,
-    "CQ0413": _WAIT_OVERRIDDEN,
-    "CQ0417": _WAIT_OVERRIDDEN,
-    "CQ0419": _WAIT_OVERRIDDEN + "; backend: `dma.any` and `swap` are not lowered (CQ0701)",
+    "CQ0419": "backend: `dma.any` and `swap` are not lowered (CQ0701)",
     "CQ0420": "backend: a future chosen by `select` is not lowered (CQ0701)",
     "CQ0423": "checker: `shared event` declarations are not analysed, so `wait full` is "
               "CQ0201; backend: events are not lowered (CQ0701)",

@@ -349,19 +349,23 @@ class Checker:
                             expected="an initial value for an immutable scalar")
             value = info.static if info is not None and not stmt.mutable else None
             if info is not None and elem is not None:
-                self._check_convert(info, elem, item.init.span if item.init else item.span)
+                self._check_convert(info, elem, item.init.span if item.init else item.span,
+                                    item.init)
             sym = Symbol(item.name, SymKind.SCALAR, item.span, elem=item_elem, mutable=mutable,
                          value=value if item_elem.is_int or item_elem.name == "bool" else None,
                          decl_node=stmt)
             self._declare(sym)
             self._note_decl(stmt, sym)
 
-    def _check_convert(self, info: ExprInfo, dst: ElemType, span: Span) -> None:
-        if isinstance(info.type, ScalarType) and dtypes.is_lossy(info.type.elem, dst):
-            # literals that convert exactly are fine (1.5 to f16, 0.0 to anything)
-            if info.static is None and not (info.type.elem.is_float and dst.is_float
-                                            and info.type.elem.bits > 32):
-                self._error("CQ0206", span, src=info.type.elem.name, dst=dst.name)
+    def _check_convert(self, info: ExprInfo, dst: ElemType, span: Span,
+                       value: ast.Expr | None = None) -> None:
+        if not isinstance(info.type, ScalarType) or not dtypes.is_lossy(info.type.elem, dst):
+            return
+        if info.static is not None and info.static.value is not None:
+            return  # an integer constant: its value is known to fit or is checked elsewhere
+        if isinstance(value, ast.FloatLit) and dtypes.exact_in(value.value, dst):
+            return  # a literal that converts exactly (1.5 to f16, 0.0 to anything)
+        self._error("CQ0206", span, src=info.type.elem.name, dst=dst.name)
 
     def _stmt_MdspanDecl(self, stmt: ast.MdspanDecl) -> None:
         info = self._expr(stmt.value)
@@ -414,19 +418,19 @@ class Checker:
             if sym.kind is SymKind.FUTURE and isinstance(info.type, FutureType):
                 return
             if not sym.mutable:
-                self._error("CQ0203", target.span, name=target.name)
+                self._error("CQ0203", target.span, name=target.name, type=_type_word(sym))
             elif sym.kind is SymKind.SCALAR and sym.elem is not None:
-                self._check_convert(info, sym.elem, item.value.span)
+                self._check_convert(info, sym.elem, item.value.span, item.value)
             return
         target_info = self._expr(target)
         value = self._expr(item.value)
         if isinstance(target_info.type, ScalarType):
-            self._check_convert(value, target_info.type.elem, item.value.span)
+            self._check_convert(value, target_info.type.elem, item.value.span, item.value)
 
     def _frag_arith(self, sym: Symbol, info: ExprInfo, item: ast.Assign) -> None:
         """``mc += bias;``: element-wise arithmetic of an accumulator with a scalar."""
         if item.op == "=" or not isinstance(info.type, (ScalarType, _Error)):
-            self._error("CQ0213", item.span, name=sym.name, kind=sym.kind.value,
+            self._error("CQ0213", item.span, name=sym.name, kind=_a(sym.kind.value),
                         usage="with this assignment (only `+= -= *= /=` with a scalar)")
 
     def _declare_by_assignment(self, stmt: ast.AssignStmt, target: ast.Ident,
@@ -963,22 +967,6 @@ class Checker:
                 self._error("CQ0423", item.span, name=item.name, reason=reason)
             self.waited.add(sym)
 
-    def _stmt_DmaAny(self, stmt: ast.DmaAny) -> None:
-        sym = Symbol(stmt.future, SymKind.FUTURE, stmt.span, mutable=True, decl_node=stmt)
-        self._declare(sym)
-        self._note_decl(stmt, sym)
-
-    def _stmt_WaitStmt(self, stmt: ast.WaitStmt) -> None:
-        for target in stmt.targets:
-            if isinstance(target, ast.Ident):
-                sym = self._lookup(target.name)
-                if sym is None:
-                    self._error("CQ0201", target.span, name=target.name)
-                    continue
-                self._fn().refs[id(target)] = sym
-                if sym.kind is SymKind.FUTURE and not sym.is_async and not sym.mutable:
-                    self._error("CQ0412", target.span, name=target.name)
-
     # ------------------------------------------------------------------ views
     def _view_operand(self, expr: ast.Expr) -> DataType | None:
         info = self._expr(expr)
@@ -1036,7 +1024,7 @@ class Checker:
         if sym.kind in (SymKind.DATA, SymKind.FUTURE, SymKind.FRAG) and sym.shape is not None \
                 and sym.elem is not None:
             return sym, DataType(sym.elem, sym.shape, sym.storage or "shared"), tuple(array_index)
-        self._error("CQ0213", base.span, name=base.name, kind=sym.kind.value,
+        self._error("CQ0213", base.span, name=base.name, kind=_a(sym.kind.value),
                     usage="as data (it has no shape yet)" if sym.kind is SymKind.FUTURE
                     else "as data")
         return None
@@ -1145,7 +1133,7 @@ class Checker:
             elif isinstance(t, ScalarType) and t.elem.is_int:
                 if factors:
                     name = expr.name if isinstance(expr, ast.Ident) else _text(expr)
-                    self._error("CQ0207", expr.span, name=name)
+                    self._error("CQ0314", expr.span, name=name)
                     return None
                 args.append(TileArg(IndexItem(expr), None, expr.span))
             elif isinstance(t, _Error):
@@ -1545,7 +1533,7 @@ class Checker:
             if isinstance(e.operand, ast.Ident):
                 sym = self._lookup(e.operand.name)
                 if sym is not None and not sym.mutable:
-                    self._error("CQ0203", e.span, name=e.operand.name)
+                    self._error("CQ0203", e.span, name=e.operand.name, type=_type_word(sym))
             return ExprInfo(info.type)
         return ExprInfo(info.type)
 
@@ -1714,6 +1702,18 @@ def _layout_hint(stmt: ast.MmaExec, sa: tuple[Sym, ...], sb: tuple[Sym, ...]) ->
                 return (f"with A {shape_text(sa)} and B {shape_text(sb)} the shapes agree as "
                         f"`mma.{la}.{lb}` (row: K is the second dimension; col: the first)")
     return "A is [M, K] (row) or [K, M] (col); B is [N, K] (row) or [K, N] (col)"
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article ("an MMA fragment", "a future")."""
+    return ("an " if noun[:1].lower() in "aeio" or noun.startswith("MMA") else "a ") + noun
+
+
+def _type_word(sym: Symbol) -> str:
+    """How a declaration of ``sym`` spells its type, for hints."""
+    if sym.kind in (SymKind.SCALAR, SymKind.DIM):
+        return sym.elem.name if sym.elem is not None else "int"
+    return {SymKind.ITUPLE: "ituple", SymKind.MDSPAN: "mdspan"}.get(sym.kind, "int")
 
 
 def _symbol_info(sym: Symbol) -> ExprInfo:

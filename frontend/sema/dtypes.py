@@ -143,3 +143,26 @@ def is_lossy(src: ElemType, dst: ElemType) -> bool:
     if dst.name == "int":
         dst = S32
     return src != dst and not _holds(dst, src)
+
+
+def exact_in(value: float, elem: ElemType) -> bool:
+    """Whether the float ``value`` is exactly representable in the float type ``elem``."""
+    import struct
+
+    if not elem.is_float:
+        return float(value).is_integer()
+    if elem.bits >= 64:
+        return True
+    try:
+        if elem.name == "f16":
+            return struct.unpack("<e", struct.pack("<e", value))[0] == value
+        single = struct.unpack("<f", struct.pack("<f", value))[0]
+    except (OverflowError, struct.error):
+        return False
+    if single != value:
+        return False
+    if elem.bits == 32:
+        return True
+    bits = struct.unpack("<I", struct.pack("<f", single))[0]
+    dropped = 23 - elem.man_bits  # mantissa bits a narrower type with f32's exponent drops
+    return elem.exp_bits == 8 and bits & ((1 << dropped) - 1) == 0

@@ -53,7 +53,7 @@ def chunkat_step(shape: tuple[Sym, ...], args: list[TileArg], span: Span) -> Vie
             continue
         factor = arg.factor
         if factor.value is not None and factor.value <= 0:
-            raise ViewError("CQ0302", arg.span, factor=factor.value, size=size, dim=dim)
+            raise ViewError("CQ0313", arg.span, factor=factor.value, dim=dim)
         tile = _ceil_tile(factor, size)
         if tile is not None:
             extents.append(tile)
