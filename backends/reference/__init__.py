@@ -1,0 +1,16 @@
+"""The reference interpreter: executes checked Croqtile directly on CPU torch tensors,
+following spec 5 literally. Slow and obviously correct; the oracle the Triton path is
+compared against.
+
+    from croqtile.backends.reference import interpret_source
+    out = interpret_source(text, [lhs, rhs])
+"""
+
+from __future__ import annotations
+
+from .errors import ArgumentError, AssertionFailed, InterpretError
+from .interpret import Interpreter, Options, run
+from .source import check_text, interpret_source
+
+__all__ = ["ArgumentError", "AssertionFailed", "InterpretError", "Interpreter", "Options",
+           "check_text", "interpret_source", "run"]
