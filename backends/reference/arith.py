@@ -47,6 +47,15 @@ def elem_of_dtype(dtype: torch.dtype) -> ElemType:
     return _DTYPE_ELEM[dtype]
 
 
+def promote(a: ElemType, b: ElemType) -> ElemType:
+    """The common type of a binary operation (spec 3.6); two control ints stay ``int``
+    (Python numbers). Types with no common type (f16 with bf16, rejected by the checker)
+    compute in f64."""
+    if is_control(a) and is_control(b):
+        return dtypes.INT
+    return dtypes.promote(a, b) or dtypes.F64
+
+
 def is_control(elem: ElemType) -> bool:
     """``int`` and ``bool`` are control scalars, kept as Python numbers (spec 3.2)."""
     return elem.name in ("int", "bool")

@@ -265,7 +265,7 @@ class Evaluator:
             return self._shape_arith(e, info)
         lhs, rhs = self.eval(e.lhs), self.eval(e.rhs)
         if op in ("==", "!=", "<", "<=", ">", ">="):
-            common = dtypes.promote(self.elem_of(e.lhs), self.elem_of(e.rhs)) or dtypes.F64
+            common = arith.promote(self.elem_of(e.lhs), self.elem_of(e.rhs))
             return arith.compare(op, lhs, rhs, common)
         elem = self._result_elem(info)
         return arith.binary(op, lhs, rhs, elem, self.mask)

@@ -23,7 +23,7 @@ import torch
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.dtypes import ElemType
-from ...frontend.sema.model import CheckedFunction, LevelInfo, SymKind, Symbol
+from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
 from ...frontend.source import Span
 from . import arith, dma, mma
 from .errors import AssertionFailed, InterpretError, not_implemented
@@ -189,10 +189,9 @@ class Interpreter(Evaluator):
         pass  # spec 12.7: accepted as a no-op
 
     def _s_SyncStmt(self, stmt: ast.SyncStmt) -> None:
-        # barriers between the statements of one parallel body are honoured by the
-        # parallel runner (phases, or lanes in lockstep); fences order nothing here
-        if stmt.kind == "barrier" and stmt.level in ("device", "block"):
-            raise not_implemented("grid-wide barriers")
+        """Barriers between the statements of one parallel body are honoured by the
+        parallel runner: phases, or lanes in lockstep. Fences order nothing here: every
+        write is visible at once."""
 
     def _s_SpannedDecl(self, stmt: ast.SpannedDecl) -> None:
         for var, sym in zip(stmt.vars, self.fn.decls.get(id(stmt), [])):
@@ -267,7 +266,7 @@ class Interpreter(Evaluator):
             return
         value = self.eval(item.value)
         if item.op != "=":
-            elem = dtypes.promote(sym.elem or dtypes.INT, self.elem_of(item.value)) or dtypes.F64
+            elem = arith.promote(sym.elem or dtypes.INT, self.elem_of(item.value))
             value = arith.binary(item.op[:-1], current, value, elem, self.mask)
         if sym.kind is SymKind.SCALAR:
             value = arith.convert(value, sym.elem or dtypes.INT)
@@ -291,7 +290,7 @@ class Interpreter(Evaluator):
         value = self.eval(item.value)
         if item.op != "=":
             current = data.load_at(address, inside, self.undefined_value(data.elem))
-            elem = dtypes.promote(data.elem, self.elem_of(item.value)) or dtypes.F64
+            elem = arith.promote(data.elem, self.elem_of(item.value))
             value = arith.binary(item.op[:-1], current, value, elem, self.mask)
         data.store_at(address, inside, arith.as_tensor(value, data.elem), self.mask)
 
@@ -434,7 +433,7 @@ class Interpreter(Evaluator):
         if self.options.vectorize and self._lane_safe(stmt):
             self._run_lanes(stmt, levels, sizes)
             return
-        phases = _phases(stmt.body)
+        phases = _phases(stmt.body, any(level.level is Level.BLOCK for level in levels))
         shared: dict = {}
         instances = [self._instance(levels, sizes, combo, shared)
                      for combo in itertools.product(*(
@@ -557,12 +556,17 @@ def _allocate(name: str, arrays: tuple[int, ...], shape: tuple[int, ...], elem: 
     return BufferArray(whole.storage.view(arrays + shape), elem, space, name, arrays)
 
 
-def _phases(body: ast.Block) -> list[list[ast.Stmt]]:
-    """The body split at top-level barriers. A barrier nested in control flow cannot be
+def _phases(body: ast.Block, has_blocks: bool) -> list[list[ast.Stmt]]:
+    """The body split at top-level barriers: every instance finishes a phase before any
+    starts the next. A grid-wide barrier (``sync.barrier : device``) needs the block
+    level among the statement's levels. A barrier nested in control flow cannot be
     honoured one instance at a time (the lane runner honours it: lanes run in lockstep)."""
     phases: list[list[ast.Stmt]] = [[]]
     for stmt in body.stmts:
         if _is_barrier(stmt):
+            if isinstance(stmt, ast.SyncStmt) and stmt.level in ("device", "block") \
+                    and not has_blocks:
+                raise not_implemented("a grid-wide barrier inside an inner parallel level")
             phases.append([])
         elif _has_barrier(stmt):
             raise not_implemented("a barrier inside control flow of a parallel body that "

@@ -254,6 +254,6 @@ def frag_arith(it: Any, acc: Frag, item: ast.Assign) -> None:
     if acc.value is None:
         raise InterpretError("arithmetic on an accumulator before its first mma")
     scalar = it.eval(item.value)
-    elem = dtypes.promote(acc.elem, it.elem_of(item.value)) or acc.elem
+    elem = arith.promote(acc.elem, it.elem_of(item.value))
     result = arith.binary(item.op[:-1], acc.value, scalar, elem)
     acc.value = _convert_tile(result, acc.elem)

@@ -796,3 +796,47 @@ def test_shared_buffers_declared_by_threads_are_one_per_block() -> None:
         "      buf.at(t) = a.at(t) * 3;", "      shared s32 [64] buf;\n      buf.at(t) = a.at(t) * 3;")
     a = random((64,), torch.int32)
     assert torch.equal(interpret_source(text, [a], options=SERIAL), (a * 3).flip(0))
+
+
+MASKED = """
+__co__ s32 [32] masked(s32 [32] a) {
+  s32 [32] out;
+  parallel t by 32 {
+    mutable int s = 1;
+    if (t % 3 == 0) s = a.at(t);
+    else if (t % 3 == 1) s += 100;
+    foreach k in [2]
+      s = s * 2;
+    out.at(t) = s;
+  }
+  return out;
+}
+"""
+
+
+def test_assignments_on_some_lanes_keep_the_others() -> None:
+    a = random((32,), torch.int32)
+    expected = torch.tensor([int(a[t]) if t % 3 == 0 else 101 if t % 3 == 1 else 1
+                             for t in range(32)], dtype=torch.int32) * 4
+    assert torch.equal(both_modes(MASKED, [a]), expected)
+
+
+GRID_BARRIER = """
+__co__ s32 [64] rotate_blocks(s32 [64] a) {
+  s32 [64] tmp;
+  s32 [64] out;
+  parallel p by 4 : block<cooperative> {
+    parallel t by 16 : thread
+      tmp.at(p # t) = a.at(p # t) + 1;
+    sync.barrier : device;
+    parallel t by 16 : thread
+      out.at(p # t) = tmp.at(((p + 1) % 4) # t);
+  }
+  return out;
+}
+"""
+
+
+def test_grid_barrier_between_phases_of_the_blocks() -> None:
+    a = random((64,), torch.int32)
+    assert torch.equal(both_modes(GRID_BARRIER, [a]), torch.roll(a + 1, -16))
