@@ -1285,7 +1285,7 @@ __co__ void stage(global f32 [64] x, global f32 [64] y) {
   }
 }
 """,
-        message="the async future 'f' is never waited",
+        message="some async futures are never waited: f",
     ),
     "CQ0414": Example(
         bad="""\
@@ -2255,6 +2255,268 @@ __co__ void ragged(global f32 [64] x, global s32 [4] sizes, global f32 [64] y) {
 """,
         message="tile extent 'n' has no static bound; Triton needs a constant tile shape",
     ),
+    "CQ0220": Example(
+        bad="""\
+__co__ void bump(global f32 [64]& x) {
+  parallel p by 64
+    x.at(p) = x.at(p) + 1.0f;
+}
+""",
+        fixed="""\
+__co__ void bump(global f32 [64] x) {
+  parallel p by 64
+    x.at(p) = x.at(p) + 1.0f;
+}
+""",
+        message="the global parameter 'x' cannot be passed by reference",
+    ),
+    "CQ0221": Example(
+        bad="""\
+__co__ void fill(global f32 [64] x, f32& v) {
+  parallel p by 64
+    x.at(p) = v;
+}
+""",
+        fixed="""\
+__co__ void fill(global f32 [64] x, f32 v) {
+  parallel p by 64
+    x.at(p) = v;
+}
+""",
+        message="the scalar parameter 'v' cannot be passed by reference",
+    ),
+    "CQ0222": Example(
+        bad="""\
+__co__ void gather(f32 [??] x, global f32 [64] y) {
+  parallel p by 64
+    y.at(p) = x.at(p);
+}
+""",
+        fixed="""\
+__co__ void gather(global f32 [??] x, global f32 [64] y) {
+  parallel p by 64
+    y.at(p) = x.at(p);
+}
+""",
+        message="the parameter 'x' has an unbounded dimension ('??') and must be global",
+    ),
+    "CQ0223": Example(
+        bad="""\
+__co__ void tag(global s32 [4] x) {
+  name = "tile";
+  parallel p by 4
+    x.at(p) = p;
+}
+""",
+        fixed="""\
+__co__ void tag(global s32 [4] x) {
+  parallel p by 4
+    x.at(p) = p;
+}
+""",
+        message="string variables are not supported ('name')",
+    ),
+    "CQ0315": Example(
+        bad="""\
+__co__ void stage(global f32 [2, 4] a, global f32 [2, 4] o) {
+  parallel wg by 3 : block {
+    local f32 [2, 4] b[2];
+    dma.copy a => b[wg];
+    dma.copy b[0] => o;
+  }
+}
+""",
+        fixed="""\
+__co__ void stage(global f32 [2, 4] a, global f32 [2, 4] o) {
+  parallel wg by 3 : block {
+    local f32 [2, 4] b[3];
+    dma.copy a => b[wg];
+    dma.copy b[0] => o;
+  }
+}
+""",
+        message="the index 'wg' of the buffer array 'b' reaches 2, outside [0, 2)",
+    ),
+    "CQ0427": Example(
+        bad="""\
+__co__ void stage(global f32 [64] x, global f32 [64] y) {
+  parallel p by 4 : block {
+    f = dma.any;
+    g = f;
+    g = dma.copy x.chunkat(p) => shared;
+    dma.copy g => y.chunkat(p);
+  }
+}
+""",
+        fixed="""\
+__co__ void stage(global f32 [64] x, global f32 [64] y) {
+  parallel p by 4 : block {
+    g = dma.copy x.chunkat(p) => shared;
+    dma.copy g => y.chunkat(p);
+  }
+}
+""",
+        message="'g' cannot be initialised from the placeholder 'f'",
+    ),
+    "CQ0428": Example(
+        bad="""\
+__co__ void stage(global f32 [64] x, global f32 [64] y) {
+  parallel p by 4 : block {
+    f = dma.copy x.chunkat(p) => shared;
+    swap(f);
+    dma.copy f => y.chunkat(p);
+  }
+}
+""",
+        fixed="""\
+__co__ void stage(global f32 [64] x, global f32 [64] y) {
+  parallel p by 4 : block {
+    f = dma.copy x.chunkat(p) => shared;
+    dma.copy f => y.chunkat(p);
+  }
+}
+""",
+        message="'swap' takes 2 futures, got 1",
+    ),
+    "CQ0614": Example(
+        bad="""\
+__co__ void scale(global f32 [128] x) {
+  parallel p by 1 : block {
+    [[launch_bounds(128)]]
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [128] x) {
+  [[launch_bounds(128)]]
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        message="[[launch_bounds]] is only valid on a block-level parallel (this level is 'thread')",
+    ),
+    "CQ0615": Example(
+        bad="""\
+__co__ void scale(global f32 [128] x) {
+  [[maxnreg(0)]]
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [128] x) {
+  [[maxnreg(128)]]
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        message='[[maxnreg]] argument must be a positive integer, got 0',
+    ),
+    "CQ0616": Example(
+        bad="""\
+__co__ void scale(global f32 [128] x) {
+  [[launch_bounds(64)]]
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [128] x) {
+  [[launch_bounds(128)]]
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        message='[[launch_bounds]] allows 64 threads per block but the block has 128',
+    ),
+    "CQ0617": Example(
+        bad="""\
+__co__ void scale(global f32 [128] x, int s) {
+  parallel<s> p by 128 : block
+    x.at(p) = x.at(p) * 2.0f;
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [128] x, stream s) {
+  parallel<s> p by 128 : block
+    x.at(p) = x.at(p) * 2.0f;
+}
+""",
+        message="'s' is not a stream; parallel<...> takes a stream variable",
+    ),
+    "CQ0618": Example(
+        bad="""\
+__co__ void scale(global f32 [128] x, stream s) {
+  parallel p by 1 : block {
+    parallel<s> t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [128] x, stream s) {
+  parallel<s> p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        message="a stream can only be bound to a block-level parallel (this level is 'thread')",
+    ),
+    "CQ0619": Example(
+        bad="""\
+__co__ void scale(global f32 [128] x) {
+  parallel p by 1 : block {
+    parallel.async t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [128] x) {
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+  }
+}
+""",
+        message='an inner parallel level cannot be asynchronous',
+    ),
+    "CQ0620": Example(
+        bad="""\
+__co__ void scale(global f32 [256] x) {
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+    parallel t by 256 : thread
+      x.at(t) = x.at(t) + 1.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [256] x) {
+  parallel p by 1 : block {
+    parallel t by 128 : thread
+      x.at(t) = x.at(t) * 2.0f;
+    parallel t by 128 : thread
+      x.at(128 + t) = x.at(128 + t) + 1.0f;
+  }
+}
+""",
+        message='parallel levels of one block imply different thread counts (256 here, 128 before)',
+    ),
 }
 # Codes no program can produce, with the reason.
 UNTRIGGERABLE: dict[str, str] = {
@@ -2264,6 +2526,20 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
+    'CQ0220': 'Global parameters are device data used in place already; a reference `&` on them means nothing and is rejected.',
+    'CQ0221': 'Scalars are passed by value; a scalar reference parameter is not supported.',
+    'CQ0222': 'A dimension written `??` has no bound the host can check, so only global (device) data may have one.',
+    'CQ0223': 'Strings may appear in `assert`, `print` and `__cpp__`, but cannot be stored in variables.',
+    'CQ0315': 'An index into an array of buffers (`buf[i]`) must stay inside the array; a bounded index reaches its bound minus one.',
+    'CQ0427': 'A `dma.any` placeholder holds no copy yet, so another name cannot be initialised from it.',
+    'CQ0428': '`swap` exchanges exactly two futures and `rotate` cycles two or more.',
+    'CQ0614': '`[[launch_bounds]]` and `[[maxnreg]]` describe a whole thread block, so they go on the block-level parallel.',
+    'CQ0615': 'Launch attributes take compile-time integer constants: non-negative for launch_bounds, positive for maxnreg.',
+    'CQ0616': 'The first argument of `[[launch_bounds]]` is the most threads a block may have; the parallel levels of the block need more.',
+    'CQ0617': '`parallel<s>` launches the kernel on a stream, so `s` must be a `stream` parameter.',
+    'CQ0618': 'A stream binds a kernel launch, which is the block level; inner levels cannot have their own stream.',
+    'CQ0619': '`parallel.async` makes a kernel launch asynchronous; inner levels are part of the launch and cannot be.',
+    'CQ0620': 'All inner parallel statements of a block run on the same threads, so they must describe the same thread count.',
     "CQ0001": "An `#if`, `#ifdef` or `#ifndef` group is still open at the end of the file. "
               "Every conditional group ends with its own `#endif`.",
     "CQ0002": "An `#elif`, `#else` or `#endif` appears where no conditional group is open, "

@@ -84,6 +84,13 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0217", E, "mdspan must be initialised with ':'"),
     Code("CQ0218", E, "'{name}' is declared as {declared} but initialised as {actual}"),
     Code("CQ0219", E, "the {what} storage cannot be used for a parameter"),
+    Code("CQ0220", E, "the global parameter '{name}' cannot be passed by reference",
+         "global data is already used in place: drop the '&'"),
+    Code("CQ0221", E, "the scalar parameter '{name}' cannot be passed by reference",
+         "return the value instead, or pass a one-element tensor"),
+    Code("CQ0222", E, "the parameter '{name}' has an unbounded dimension ('??') and must be global"),
+    Code("CQ0223", E, "string variables are not supported ('{name}')",
+         "strings may only appear in assert, print and __cpp__"),
     # --- shapes and views -----------------------------------------------------------
     Code("CQ0301", E, "data rank ({rank}) must match the number of tiling factors ({count})"),
     Code("CQ0302", E, "tiling factor exceeds data size ({factor} > {size}) in dimension {dim}"),
@@ -100,6 +107,8 @@ _TABLE: tuple[Code, ...] = (
                       "differently when the tile does not divide the size",
          "write `subspan(...).at(...)` with the tile sizes to say this explicitly"),
     Code("CQ0311", E, "{what} expects {expected} values, got {actual}"),
+    Code("CQ0315", E, "the index '{index}' of the buffer array '{name}' reaches {high}, outside "
+                      "[0, {count})"),
     Code("CQ0313", E, "the tiling factor of dimension {dim} must be positive, got {factor}"),
     Code("CQ0314", E, "'{name}' is not a bounded variable: chunkat tiles by the bounds of "
                       "parallel, foreach or with indices",
@@ -120,8 +129,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0411", E, "asynchronous DMA must be bound to a named future",
          "write `f = dma.copy.async ...;` and `wait f;` before using f.data"),
     Code("CQ0412", E, "non-async future '{name}' cannot be waited"),
-    Code("CQ0413", E, "the async future '{name}' is never waited",
-         "add `wait {name};` before its data is used (each async copy is waited once)"),
+    Code("CQ0413", E, "some async futures are never waited: {name}",
+         "add `wait <future>;` before the data is used (each async copy is waited once)"),
     Code("CQ0414", E, "TMA copies move data between global and shared memory only (got {src} -> {dst})"),
     Code("CQ0415", E, "the TMA box shape must be computable on the host; '{extent}' is a value "
                       "computed in the kernel",
@@ -141,6 +150,9 @@ _TABLE: tuple[Code, ...] = (
                       ".swiz<{consumer}>", "use the same swizzle on both sides"),
     Code("CQ0425", W, "redundant .zfill: source and destination have the same shape {shape}",
          "remove .zfill (tails are masked automatically)"),
+    Code("CQ0427", E, "'{name}' cannot be initialised from the placeholder '{source}'",
+         "assign a copy to the placeholder first, or use `swap`"),
+    Code("CQ0428", E, "'{kind}' takes {expected} futures, got {actual}"),
     Code("CQ0426", W, "the source {src} is smaller than the destination {dst}: elements past "
                       "the source are undefined",
          "add .zfill when the whole destination is read (for example by an MMA)"),
@@ -176,6 +188,19 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0611", E, "assertion failed: {message}"),
     Code("CQ0612", E, "one block uses {used} bytes of shared memory; {target} has {limit}",
          "use smaller tiles, or fewer staging buffers"),
+    Code("CQ0614", E, "[[{attr}]] is only valid on a block-level parallel (this level is "
+                      "'{level}')"),
+    Code("CQ0615", E, "[[{attr}]] argument must be {what}, got {actual}"),
+    Code("CQ0616", E, "[[launch_bounds]] allows {limit} threads per block but the block has "
+                      "{threads}"),
+    Code("CQ0617", E, "'{name}' is not a stream; parallel<...> takes a stream variable"),
+    Code("CQ0618", E, "a stream can only be bound to a block-level parallel (this level is "
+                      "'{level}')"),
+    Code("CQ0619", E, "an inner parallel level cannot be asynchronous",
+         "only the outermost parallel (a kernel launch) may be `parallel.async`"),
+    Code("CQ0620", E, "parallel levels of one block imply different thread counts ({threads} "
+                      "here, {other} before)",
+         "every inner parallel of a block must describe the same number of threads"),
     Code("CQ0613", E, "the inthreads predicate must depend on a parallel variable",
          "compare a parallel index, e.g. `inthreads (t == 0)`"),
     # --- constructs the Triton backend cannot map ------------------------------------------

@@ -82,6 +82,8 @@ class Checker:
         self.kernel_shared: list[tuple[str, int, Span]] = []  # shared buffers of a kernel
         self.inner_parallels = 0
         self._in_tma = False
+        self.swap_groups: list[set[Symbol]] = []
+        self.kernel_threads: tuple[int, Span] | None = None
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
@@ -101,17 +103,32 @@ class Checker:
         self._return_type(node)
         self._block(node.body, new_scope=False)
         if fn.returns != "void" and not _has_return(node.body):
-            self._error("CQ0212", node.name_span, name=node.name)
+            if node.ret is not None and node.ret.elem == "auto":
+                fn.returns = "void"  # `auto` with nothing returned is a void function
+            else:
+                self._error("CQ0212", node.name_span, name=node.name)
         for sym in self._all_frags():
             if sym.frag_role == "acc" and not sym.frag_executed:
                 self._error("CQ0506", sym.span, name=sym.name)
-        for sym, span in self.async_defs.items():
-            if sym not in self.waited:
-                self._error("CQ0413", span, name=sym.name)
+        self._report_unwaited(node)
         for sym, used in self.placeholders.items():
             if not used:
                 self._error("CQ0418", sym.span, name=sym.name)
         return fn
+
+    def _report_unwaited(self, node: ast.Function) -> None:
+        """Every async future must be waited; futures exchanged by swap/rotate share one
+        another's waits. One diagnostic per function, a note at each unwaited copy."""
+        waited = set(self.waited)
+        for group in self.swap_groups:
+            if group & waited:
+                waited |= group
+        missing = [(sym, span) for sym, span in self.async_defs.items() if sym not in waited]
+        if not missing:
+            return
+        names = ", ".join(sym.name for sym, _ in missing)
+        notes = tuple((f"'{sym.name}' is made asynchronous here", span) for sym, span in missing)
+        self.reporter.report("CQ0413", node.name_span, notes=notes, name=names)
 
     def _runtime_check(self, lhs: Sym, op: str, rhs: Sym, what: str, span: Span) -> None:
         """A condition on parameter dimensions to test at call time (cannot be proven)."""
@@ -166,8 +183,16 @@ class Checker:
             self._error("CQ0219", param.span, what=param.storage)
         elem = self._elem(ptype.elem, ptype.span)
         name = param.name or f"_arg{len(self._fn().params)}"
+        if param.by_ref and param.storage == "global":
+            self._error("CQ0220", param.span, name=name)
+        elif param.by_ref and ptype.shape is None:
+            self._error("CQ0221", param.span, name=name)
+        if ptype.shape is not None and ptype.shape.dims and param.storage != "global" and any(
+                isinstance(d, ast.AnonDim) and d.unbounded for d in ptype.shape.dims):
+            self._error("CQ0222", param.span, name=name)
         if ptype.shape is None:
-            sym = Symbol(name, SymKind.SCALAR, param.span, elem=elem, is_param=True)
+            sym = Symbol(name, SymKind.SCALAR, param.span, elem=elem, is_param=True,
+                         is_stream=ptype.elem == "stream")
         else:
             shape = self._param_shape(ptype.shape, dims)
             sym = Symbol(name, SymKind.DATA, param.span, elem=elem, shape=shape,
@@ -438,6 +463,12 @@ class Checker:
         """``x = expr;`` with a new name declares ``x`` with the value's type."""
         if isinstance(value, ast.ShapeLit):
             self._error("CQ0216", value.span)  # an ituple takes braces, an mdspan takes ':'
+        if isinstance(value, ast.StrLit):
+            self._error("CQ0223", target.span, name=target.name)
+        if isinstance(value, ast.Ident):
+            source = self._lookup(value.name)
+            if source is not None and source in self.placeholders and source.assigned_depth < 0:
+                self._error("CQ0427", value.span, name=target.name, source=value.name)
         info = self._expr(value)
         t = info.type
         span = target.span
@@ -523,17 +554,24 @@ class Checker:
             self._error("CQ0211", stmt.span, name=fn.node.name)
             return
         info = self._expr(stmt.value)
+        auto = fn.node.ret is not None and fn.node.ret.elem == "auto"
+        if auto and isinstance(info.type, ScalarType):
+            fn.returns, fn.ret_type = "scalar", info.type  # `auto` returning a scalar
+            return
+        value = stmt.value
+        if isinstance(value, ast.Member) and value.member == "data":
+            value = value.obj  # a future's data: the buffer it filled
         if fn.returns == "data":
-            if not isinstance(info.type, DataType) or not isinstance(stmt.value, ast.Ident):
+            if not isinstance(info.type, DataType) or not isinstance(value, ast.Ident):
                 if not isinstance(info.type, _Error):
                     self._error("CQ0204", stmt.value.span, name=_text(stmt.value),
                                 actual=info.type.describe(), expected="a spanned buffer name")
                 return
-            sym = self._lookup(stmt.value.name)
+            sym = self._lookup(value.name)
             fn.returned = sym
             declared = fn.ret_type
             if isinstance(declared, DataType) and declared.shape and sym is not None:
-                self._check_same_shape(declared.shape, sym.shape or (), stmt.value.span, sym.name)
+                self._check_same_shape(declared.shape, sym.shape or (), value.span, sym.name)
 
     def _check_same_shape(self, expected: tuple[Sym, ...], actual: tuple[Sym, ...], span: Span,
                           name: str) -> None:
@@ -580,6 +618,11 @@ class Checker:
                 self._error(problem.code, problem.node.span, **problem.fields)
             self.ctx.level_of = level_of
             self.kernel_shared = []
+        else:
+            if stmt.is_async:
+                self._error("CQ0619", stmt.span)
+        if outermost:
+            self.kernel_threads = None
         inner_before = self.inner_parallels
         self.inner_parallels += 1
         infos: list[LevelInfo] = []
@@ -591,14 +634,60 @@ class Checker:
             infos.append(info)
             self.ctx.levels.append(info)
         self._fn().parallels[id(stmt)] = tuple(infos)
+        self._check_stream(stmt, infos[0].level if infos else Level.THREAD)
         self._block(stmt.body, new_scope=False)
         if self.inner_parallels == inner_before + 1:  # a leaf: the whole level path is known
             self._check_threads(stmt)
         for _ in infos:
             self.ctx.levels.pop()
         self.scopes.pop()
+        self._check_launch_attributes(stmt, infos[0].level if infos else Level.THREAD)
         if outermost:
             self._check_shared_budget(stmt)
+
+    def _check_stream(self, stmt: ast.Parallel, level: Level) -> None:
+        """``parallel<s>`` binds a stream: a `stream` variable, on a block level."""
+        if stmt.stream is None:
+            return
+        sym = self._lookup(stmt.stream)
+        if sym is None:
+            self._error("CQ0201", stmt.span, name=stmt.stream)
+        elif not sym.is_stream:
+            self._error("CQ0617", stmt.span, name=stmt.stream)
+        elif level is not Level.BLOCK:
+            self._error("CQ0618", stmt.span, level=level.value)
+
+    def _check_launch_attributes(self, stmt: ast.Parallel, level: Level) -> None:
+        """``[[launch_bounds(max_threads, ...)]]`` and ``[[maxnreg(n)]]``: block levels only,
+        constant non-negative (positive for maxnreg) integers, enough threads."""
+        for attr in stmt.attrs:
+            if attr.name not in ("launch_bounds", "maxnreg"):
+                continue
+            if level is not Level.BLOCK:
+                self._error("CQ0614", attr.span, attr=attr.name, level=level.value)
+                continue
+            values = [self._attribute_int(attr, arg) for arg in attr.args]
+            if attr.name == "launch_bounds" and values and values[0] is not None:
+                threads = self.kernel_threads[0] if self.kernel_threads else None
+                if threads is not None and values[0] < threads:
+                    self._error("CQ0616", attr.span, limit=values[0], threads=threads)
+
+    def _attribute_int(self, attr: ast.Attribute, arg: ast.Expr) -> int | None:
+        info = self._expr(arg)
+        if isinstance(info.type, ScalarType) and not info.type.elem.is_int:
+            self._error("CQ0615", arg.span, attr=attr.name, what="an integer",
+                        actual=f"'{info.type.elem.name}'")
+            return None
+        if info.static is None or info.static.value is None:
+            self._error("CQ0615", arg.span, attr=attr.name,
+                        what="a compile-time integer constant", actual=f"'{_text(arg)}'")
+            return None
+        value = info.static.value
+        if value < 0 or (attr.name == "maxnreg" and value == 0):
+            what = "a positive integer" if attr.name == "maxnreg" else "a non-negative integer"
+            self._error("CQ0615", arg.span, attr=attr.name, what=what, actual=value)
+            return None
+        return value
 
     def _check_threads(self, stmt: ast.Parallel) -> None:
         """Threads of one block (spec 5.2): at most 1024, whole warps when a group level
@@ -614,6 +703,10 @@ class Checker:
                 total *= bound.value
         leaf = inner[-1].level
         total *= {Level.GROUP: 32, Level.GROUP4: 128}.get(leaf, 1)
+        if self.kernel_threads is None:
+            self.kernel_threads = (total, stmt.span)
+        elif self.kernel_threads[0] != total:
+            self._error("CQ0620", stmt.span, threads=total, other=self.kernel_threads[0])
         kinds = {info.level for info in inner}
         if total > 1024:
             self._error("CQ0604", stmt.span, threads=total)
@@ -699,6 +792,10 @@ class Checker:
         info = self._expr(item.shape)
         if isinstance(info.type, ShapeType):
             bounds = list(info.type.dims)
+            for bound in bounds:
+                if bound.value is not None and bound.value <= 0:
+                    self._error("CQ0306", item.shape.span, value=bound.value)
+                    break
         elif info.static is not None:
             bounds = [info.static]
         elif isinstance(info.type, _Error):
@@ -792,11 +889,16 @@ class Checker:
             existing.is_async = stmt.is_async
             future = existing
         else:
+            previous = self.scopes[-1].get(stmt.future or "")
+            if previous is not None and previous.kind is SymKind.FUTURE:
+                # a future is bound once per scope; only dma.any placeholders are refilled
+                self._error("CQ0202", stmt.span, name=stmt.future)
             future = Symbol(stmt.future or "", SymKind.FUTURE, stmt.span, elem=dst_type.elem,
                             shape=dst_type.shape, storage=dst_type.storage,
                             is_async=stmt.is_async, decl_node=stmt)
             self.scopes[-1][future.name] = future
         self._note_decl(stmt, future)
+        future.assigned_depth = len(self.scopes) - 1
         if stmt.is_async:
             self.async_defs.setdefault(future, stmt.span)
         for waited in self.waited_in_block:
@@ -932,6 +1034,14 @@ class Checker:
             self.waited.add(sym)
 
     def _stmt_SwapStmt(self, stmt: ast.SwapStmt) -> None:
+        """``swap(a, b)`` / ``rotate(a, b, ...)`` exchange future names. Placeholders
+        (``dma.any`` not yet filled) go with anything; filled futures must come from
+        copies in the same scope and agree on being asynchronous."""
+        wanted = "2" if stmt.kind == "swap" else "2 or more"
+        if (stmt.kind == "swap" and len(stmt.names) != 2) or len(stmt.names) < 2:
+            self._error("CQ0428", stmt.span, kind=stmt.kind, expected=wanted,
+                        actual=len(stmt.names))
+            return
         syms = []
         for name in stmt.names:
             sym = self._lookup(name)
@@ -939,16 +1049,10 @@ class Checker:
                 self._error("CQ0201", stmt.span, name=name)
                 return
             syms.append(sym)
+        self.swap_groups.append(set(syms))
         first = syms[0]
         for name, sym in zip(stmt.names[1:], syms[1:]):
-            reason = None
-            if self._scope_depth(name) != self._scope_depth(stmt.names[0]):
-                reason = "they are declared in different scopes"
-            elif sym.kind is not first.kind:
-                reason = f"'{stmt.names[0]}' is a {first.kind.value}, '{name}' a {sym.kind.value}"
-            elif sym.kind is SymKind.FUTURE and not (sym.mutable or first.mutable) and \
-                    sym.is_async != first.is_async:
-                reason = "one is asynchronous and the other is not"
+            reason = _swap_problem(first, sym, stmt.names[0], name)
             if reason:
                 self._error("CQ0419", stmt.span, a=stmt.names[0], b=name, reason=reason)
 
@@ -1019,6 +1123,7 @@ class Checker:
             self._error("CQ0201", base.span, name=base.name)
             return None
         self._fn().refs[id(base)] = sym
+        self._check_array_index(sym, array_index)
         if sym.kind is SymKind.VIEW and sym.view is not None:
             return sym.view.root, sym.view.type, tuple(array_index)
         if sym.kind in (SymKind.DATA, SymKind.FUTURE, SymKind.FRAG) and sym.shape is not None \
@@ -1028,6 +1133,29 @@ class Checker:
                     usage="as data (it has no shape yet)" if sym.kind is SymKind.FUTURE
                     else "as data")
         return None
+
+    def _check_array_index(self, sym: Symbol, indices: list[ast.Expr]) -> None:
+        """``buf[i]`` on an array of buffers: rank and the range of each index (a bounded
+        index reaches its bound minus one)."""
+        if not indices:
+            return
+        if len(indices) != len(sym.array_dims):
+            self._error("CQ0305", indices[0].span, name=sym.name, rank=len(sym.array_dims),
+                        count=len(indices))
+            return
+        for index, count in zip(indices, sym.array_dims):
+            info = self._fn().exprs.get(id(index))
+            if info is None or count.value is None:
+                continue
+            low = high = None
+            if info.static is not None and info.static.value is not None:
+                low = high = info.static.value
+            elif isinstance(info.type, BoundedType) and info.type.bound.value is not None:
+                high = info.type.bound.value - 1
+            if (high is not None and high >= count.value) or (low is not None and low < 0):
+                self._error("CQ0315", index.span, index=_text(index), name=sym.name,
+                            high=high if high is not None and high >= count.value else low,
+                            count=count.value)
 
     def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
         step = self._view_step_shape(op, shape)
@@ -1825,6 +1953,22 @@ def _count(shape: tuple[Sym, ...]) -> int | None:
             return None
         total *= d.value
     return total
+
+
+def _swap_problem(a: Symbol, b: Symbol, a_name: str, b_name: str) -> str | None:
+    if a.kind is not b.kind:
+        return f"'{a_name}' is {_a(a.kind.value)}, '{b_name}' {_a(b.kind.value)}"
+    if a.kind is not SymKind.FUTURE or a.assigned_depth < 0 or b.assigned_depth < 0:
+        return None  # placeholders take any future
+    if a.assigned_depth != b.assigned_depth:
+        return "they are filled by copies in different scopes"
+    if a.is_async != b.is_async:
+        return "one is asynchronous and the other is not"
+    if a.shape is not None and b.shape is not None and (
+            len(a.shape) != len(b.shape) or a.elem != b.elem or
+            any(x.provably_eq(y) is False for x, y in zip(a.shape, b.shape))):
+        return "their data have different types"
+    return None
 
 
 def _trigger_after_problem(sym: Symbol, waited: set[Symbol]) -> str | None:

@@ -135,7 +135,8 @@ def _check_order(path: list[ast.ParallelLevel], levels: list[Level],
                  problems: list[LevelProblem]) -> None:
     for i in range(1, len(levels)):
         if levels[i].depth <= levels[i - 1].depth:
-            problems.append(LevelProblem("CQ0609", path[i], {
+            # reported at the outer level: that is where the nest stops making sense
+            problems.append(LevelProblem("CQ0609", path[i - 1], {
                 "inner": levels[i].value, "outer": levels[i - 1].value}))
             return
 

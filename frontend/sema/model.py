@@ -66,6 +66,8 @@ class Symbol:
     values: tuple[Sym | None, ...] = ()  # ITUPLE elements
     is_async: bool = False  # FUTURE
     is_param: bool = False
+    is_stream: bool = False  # a `stream` parameter (binds parallel<s>)
+    assigned_depth: int = -1  # FUTURE: scope depth of the copy that last filled it
     by_ref: bool = False
     array_dims: tuple[Sym, ...] = ()
     # FRAG: filled by the checker as uses are seen
