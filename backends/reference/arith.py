@@ -23,10 +23,20 @@ from .errors import InterpretError, not_implemented
 Value = Union[int, float, bool, torch.Tensor]
 
 # element types torch cannot compute in on the CPU: compute in a wider type, convert back
+# (u64 computes in int64: + - * and bit operations wrap alike; operations whose result
+# depends on the sign bit are refused for values >= 2**63, see _unsigned_ok)
 _WIDE = {
     "f8_e4m3": torch.float32, "f8_e5m2": torch.float32,
     "u16": torch.int64, "u32": torch.int64, "u64": torch.int64,
 }
+
+
+def _unsigned_ok(elem: ElemType, op: str, *operands: Any) -> None:
+    if elem.name != "u64" or op not in ("/", "%", ">>", "<", "<=", ">", ">="):
+        return
+    for x in operands:
+        if (x < 0).any() if isinstance(x, torch.Tensor) else x < 0:
+            raise not_implemented(f"'{op}' on u64 values of 2**63 or more")
 
 
 def torch_dtype(elem: ElemType) -> torch.dtype:
@@ -89,8 +99,13 @@ def convert(value: Value, elem: ElemType) -> Value:
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):
-        return torch.tensor(value, dtype=torch.int64).to(dtype)
+        return torch.tensor(_int64(value), dtype=torch.int64).to(dtype)
     return torch.tensor(value, dtype=torch.float64).to(dtype)
+
+
+def _int64(value: int) -> int:
+    """``value`` wrapped to 64 bits (two's complement), as the int64 torch computes in."""
+    return (value + 2**63) % 2**64 - 2**63
 
 
 def _to(value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -132,6 +147,7 @@ def binary(op: str, a: Value, b: Value, elem: ElemType,
     dtype = torch_dtype(elem) if elem.name != "int" else torch.int32
     wide = _WIDE.get(elem.name)
     ta, tb = _operand(a, elem, dtype, wide), _operand(b, elem, dtype, wide)
+    _unsigned_ok(elem, op, ta, tb)
     integer = not dtype.is_floating_point
     if op in ("/", "%") and integer:
         tb = _nonzero_divisor(tb, mask)
@@ -173,6 +189,8 @@ def scalar_in(value: int | float | bool, elem: ElemType) -> int | float:
         known = as_tensor(value, elem).item()
         if isinstance(known, bool):
             known = int(known)
+        if elem.name in _WIDE and isinstance(known, int):
+            known = _int64(known)  # unsigned types compute in int64
         if len(_SCALARS) < 4096:
             _SCALARS[key] = known
     return known
@@ -235,7 +253,9 @@ def compare(op: str, a: Value, b: Value, elem: ElemType) -> bool | torch.Tensor:
     wide = _WIDE.get(elem.name)
     if not isinstance(a, torch.Tensor):
         a, b, op = b, a, _SWAPPED[op]
-    out = _COMPARE[op](_operand(a, elem, dtype, wide), _operand(b, elem, dtype, wide))
+    ta, tb = _operand(a, elem, dtype, wide), _operand(b, elem, dtype, wide)
+    _unsigned_ok(elem, op, ta, tb)
+    out = _COMPARE[op](ta, tb)
     return bool(out.item()) if out.dim() == 0 else out
 
 
@@ -295,6 +315,8 @@ def builtin(name: str, args: list[Value], elem: ElemType) -> Value:
         return down if name == "__aligndown" or down == value else down + align
     if name == "__isfinite":
         return truth(torch.isfinite(as_tensor(args[0], elem)))
+    if name not in _UNARY_MATH and name not in ("__pow", "__atan2", "__fmaf"):
+        raise not_implemented(f"the built-in '{name}'")
     tensors = [as_tensor(a, elem) for a in args]
     dtype = tensors[0].dtype
     wide = _WIDE.get(elem.name, dtype)

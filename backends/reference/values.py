@@ -183,10 +183,17 @@ class DataView:
         """Element ``index``; with ``fill``, elements outside the data read as ``fill``."""
         return self.load_at(*self.address(index, mask, fill is not None), fill)
 
+    def _raw(self) -> torch.Tensor:
+        """The storage as a dtype torch can index (unsigned types as their signed twin)."""
+        signed = _SIGNED.get(self.storage.dtype)
+        return self.storage if signed is None else self.storage.view(signed)
+
     def load_at(self, address: Any, inside: Any, fill: Value | None) -> torch.Tensor:
         if inside is False:
             address = self.offset if self.storage.numel() > self.offset else 0
-        value = self.storage[address]
+        value = self._raw()[address].view(self.storage.dtype)
+        if not isinstance(address, torch.Tensor):
+            value = value.clone()  # a copy, not a view that later writes would change
         if inside is None:
             return value
         filler = torch.tensor(fill).to(value.dtype)
@@ -214,18 +221,23 @@ class DataView:
                     return
                 _check_same(values, self.name)
                 value = values[0]
-            self.storage[address] = value
+            raw = self._raw()
+            raw[address] = value.view(raw.dtype)
             return
         if value.dim() == 0:
             value = value.expand(address.shape)
         if mask is not None:
             address, value = address[mask], value[mask]
         _check_race(address, value, self.name)
-        self.storage[address] = value
+        raw = self._raw()
+        raw[address] = value.view(raw.dtype)
 
     def clone(self) -> DataView:
         storage = self.storage.clone()
         return replace(self, storage=storage)
+
+
+_SIGNED = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
 
 
 def _check_same(values: torch.Tensor, name: str) -> None:

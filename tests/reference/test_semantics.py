@@ -840,3 +840,22 @@ __co__ s32 [64] rotate_blocks(s32 [64] a) {
 def test_grid_barrier_between_phases_of_the_blocks() -> None:
     a = random((64,), torch.int32)
     assert torch.equal(both_modes(GRID_BARRIER, [a]), torch.roll(a + 1, -16))
+
+
+def test_element_reads_are_values_not_views() -> None:
+    """A scalar read from data keeps its value when the element is written later; an
+    atomic returns the old value."""
+    text = """
+__co__ s32 [3] f(s32 [3] a) {
+  s32 [3] out;
+  parallel p by 1 {
+    s32 x = a.at(0);
+    a.at(0) = 99;
+    out.at(0) = x;
+    out.at(1) = __atomic_add(&a.at(1), 5);
+    out.at(2) = a.at(1);
+  }
+  return out;
+}"""
+    a = torch.tensor([1, 2, 3], dtype=torch.int32)
+    assert interpret_source(text, [a]).tolist() == [1, 2, 7]
