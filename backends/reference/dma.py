@@ -79,7 +79,7 @@ def _destination(it: Any, stmt: ast.DmaStmt, tile: torch.Tensor) -> DataView:
 
         def allocate() -> DataView:
             return DataView.allocate(tuple(tile.shape), elem, dst.storage,
-                                     stmt.future or f"{dst.storage} copy", it.fresh_value(elem))
+                                     stmt.future or f"{dst.storage} copy", it.undefined_value(elem))
 
         return it.block_shared((id(stmt),), allocate) if dst.storage == "shared" else allocate()
     if isinstance(dst, ast.SelectExpr):

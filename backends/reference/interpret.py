@@ -68,20 +68,22 @@ class Options:
 
 
 class _Return(Exception):
+    """``return`` on the host: unwinds to ``Interpreter.call`` with the value."""
+
     def __init__(self, value: Any) -> None:
         self.value = value
 
 
 class _Break(Exception):
-    pass
+    """``break``: ends the innermost while/foreach (all variables of a foreach)."""
 
 
 class _Continue(Exception):
-    pass
+    """``continue``: the next iteration of the innermost loop variable."""
 
 
 class _Yield(Exception):
-    pass
+    """``yield``: the current parallel instance leaves the kernel."""
 
 
 @dataclass
@@ -93,6 +95,8 @@ class _Instance:
 
 
 class Interpreter(Evaluator):
+    """Runs one checked function; ``call(args)`` executes it once."""
+
     def __init__(self, fn: CheckedFunction, dims: dict[str, int], options: Options,
                  locate: Callable[[Span], str] | None = None) -> None:
         self.fn = fn
@@ -108,10 +112,9 @@ class Interpreter(Evaluator):
         self._init_evaluator()
 
     # ------------------------------------------------------------------ undefined values
-    def fresh_value(self, elem: ElemType) -> Any:
-        return arith.poison(elem) if self.options.undefined == "poison" else 0
-
     def undefined_value(self, elem: ElemType) -> Any:
+        """The contents of a fresh buffer without an initialiser, and of tile elements
+        read past the end of their data (spec 5.6, 6: undefined)."""
         return arith.poison(elem) if self.options.undefined == "poison" else 0
 
     def element_fill(self, elem: ElemType) -> Any:
@@ -119,6 +122,8 @@ class Interpreter(Evaluator):
         return None if self.options.out_of_bounds == "error" else self.undefined_value(elem)
 
     def missing_value(self, dst: DataView) -> Any:
+        """What a copy writes into destination elements no source element reaches
+        (None: leave them unchanged)."""
         if self.options.undefined == "poison":
             return arith.poison(dst.elem)
         if self.options.undefined == "zero" and dst.space != "global":
@@ -199,7 +204,7 @@ class Interpreter(Evaluator):
             shape = tuple(self.sym_value(d) for d in sym.shape or ())
             if stmt.frag:
                 raise not_implemented("'frag' declarations")
-            fill = self.fresh_value(elem)
+            fill = self.undefined_value(elem)
             if var.init is not None:
                 fill = arith.convert(self.eval(var.init), elem)
                 fill = fill.item() if isinstance(fill, torch.Tensor) else fill

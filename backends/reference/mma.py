@@ -79,9 +79,8 @@ def _full(shape: tuple[int, ...], fill: Any, elem: ElemType) -> torch.Tensor:
 
 def exec_load(it: Any, stmt: ast.MmaLoad) -> None:
     """``ma = mma.load view``: the tile as it is in memory (nothing transposed); also
-    ``mc = mma.load view`` for an accumulator and ``mma.load view, frag``."""
-    if stmt.is_async:
-        raise not_implemented("'mma.load.async'")
+    ``mc = mma.load view`` for an accumulator and ``mma.load view, frag``. ``.async``
+    loads complete at once."""
     data: DataView = it.data_of(stmt.src)
     tile = data.read(it.undefined_value(data.elem))
     sym = it.fn.frags.get(id(stmt))
@@ -92,7 +91,7 @@ def exec_load(it: Any, stmt: ast.MmaLoad) -> None:
     assert sym is not None
     name = stmt.target.name if isinstance(stmt.target, ast.Ident) else sym.name
     if sym.frag_role == "acc":  # reload an accumulator from memory
-        target = frag(it, stmt.target)
+        target = it.lookup(sym, name)
         target.value = tile.to(arith.torch_dtype(target.elem))
         return
     it.bind(sym, name, Frag(data.elem, tile))

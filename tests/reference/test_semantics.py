@@ -859,3 +859,24 @@ __co__ s32 [3] f(s32 [3] a) {
 }"""
     a = torch.tensor([1, 2, 3], dtype=torch.int32)
     assert interpret_source(text, [a]).tolist() == [1, 2, 7]
+
+
+def test_accumulator_loaded_from_memory() -> None:
+    """``mc = mma.load c`` starts an accumulator from memory (C input, spec 5.8)."""
+    text = """
+__co__ void gemm_c(global f16 [16, 16] a, global f16 [16, 8] b, global f32 [16, 8] c,
+                   global f32 [16, 8] out) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      mc = mma.fill.f32 0.0f;
+      mc = mma.load c;
+      mma.row.col mc, a, b;
+      mma.store mc, out;
+    }
+  }
+}"""
+    a, b, c = random((16, 16), torch.float16), random((16, 8), torch.float16), random((16, 8),
+                                                                                       torch.float32)
+    out = poison(torch.empty(16, 8))
+    interpret_source(text, [a, b, c, out])
+    assert_close(out, a.double() @ b.double() + c.double(), torch.float32)
