@@ -2517,6 +2517,301 @@ __co__ void scale(global f32 [256] x) {
 """,
         message='parallel levels of one block imply different thread counts (256 here, 128 before)',
     ),
+    "CQ0224": Example(
+        bad="""\
+__co__ void count(global s32 [4] x) {
+  mutable n;
+  parallel p by 4
+    x.at(p) = p;
+}
+""",
+        fixed="""\
+__co__ void count(global s32 [4] x) {
+  mutable int n = 0;
+  parallel p by 4
+    x.at(p) = p;
+}
+""",
+        message="cannot deduce the type of 'n'",
+    ),
+    "CQ0225": Example(
+        bad="""\
+__co__ void count(global s32 [4] x) {
+  mutable t = {1, 2};
+  parallel p by 4
+    x.at(p) = p;
+}
+""",
+        fixed="""\
+__co__ void count(global s32 [4] x) {
+  t = {1, 2};
+  parallel p by 4
+    x.at(p) = p;
+}
+""",
+        message="'t' is an ituple of rank 2; only scalars can be mutable",
+    ),
+    "CQ0226": Example(
+        bad="""\
+__co__ void fill(global f32 [4, 8] x, global f32 [4, 8] y) {
+  parallel p by 1 : block {
+    shared f32 [4, 8] s{x};
+    dma.copy s => y;
+  }
+}
+""",
+        fixed="""\
+__co__ void fill(global f32 [4, 8] x, global f32 [4, 8] y) {
+  parallel p by 1 : block {
+    shared f32 [4, 8] s{0.0f};
+    dma.copy s => y;
+  }
+}
+""",
+        message="the initialiser of 's' must be a constant scalar, got global f32 [4, 8] data",
+    ),
+    "CQ0227": Example(
+        bad="""\
+__co__ void hist(global s32 [64] x, global s32 [16] h) {
+  parallel p by 64 : block
+    __atomic_add(h.at(x.at(p) % 16));
+}
+""",
+        fixed="""\
+__co__ void hist(global s32 [64] x, global s32 [16] h) {
+  parallel p by 64 : block
+    __atomic_add(h.at(x.at(p) % 16), 1);
+}
+""",
+        message="'__atomic_add' takes 2 arguments, got 1",
+    ),
+    "CQ0228": Example(
+        bad="""\
+__co__ void total(global s32 [64] x, global s32 [1] t) {
+  parallel p by 64 : block {
+    mutable s32 v = x.at(p);
+    __atomic_add(v, 1);
+    __atomic_add(t.at(0), v);
+  }
+}
+""",
+        fixed="""\
+__co__ void total(global s32 [64] x, global s32 [1] t) {
+  parallel p by 64 : block {
+    mutable s32 v = x.at(p);
+    v = v + 1;
+    __atomic_add(t.at(0), v);
+  }
+}
+""",
+        message="'__atomic_add' needs an element of shared or global data as its first argument",
+    ),
+    "CQ0229": Example(
+        bad="""\
+__co__ void head(global f32 [8, 8] x, global f32 [8] y) {
+  parallel p by 1 : block {
+    t = dma.copy x => shared;
+    parallel i by 8 : thread
+      y.at(i) = t.at(i, 0);
+  }
+}
+""",
+        fixed="""\
+__co__ void head(global f32 [8, 8] x, global f32 [8] y) {
+  parallel p by 1 : block {
+    t = dma.copy x => shared;
+    parallel i by 8 : thread
+      y.at(i) = t.data.at(i, 0);
+  }
+}
+""",
+        message="'t' is a future: read its tile with 't.data.at(...)'",
+    ),
+    "CQ0429": Example(
+        bad="""\
+__co__ void stage(global f32 [64] x, global f32 [64] y) {
+  parallel p by 4 : block {
+    t = dma.copy.async x.chunkat(p) => shared;
+    wait p;
+    wait t;
+    dma.copy t => y.chunkat(p);
+  }
+}
+""",
+        fixed="""\
+__co__ void stage(global f32 [64] x, global f32 [64] y) {
+  parallel p by 4 : block {
+    t = dma.copy.async x.chunkat(p) => shared;
+    wait t;
+    dma.copy t => y.chunkat(p);
+  }
+}
+""",
+        message="'p' cannot be waited or triggered: it is a bounded variable",
+    ),
+    "CQ0430": Example(
+        bad="""\
+__co__ void ring(global f32 [64] x) {
+  parallel p by 1 : block {
+    shared event ready;
+    wait ready.at(0);
+  }
+}
+""",
+        fixed="""\
+__co__ void ring(global f32 [64] x) {
+  parallel p by 1 : block {
+    shared event ready[2];
+    wait ready.at(0);
+  }
+}
+""",
+        message="'.at(order)' needs a one-dimensional event array; 'ready' is an event",
+    ),
+    "CQ0431": Example(
+        bad="""\
+__co__ void ring(global f32 [64] x) {
+  parallel p by 1 : block {
+    shared event ready[2];
+    wait ready.at(1.0f);
+  }
+}
+""",
+        fixed="""\
+__co__ void ring(global f32 [64] x) {
+  parallel p by 1 : block {
+    shared event ready[2];
+    wait ready.at(1);
+  }
+}
+""",
+        message="the event order must be an integer, got 'f32'",
+    ),
+    "CQ0432": Example(
+        bad="""\
+__co__ void ring(global f32 [64] x) {
+  parallel p by 1 : block {
+    shared event ready[2];
+    mutable int order = 0;
+    wait ready.at(order++ + 1);
+  }
+}
+""",
+        fixed="""\
+__co__ void ring(global f32 [64] x) {
+  parallel p by 1 : block {
+    shared event ready[2];
+    mutable int order = 0;
+    wait ready.at(order++);
+  }
+}
+""",
+        message="an event order may only be updated as the whole '.at' argument",
+    ),
+    "CQ0433": Example(
+        bad="""\
+__co__ void poll(global f32 [64] x, bool more) {
+  parallel p by 1 : block {
+    shared event ready;
+    while (ready && more);
+  }
+}
+""",
+        fixed="""\
+__co__ void poll(global f32 [64] x, bool more) {
+  parallel p by 1 : block {
+    shared event ready;
+    while (ready);
+  }
+}
+""",
+        message='an event cannot be combined with a value that is not an event in a condition',
+    ),
+    "CQ0434": Example(
+        bad="""\
+__co__ void join(global f16 [64, 64] a, global f16 [64, 64] b) {
+  parallel p by 1 : block {
+    shared f16 [64, 64] sa;
+    shared f16 [64, 64] sb;
+    shared event full[2];
+    mutable int order = 0;
+    fa = tma.load.async a => sa;
+    fb = tma.load.async b => sb;
+    trigger full.at(order++) after fa, fb;
+  }
+}
+""",
+        fixed="""\
+__co__ void join(global f16 [64, 64] a, global f16 [64, 64] b) {
+  parallel p by 1 : block {
+    shared f16 [64, 64] sa;
+    shared f16 [64, 64] sb;
+    shared event full[2];
+    mutable int order = 0;
+    fa = tma.load.async a => sa;
+    fb = tma.load.async b => sb;
+    trigger full.at(order) after fa, fb;
+    order = order + 1;
+  }
+}
+""",
+        message='one incremented event order cannot be bound to several futures',
+    ),
+    "CQ0435": Example(
+        bad="""\
+__co__ void pack(global f32 [16, 16] x, global f32 [16, 16] y) {
+  parallel p by 1 : block {
+    f = dma.copy.sp<1:4> x => shared;
+    dma.copy f => y;
+  }
+}
+""",
+        fixed="""\
+__co__ void pack(global f32 [16, 16] x, global f32 [16, 16] y) {
+  parallel p by 1 : block {
+    f = dma.copy x => shared;
+    dma.copy f => y;
+  }
+}
+""",
+        message='sparse copies take the 2:4 pattern (got 1:4)',
+    ),
+    "CQ0621": Example(
+        bad="""\
+__co__ void scale(global f32 [64] x) {
+  parallel p by 16 : block {
+    foreach i in [4] : unroll(8)
+      x.at(p # i) = x.at(p # i) * 2.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [64] x) {
+  parallel p by 16 : block {
+    foreach i in [4] : unroll(4)
+      x.at(p # i) = x.at(p # i) * 2.0f;
+  }
+}
+""",
+        message="unroll factor 8 exceeds the loop's 4 iterations",
+    ),
+    "CQ0622": Example(
+        bad="""\
+__co__ void twostep(global s32 [2] x) {
+  parallel b by 2 : block {
+    x.at(b) = b;
+    sync.barrier : device;
+  }
+}
+""",
+        fixed="""\
+__co__ void twostep(global s32 [2] x) {
+  parallel b by 2 : block
+    x.at(b) = b;
+}
+""",
+        message="'sync.barrier : device' is only valid inside a 'parallel ... : block<cooperative>'",
+    ),
 }
 # Codes no program can produce, with the reason.
 UNTRIGGERABLE: dict[str, str] = {
@@ -2526,6 +2821,21 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
+    'CQ0224': 'Untyped `mutable` declarations take their type from the initial value; without one the type is unknown.',
+    'CQ0225': 'Only scalars can be declared `mutable`; shapes and tuples are compile-time values.',
+    'CQ0226': "A buffer's `{v}` initialiser fills every element with one constant value.",
+    'CQ0227': 'Each atomic built-in takes a fixed number of arguments: the element, the operand (and the comparand for `__atomic_cas`).',
+    'CQ0228': 'Atomics update memory that other threads see; their first argument is an element of shared or global data.',
+    'CQ0229': 'A future is the handle of a copy; its tile is `f.data`, so elements are read with `f.data.at(...)`.',
+    'CQ0429': '`wait` and `trigger` take futures of asynchronous copies or events, nothing else.',
+    'CQ0430': '`e.at(order)` picks slot `order % N` of an event array `e[N]`; a single event or a 2-D array has no such slot.',
+    'CQ0431': 'The order of `e.at(order)` counts generations of an event array: an integer.',
+    'CQ0432': 'Incrementing the order inside a larger expression makes it unclear which generation is meant; `.at(order++)` is the one allowed form.',
+    'CQ0433': 'An event in a condition waits for it; combining it with an ordinary value has no meaning.',
+    'CQ0434': 'With several futures after one trigger, `order++` would be applied once per future; update the order separately.',
+    'CQ0435': 'Sparse tensor cores use 2-of-4 structured sparsity; `.sp<2:4>` is the only pattern.',
+    'CQ0621': '`: unroll(n)` unrolls n iterations at a time: n must be positive and at most the trip count.',
+    'CQ0622': 'A grid-wide barrier needs a cooperative launch, and `<cooperative>` applies to block levels only.',
     'CQ0220': 'Global parameters are device data used in place already; a reference `&` on them means nothing and is rejected.',
     'CQ0221': 'Scalars are passed by value; a scalar reference parameter is not supported.',
     'CQ0222': 'A dimension written `??` has no bound the host can check, so only global (device) data may have one.',

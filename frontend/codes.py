@@ -89,6 +89,14 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0221", E, "the scalar parameter '{name}' cannot be passed by reference",
          "return the value instead, or pass a one-element tensor"),
     Code("CQ0222", E, "the parameter '{name}' has an unbounded dimension ('??') and must be global"),
+    Code("CQ0224", E, "cannot deduce the type of '{name}'",
+         "give it a type (`mutable int {name} = 0;`) or an initial value"),
+    Code("CQ0225", E, "'{name}' is {kind}; only scalars can be mutable"),
+    Code("CQ0226", E, "the initialiser of '{name}' must be a constant scalar, got {actual}"),
+    Code("CQ0227", E, "'{name}' takes {expected} arguments, got {actual}"),
+    Code("CQ0228", E, "'{name}' needs an element of shared or global data as its first argument",
+         "atomics update memory other threads see; a private scalar needs no atomic"),
+    Code("CQ0229", E, "'{name}' is a future: read its tile with '{name}.data.at(...)'"),
     Code("CQ0223", E, "string variables are not supported ('{name}')",
          "strings may only appear in assert, print and __cpp__"),
     # --- shapes and views -----------------------------------------------------------
@@ -153,6 +161,17 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0427", E, "'{name}' cannot be initialised from the placeholder '{source}'",
          "assign a copy to the placeholder first, or use `swap`"),
     Code("CQ0428", E, "'{kind}' takes {expected} futures, got {actual}"),
+    Code("CQ0429", E, "'{name}' cannot be waited or triggered: it is {kind}",
+         "wait for futures of asynchronous copies, or for events"),
+    Code("CQ0430", E, "'.at(order)' needs a one-dimensional event array; '{name}' is {kind}"),
+    Code("CQ0431", E, "the event order must be an integer, got {actual}"),
+    Code("CQ0432", E, "an event order may only be updated as the whole '.at' argument",
+         "write `.at(order++)`, or update the order in its own statement"),
+    Code("CQ0433", E, "an event cannot be combined with a value that is not an event in a "
+                      "condition"),
+    Code("CQ0434", E, "one incremented event order cannot be bound to several futures",
+         "use `.at(order)` here and increment the order once afterwards"),
+    Code("CQ0435", E, "sparse copies take the 2:4 pattern (got {pattern})"),
     Code("CQ0426", W, "the source {src} is smaller than the destination {dst}: elements past "
                       "the source are undefined",
          "add .zfill when the whole destination is read (for example by an MMA)"),
@@ -201,6 +220,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0620", E, "parallel levels of one block imply different thread counts ({threads} "
                       "here, {other} before)",
          "every inner parallel of a block must describe the same number of threads"),
+    Code("CQ0621", E, "unroll factor {factor} {problem}"),
+    Code("CQ0622", E, "'{what}' is only valid {where}"),
     Code("CQ0613", E, "the inthreads predicate must depend on a parallel variable",
          "compare a parallel index, e.g. `inthreads (t == 0)`"),
     # --- constructs the Triton backend cannot map ------------------------------------------

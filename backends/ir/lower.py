@@ -113,13 +113,20 @@ class FunctionLowering:
                 self.written.add(sym.name)  # returning a parameter returns a copy
             return
         if isinstance(stmt, ast.ScalarDecl):
-            for sym in self.fn.decls.get(id(stmt), []):
-                if sym.value is None or not sym.value.is_const or sym.mutable:
+            for item, sym in zip(stmt.items, self.fn.decls.get(id(stmt), [])):
+                value = _literal_value(item.init, self.fn.exprs.get(id(item.init))) \
+                    if item.init is not None else 0
+                if value is None:
                     raise unsupported(stmt.span, "a host scalar computed at run time")
-                self.env[sym] = Scalar(b.const(sym.value.value or 0), sym.elem or dtypes.INT)
+                elem = sym.elem or dtypes.INT
+                self.env[sym] = Scalar(b.const(value, b.dtype_of(elem)), elem)
             return
         if isinstance(stmt, (ast.MdspanDecl, ast.ItupleDecl)):
             return  # compile-time values: the checker folded their uses
+        if isinstance(stmt, ast.AssignStmt) and all(
+                s.kind in (SymKind.ITUPLE, SymKind.MDSPAN)
+                for s in self.fn.decls.get(id(stmt), [None])):  # type: ignore[union-attr]
+            return  # `t = {1, 2};` declares a compile-time ituple
         if isinstance(stmt, ast.AssertStmt):
             if id(stmt) in self.fn.host_asserts:
                 return  # decided at compile time, or tested when the arguments are bound
@@ -151,7 +158,7 @@ def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
     return False
 
 
-def _literal_value(expr: ast.Expr, info: object) -> float | int | None:
+def _literal_value(expr: ast.Expr | None, info: object) -> float | int | None:
     if isinstance(expr, ast.IntLit):
         return expr.value
     if isinstance(expr, ast.FloatLit):
@@ -517,6 +524,44 @@ class KernelLowering:
 
         lower_foreach(self, stmt)
 
+    def _s_ExprStmt(self, stmt: ast.ExprStmt) -> None:
+        expr = stmt.expr
+        if isinstance(expr, ast.CallExpr) and expr.name in _ATOMICS:
+            self.atomic(expr, stmt.span, want_result=False)
+            return
+        raise unsupported(stmt.span, _describe(expr) if not isinstance(expr, ast.CallExpr)
+                          else f"the call '{expr.name}'")
+
+    def atomic(self, call: ast.CallExpr, span: Span | None, want_result: bool) -> ir.Expr:
+        """``__atomic_op(x.at(i), v[, w])``: one atomic read-modify-write per lane."""
+        target = call.args[0]
+        if isinstance(target, ast.Unary) and target.op == "&":
+            target = target.operand
+        if not isinstance(target, ast.ElemAccess):
+            raise unsupported(call.span, "an atomic on something other than an element")
+        source, index, elem = self.element(target)
+        if isinstance(source, Tile):
+            raise unsupported(call.span, "atomics on a register-resident buffer",
+                              "update shared or global data that no copy forwards")
+        self.fl.written.add(source.tensor.name)
+        pointer, mask = access(source, index)
+        dtype = source.tensor.dtype
+        op = _ATOMICS[call.name]
+        value = b.cast(self.value(call.args[1]), dtype)
+        cmp = None
+        if op == "sub":
+            op, value = "add", b.binary("-", b.const(0, dtype), value)
+        if op == "cas":
+            cmp, value = value, b.cast(self.value(call.args[2]), dtype)
+        mask = b.and_(mask, padding_mask(b.merged(pointer, value)))
+        result = self.fresh("old") if want_result else None
+        self.emit(ir.Atomic(span, op, pointer, value, mask, cmp, result))
+        axes = b.merged(pointer, value)
+        return ir.Var(axes, dtype, result) if result else b.const(0)
+
+    def _e_CallExpr_atomic(self, e: ast.CallExpr) -> ir.Expr:
+        return self.atomic(e, e.span, want_result=True)
+
     def _s_While(self, stmt: ast.While) -> None:
         raise unsupported(stmt.span, "'while' loops")
 
@@ -776,6 +821,8 @@ class KernelLowering:
         return b.cast(self.value(e.operand), b.dtype_of(dtypes.lookup(e.target)))
 
     def _e_CallExpr(self, e: ast.CallExpr) -> ir.Expr:
+        if e.name in _ATOMICS:
+            return self._e_CallExpr_atomic(e)
         args = [self.value(a) for a in e.args]
         if e.name == "cdiv" and len(args) == 2:
             num, den = args
@@ -788,6 +835,12 @@ class KernelLowering:
         args = [b.cast(a, dtype) for a in args]
         return ir.Call(b.merged(*args), dtype, fn, tuple(args))
 
+
+_ATOMICS = {
+    "__atomic_add": "add", "__atomic_sub": "sub", "__atomic_exch": "xchg",
+    "__atomic_min": "min", "__atomic_max": "max", "__atomic_and": "and", "__atomic_or": "or",
+    "__atomic_xor": "xor", "__atomic_cas": "cas",
+}
 
 _MATH = {
     "__exp": "exp", "__exp2f": "exp2", "__log": "log", "__sqrt": "sqrt", "__rsqrt": "rsqrt",

@@ -224,6 +224,19 @@ class Store(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Atomic(Stmt):
+    """``tl.atomic_<op>(pointer, value, mask=mask)`` (``cmp`` for compare-and-swap);
+    the old value is bound to ``result`` when it is used."""
+
+    op: str
+    pointer: Pointer
+    value: Expr
+    mask: Expr | None
+    cmp: Expr | None = None
+    result: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
 class DescStore(Stmt):
     desc: str
     offsets: tuple[Expr, ...]

@@ -107,6 +107,18 @@ class KernelWriter:
             value = self.expr(stmt.value, axes)
             mask = f", mask={self.expr(stmt.mask, axes)}" if stmt.mask is not None else ""
             w.line(f"tl.store({ptr}, {value}{mask})")
+        elif isinstance(stmt, ir.Atomic):
+            parts = [stmt.pointer, stmt.value] + ([stmt.mask] if stmt.mask is not None else []) \
+                + ([stmt.cmp] if stmt.cmp is not None else [])
+            axes = ir.sort_axes([a for e in parts for a in e.axes])
+            ptr = self.pointer(stmt.pointer, axes)
+            value = self.expr(stmt.value, axes)
+            if stmt.op == "cas":
+                call = f"tl.atomic_cas({ptr}, {self.expr(stmt.cmp, axes)}, {value})"
+            else:
+                mask = f", mask={self.expr(stmt.mask, axes)}" if stmt.mask is not None else ""
+                call = f"tl.atomic_{stmt.op}({ptr}, {value}{mask})"
+            w.line(f"{stmt.result} = {call}" if stmt.result else call)
         elif isinstance(stmt, ir.DescStore):
             value = self.expr(stmt.value, stmt.value.axes)
             if tuple(stmt.dims) != ir.sort_axes(stmt.dims):

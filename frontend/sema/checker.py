@@ -17,7 +17,7 @@ from . import dtypes
 from .dtypes import ElemType
 from .levels import infer_levels
 from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgram, DataType,
-                    ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
+                    EventType, ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
                     RuntimeCheck, ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType,
                     Type, ViewInfo, ViewStep)
 from .targets import DEFAULT_TARGET, TARGETS, Target
@@ -41,6 +41,12 @@ _ARITH = {"+", "-", "*", "/", "%"}
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 _LOGIC = {"&&", "||"}
 _BITS = {"&", "|", "^", "<<", ">>"}
+
+_ATOMIC_ARITY = {
+    "__atomic_add": 2, "__atomic_sub": 2, "__atomic_exch": 2, "__atomic_min": 2,
+    "__atomic_max": 2, "__atomic_and": 2, "__atomic_or": 2, "__atomic_xor": 2,
+    "__atomic_cas": 3,
+}
 
 _FLOAT_BUILTINS = {
     "__exp", "__exp2f", "__expm1", "__log", "__log1p", "__pow", "__sqrt", "__rsqrt",
@@ -308,7 +314,13 @@ class Checker:
                         break
             array_dims = tuple(self._static_int(d, "an array dimension") for d in var.array_dims)
             if var.init is not None:
-                self._expr(var.init)
+                init = self._expr(var.init)
+                if (init.static is None or init.static.value is None) and not isinstance(
+                        init.type, (_Error, ScalarType)) or (
+                        isinstance(init.type, ScalarType) and not _is_literal(var.init)
+                        and init.static is None):
+                    self._error("CQ0226", var.init.span, name=var.name,
+                                actual=init.type.describe())
             if storage == "global":
                 for d, dim in enumerate(shape):
                     if not dim.is_const and dim.provably_le(0) is not False:
@@ -365,6 +377,11 @@ class Checker:
         elem = self._elem(stmt.type, stmt.span) if stmt.type else None
         for item in stmt.items:
             info = self._expr(item.init) if item.init is not None else None
+            if stmt.type is None and info is None:
+                self._error("CQ0224", item.span, name=item.name)
+            elif stmt.type is None and info is not None and isinstance(
+                    info.type, (TupleType, ShapeType, DataType, FutureType)):
+                self._error("CQ0225", item.span, name=item.name, kind=info.type.describe())
             item_elem = elem
             if item_elem is None:
                 item_elem = info.type.elem if info and isinstance(info.type, ScalarType) else dtypes.INT
@@ -500,6 +517,10 @@ class Checker:
         if isinstance(stmt.expr, ast.ExternCall) and not self.ctx.on_device:
             self._error("CQ0606", stmt.span, what="'call'", where="outside a parallel block")
         self._expr(stmt.expr)
+
+    def _stmt_PrintStmt(self, stmt: ast.PrintStmt) -> None:
+        for arg in stmt.args:
+            self._expr(arg)
 
     def _stmt_AssertStmt(self, stmt: ast.AssertStmt) -> None:
         """Static assertions fail the compile; ones over parameter dimensions are tested
@@ -731,8 +752,16 @@ class Checker:
         if size is not None:
             self.kernel_shared.append((name, size * max(1, elem.bits // 8) * count, span))
 
+    def _stmt_SyncStmt(self, stmt: ast.SyncStmt) -> None:
+        if stmt.kind == "barrier" and stmt.level == "device" and not any(
+                info.node is not None and info.node.cooperative for info in self.ctx.levels):
+            self._error("CQ0622", stmt.span, what="sync.barrier : device",
+                        where="inside a 'parallel ... : block<cooperative>'")
+
     def _parallel_level(self, node: ast.ParallelLevel, level: Level, seen: set[str]) -> LevelInfo:
         bounds = self._bounds(node.bounds, len(node.vars), node.span, parallel=True)
+        if node.cooperative and level is not Level.BLOCK:
+            self._error("CQ0622", node.span, what="<cooperative>", where="on a block level")
         if level is not Level.BLOCK:
             for bound in bounds:
                 if not bound.is_const:
@@ -782,11 +811,31 @@ class Checker:
                 infos.append(self._within(item, level))
             else:
                 infos.append(self._range_item(item))
+        if isinstance(stmt, ast.Foreach):
+            self._check_unroll(stmt, infos)
         self._fn().loops[id(stmt)] = tuple(infos)
         self.ctx.loops += 1
         self._block(stmt.body, new_scope=False)
         self.ctx.loops -= 1
         self.scopes.pop()
+
+    def _check_unroll(self, stmt: ast.Foreach, infos: list[LoopInfo]) -> None:
+        """``: unroll(n)``: a positive factor no larger than the trip count."""
+        trips = 1
+        for info in infos:
+            for bound in info.bounds:
+                trips = trips * bound.value if bound.value is not None and trips else 0
+        for suffix in stmt.suffixes:
+            if suffix.kind != "unroll" or not suffix.args:
+                continue
+            factor = self._expr(suffix.args[0]).static
+            if factor is None or factor.value is None:
+                continue
+            if factor.value <= 0:
+                self._error("CQ0621", suffix.span, factor=factor.value, problem="must be positive")
+            elif trips and factor.value > trips:
+                self._error("CQ0621", suffix.span, factor=factor.value,
+                            problem=f"exceeds the loop's {trips} iterations")
 
     def _within(self, item: ast.Within, level: Level) -> LoopInfo:
         info = self._expr(item.shape)
@@ -879,6 +928,12 @@ class Checker:
             if attr.name in ("evict_first", "evict_last") and not (
                     stmt.engine == "tma" and stmt.op == "load"):
                 self._error("CQ0422", attr.span, attr=attr.name)
+            if attr.name == "sp" and attr.args:
+                pattern = [self._expr(a).static for a in attr.args]
+                values = [p.value if p is not None else None for p in pattern]
+                if values != [2, 4]:
+                    self._error("CQ0435", attr.span,
+                                pattern=":".join("?" if v is None else str(v) for v in values))
 
     def _bind_future(self, stmt: ast.DmaStmt, dst_type: DataType) -> None:
         existing = self._lookup(stmt.future) if stmt.future else None
@@ -1018,14 +1073,19 @@ class Checker:
     def _stmt_WaitStmt(self, stmt: ast.WaitStmt) -> None:
         for target in stmt.targets:
             if not isinstance(target, ast.Ident):
-                self._expr(target)
+                self._sync_target(target)
                 continue
             sym = self._lookup(target.name)
             if sym is None:
                 self._error("CQ0201", target.span, name=target.name)
                 continue
             self._fn().refs[id(target)] = sym
-            if sym.kind is SymKind.FUTURE and not sym.is_async and not sym.mutable:
+            if sym.kind is SymKind.EVENT:
+                continue
+            if sym.kind is not SymKind.FUTURE:
+                self._error("CQ0429", target.span, name=target.name, kind=_a(sym.kind.value))
+                continue
+            if not sym.is_async and not sym.mutable:
                 self._error("CQ0412", target.span, name=target.name)
                 continue
             if sym in self.waited_in_block[-1]:
@@ -1056,9 +1116,33 @@ class Checker:
             if reason:
                 self._error("CQ0419", stmt.span, a=stmt.names[0], b=name, reason=reason)
 
+    def _stmt_EventDecl(self, stmt: ast.EventDecl) -> None:
+        for var in stmt.vars:
+            dims = tuple(self._static_int(d, "an array dimension") for d in var.array_dims)
+            sym = Symbol(var.name, SymKind.EVENT, var.span, storage=stmt.storage or "shared",
+                         array_dims=dims, decl_node=stmt)
+            self._declare(sym)
+            self._note_decl(stmt, sym)
+
+    def _sync_target(self, target: ast.Expr) -> Symbol | None:
+        """A wait/trigger target: a future, an event, an event-array element or
+        ``e.at(order)``."""
+        info = self._expr(target)
+        if isinstance(info.type, _Error):
+            return None
+        if isinstance(info.type, EventType):
+            return info.type.symbol
+        if isinstance(info.type, FutureType):
+            return info.type.symbol
+        self._error("CQ0429", target.span, name=_text(target), kind=info.type.describe())
+        return None
+
     def _stmt_TriggerStmt(self, stmt: ast.TriggerStmt) -> None:
         for target in stmt.targets:
-            self._expr(target) if not isinstance(target, ast.Ident) else None
+            self._sync_target(target)
+            if stmt.after and len(stmt.after) > 1 and isinstance(target, ast.ElemAccess) and \
+                    any(isinstance(i, ast.Postfix) for i in target.indices):
+                self._error("CQ0434", target.span)
         for item in stmt.after:
             if not isinstance(item, ast.Ident):
                 continue
@@ -1411,6 +1495,11 @@ class Checker:
             self._check_scale_operand(stmt.extra[0], m)
         acc.frag_executed = True
         self._fn().frags[id(stmt)] = acc
+        if stmt.future is not None:
+            future = Symbol(stmt.future, SymKind.FUTURE, stmt.span, is_async=True,
+                            decl_node=stmt)
+            self.scopes[-1][stmt.future] = future
+            self._note_decl(stmt, future)
 
     def _check_scale_operand(self, expr: ast.Expr, m: Sym) -> None:
         """Per-row scales of an MMA: a [M, 1] or [1, M] view (spec 5.8)."""
@@ -1507,11 +1596,36 @@ class Checker:
             return ERROR
         return ERROR
 
+    def _event_generation(self, e: ast.ElemAccess, event: EventType) -> ExprInfo:
+        """``e.at(order)``: slot ``order % N`` of a one-dimensional event array."""
+        if event.array != 1:
+            self._error("CQ0430", e.span, name=event.symbol.name, kind=event.describe()
+                        if event.array == 0 else "a multi-dimensional event array")
+            return ERROR
+        for index in e.indices:
+            if isinstance(index, (ast.Postfix, ast.Unary)) and index.op in ("++", "--"):
+                continue  # `.at(order++)`: the documented way to advance the order
+            if _has_increment(index):
+                self._error("CQ0432", index.span)
+                return ERROR
+            info = self._fn().exprs[id(index)]
+            if not _is_intlike(info) and not isinstance(info.type, _Error):
+                actual = f"'{info.type.elem.name}'" if isinstance(info.type, ScalarType) \
+                    else info.type.describe()
+                self._error("CQ0431", index.span, actual=actual)
+                return ERROR
+        return ExprInfo(EventType(event.symbol))
+
     def _expr_ElemAccess(self, e: ast.ElemAccess) -> ExprInfo:
         base = self._expr(e.base) if not isinstance(e.base, ast.Index) else self._index_base(e.base)
         for index in e.indices:
             self._expr(index)
         t = base.type
+        if isinstance(t, EventType):
+            return self._event_generation(e, t)
+        if isinstance(t, FutureType) and isinstance(e.base, ast.Ident):
+            self._error("CQ0229", e.base.span, name=e.base.name)
+            return ERROR
         if isinstance(t, FutureType) and t.symbol.shape is not None and t.symbol.elem:
             t = DataType(t.symbol.elem, t.symbol.shape, t.symbol.storage or "shared")
         if isinstance(t, _Error):
@@ -1539,7 +1653,10 @@ class Checker:
         return base
 
     def _expr_Index(self, e: ast.Index) -> ExprInfo:
-        return self._index_base(e)
+        info = self._index_base(e)
+        if isinstance(info.type, EventType) and info.type.array:
+            return ExprInfo(EventType(info.type.symbol, info.type.array - 1))
+        return info
 
     def _expr_Select(self, e: ast.Select) -> ExprInfo:
         base = self._expr(e.base)
@@ -1593,6 +1710,11 @@ class Checker:
                 return ExprInfo(BoundedType(lhs.type.bound + delta))
             self._error("CQ0205", e.span, op=e.op, lhs=lhs.type.describe(), rhs=rhs.type.describe())
             return ERROR
+        if e.op in _LOGIC:
+            events = [isinstance(x.type, EventType) for x in (lhs, rhs)]
+            if any(events) and not all(events):
+                self._error("CQ0433", e.span)
+                return ERROR
         if e.op in _COMPARE or e.op in _LOGIC:
             return ExprInfo(_BOOL, _fold(e.op, lhs.static, rhs.static))
         if isinstance(lhs.type, (ShapeType, TupleType)) or isinstance(rhs.type, (ShapeType, TupleType)):
@@ -1711,9 +1833,28 @@ class Checker:
                 pick = max if e.name == "__max" else min
                 static = Sym(pick(args[0].static.value or 0, args[1].static.value or 0))
             return ExprInfo(ScalarType(common or dtypes.INT), static)
-        if e.name.startswith("__atomic"):
-            return ExprInfo(args[1].type if len(args) > 1 else _INT)
+        if e.name in _ATOMIC_ARITY:
+            return self._atomic(e, args)
         return ExprInfo(_INT)
+
+    def _atomic(self, e: ast.CallExpr, args: list[ExprInfo]) -> ExprInfo:
+        """``__atomic_op(x.at(i), v[, w])``: the element of shared/global data to update."""
+        expected = _ATOMIC_ARITY[e.name]
+        if len(args) != expected:
+            self._error("CQ0227", e.span, name=e.name, expected=expected, actual=len(args))
+            return ERROR
+        target = e.args[0]
+        if isinstance(target, ast.Unary) and target.op == "&":
+            target = target.operand
+        storage = None
+        if isinstance(target, ast.ElemAccess):
+            base = self._fn().exprs.get(id(target.base))
+            if base is not None and isinstance(base.type, DataType):
+                storage = base.type.storage
+        if storage not in ("shared", "global"):
+            self._error("CQ0228", e.args[0].span, name=e.name)
+            return ERROR
+        return ExprInfo(args[1].type)
 
     def _expr_Cast(self, e: ast.Cast) -> ExprInfo:
         info = self._expr(e.operand)
@@ -1864,6 +2005,8 @@ def _symbol_info(sym: Symbol) -> ExprInfo:
         return ExprInfo(FutureType(sym))
     if kind is SymKind.FRAG:
         return ExprInfo(FragType(sym))
+    if kind is SymKind.EVENT:
+        return ExprInfo(EventType(sym, len(sym.array_dims)))
     return ExprInfo(_INT)
 
 
@@ -1998,6 +2141,26 @@ def _idents(node: ast.Node) -> list[ast.Ident]:
         elif isinstance(item, tuple):
             stack.extend(item)
     return found
+
+
+def _is_literal(expr: ast.Expr) -> bool:
+    return isinstance(expr, (ast.IntLit, ast.FloatLit, ast.BoolLit, ast.InfLit))
+
+
+def _has_increment(expr: ast.Expr) -> bool:
+    """Whether ``++``/``--`` occurs anywhere inside ``expr``."""
+    from dataclasses import fields
+
+    stack: list[object] = [expr]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (ast.Postfix, ast.Unary)) and item.op in ("++", "--"):
+            return True
+        if isinstance(item, ast.Node):
+            stack.extend(getattr(item, f.name) for f in fields(item))
+        elif isinstance(item, tuple):
+            stack.extend(item)
+    return False
 
 
 def _has_return(block: ast.Block) -> bool:

@@ -164,6 +164,17 @@ class FragType(Type):
 
 
 @dataclass(frozen=True)
+class EventType(Type):
+    """An event, an array of events (``array`` > 0 dimensions left), or ``e.at(k)``."""
+
+    symbol: Symbol
+    array: int = 0
+
+    def describe(self) -> str:
+        return "an event array" if self.array else "an event"
+
+
+@dataclass(frozen=True)
 class StringType(Type):
     def describe(self) -> str:
         return "a string"

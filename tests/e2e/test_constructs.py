@@ -342,3 +342,31 @@ def test_mma_store_mask_writes_only_the_guarded_rows(device: str,
     c_cpu = c.cpu()
     assert torch.isnan(c_cpu[~written]).all()
     assert_close(c_cpu[written], ref[written], torch.float32, 1e-2)
+
+
+ATOMICS = """
+__co__ void hist(global s32 [64] x, global s32 [16] h) {
+  parallel p by 4 : block {
+    parallel t by 16 : thread
+      __atomic_add(h.at(x.at(p # t) % 16), 1);
+  }
+}
+__co__ void largest(global s32 [64] x, global s32 [1] m) {
+  parallel p by 4 : block {
+    parallel t by 16 : thread
+      old = __atomic_max(m.at(0), x.at(p # t));
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_atomics(device: str) -> None:
+    mod = croqtile.compile(ATOMICS)
+    x = torch.randint(0, 100, (64,), dtype=torch.int32).to(device)
+    h = torch.zeros(16, dtype=torch.int32, device=device)
+    mod.hist(x, h)
+    assert_close(h, torch.bincount(x.cpu() % 16, minlength=16).double(), torch.int32)
+    m = torch.full((1,), -1, dtype=torch.int32, device=device)
+    mod.largest(x, m)
+    assert m.item() == x.max().item()
