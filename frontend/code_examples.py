@@ -2821,35 +2821,86 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
-    'CQ0224': 'Untyped `mutable` declarations take their type from the initial value; without one the type is unknown.',
+    "CQ0224": (
+        'Untyped `mutable` declarations take their type from the initial value; without one the '
+        'type is unknown.'
+    ),
     'CQ0225': 'Only scalars can be declared `mutable`; shapes and tuples are compile-time values.',
     'CQ0226': "A buffer's `{v}` initialiser fills every element with one constant value.",
-    'CQ0227': 'Each atomic built-in takes a fixed number of arguments: the element, the operand (and the comparand for `__atomic_cas`).',
-    'CQ0228': 'Atomics update memory that other threads see; their first argument is an element of shared or global data.',
-    'CQ0229': 'A future is the handle of a copy; its tile is `f.data`, so elements are read with `f.data.at(...)`.',
+    "CQ0227": (
+        'Each atomic built-in takes a fixed number of arguments: the element, the operand (and '
+        'the comparand for `__atomic_cas`).'
+    ),
+    "CQ0228": (
+        'Atomics update memory that other threads see; their first argument is an element of '
+        'shared or global data.'
+    ),
+    "CQ0229": (
+        'A future is the handle of a copy; its tile is `f.data`, so elements are read with '
+        '`f.data.at(...)`.'
+    ),
     'CQ0429': '`wait` and `trigger` take futures of asynchronous copies or events, nothing else.',
-    'CQ0430': '`e.at(order)` picks slot `order % N` of an event array `e[N]`; a single event or a 2-D array has no such slot.',
+    "CQ0430": (
+        '`e.at(order)` picks slot `order % N` of an event array `e[N]`; a single event or a 2-D '
+        'array has no such slot.'
+    ),
     'CQ0431': 'The order of `e.at(order)` counts generations of an event array: an integer.',
-    'CQ0432': 'Incrementing the order inside a larger expression makes it unclear which generation is meant; `.at(order++)` is the one allowed form.',
+    "CQ0432": (
+        'Incrementing the order inside a larger expression makes it unclear which generation is '
+        'meant; `.at(order++)` is the one allowed form.'
+    ),
     'CQ0433': 'An event in a condition waits for it; combining it with an ordinary value has no meaning.',
-    'CQ0434': 'With several futures after one trigger, `order++` would be applied once per future; update the order separately.',
+    "CQ0434": (
+        'With several futures after one trigger, `order++` would be applied once per future; '
+        'update the order separately.'
+    ),
     'CQ0435': 'Sparse tensor cores use 2-of-4 structured sparsity; `.sp<2:4>` is the only pattern.',
     'CQ0621': '`: unroll(n)` unrolls n iterations at a time: n must be positive and at most the trip count.',
-    'CQ0622': 'A grid-wide barrier needs a cooperative launch, and `<cooperative>` applies to block levels only.',
-    'CQ0220': 'Global parameters are device data used in place already; a reference `&` on them means nothing and is rejected.',
+    "CQ0622": (
+        'A grid-wide barrier needs a cooperative launch, and `<cooperative>` applies to block '
+        'levels only.'
+    ),
+    "CQ0220": (
+        'Global parameters are device data used in place already; a reference `&` on them means '
+        'nothing and is rejected.'
+    ),
     'CQ0221': 'Scalars are passed by value; a scalar reference parameter is not supported.',
-    'CQ0222': 'A dimension written `??` has no bound the host can check, so only global (device) data may have one.',
+    "CQ0222": (
+        'A dimension written `??` has no bound the host can check, so only global (device) data '
+        'may have one.'
+    ),
     'CQ0223': 'Strings may appear in `assert`, `print` and `__cpp__`, but cannot be stored in variables.',
-    'CQ0315': 'An index into an array of buffers (`buf[i]`) must stay inside the array; a bounded index reaches its bound minus one.',
+    "CQ0315": (
+        'An index into an array of buffers (`buf[i]`) must stay inside the array; a bounded index'
+        ' reaches its bound minus one.'
+    ),
     'CQ0427': 'A `dma.any` placeholder holds no copy yet, so another name cannot be initialised from it.',
     'CQ0428': '`swap` exchanges exactly two futures and `rotate` cycles two or more.',
-    'CQ0614': '`[[launch_bounds]]` and `[[maxnreg]]` describe a whole thread block, so they go on the block-level parallel.',
-    'CQ0615': 'Launch attributes take compile-time integer constants: non-negative for launch_bounds, positive for maxnreg.',
-    'CQ0616': 'The first argument of `[[launch_bounds]]` is the most threads a block may have; the parallel levels of the block need more.',
+    "CQ0614": (
+        '`[[launch_bounds]]` and `[[maxnreg]]` describe a whole thread block, so they go on the '
+        'block-level parallel.'
+    ),
+    "CQ0615": (
+        'Launch attributes take compile-time integer constants: non-negative for launch_bounds, '
+        'positive for maxnreg.'
+    ),
+    "CQ0616": (
+        'The first argument of `[[launch_bounds]]` is the most threads a block may have; the '
+        'parallel levels of the block need more.'
+    ),
     'CQ0617': '`parallel<s>` launches the kernel on a stream, so `s` must be a `stream` parameter.',
-    'CQ0618': 'A stream binds a kernel launch, which is the block level; inner levels cannot have their own stream.',
-    'CQ0619': '`parallel.async` makes a kernel launch asynchronous; inner levels are part of the launch and cannot be.',
-    'CQ0620': 'All inner parallel statements of a block run on the same threads, so they must describe the same thread count.',
+    "CQ0618": (
+        'A stream binds a kernel launch, which is the block level; inner levels cannot have their'
+        ' own stream.'
+    ),
+    "CQ0619": (
+        '`parallel.async` makes a kernel launch asynchronous; inner levels are part of the launch'
+        ' and cannot be.'
+    ),
+    "CQ0620": (
+        'All inner parallel statements of a block run on the same threads, so they must describe '
+        'the same thread count.'
+    ),
     "CQ0001": "An `#if`, `#ifdef` or `#ifndef` group is still open at the end of the file. "
               "Every conditional group ends with its own `#endif`.",
     "CQ0002": "An `#elif`, `#else` or `#endif` appears where no conditional group is open, "

@@ -1257,7 +1257,7 @@ class Checker:
             self._error("CQ0310", step.span, dim=", ".join(map(str, uneven)),
                         size=", ".join(str(shape[d]) for d in uneven),
                         tile=", ".join(str(step.extents[d]) for d in uneven))
-        for d, (size, extent) in enumerate(zip(shape, step.extents)):
+        for d, size in enumerate(shape):
             factor = step.factors[d] if d < len(step.factors) else None
             if factor is not None and not step.ceil[d] and factor.provably_le(size) is None:
                 self._runtime_check(factor, "<=", size, f"the tiling factor of dimension {d} "
