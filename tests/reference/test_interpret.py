@@ -235,6 +235,15 @@ CONSTRUCT_CASES = [
                   poison(torch.empty((20, 16)))],
          lambda a: _masked_rows(a[0].double() @ a[1].double()), torch.float32, tolerance=1e-2,
          output=2, function="masked"),
+    Case("atomic_hist", constructs.ATOMICS,
+         lambda: [torch.randint(0, 100, (64,), dtype=torch.int32),
+                  torch.zeros(16, dtype=torch.int32)],
+         lambda a: torch.bincount(a[0] % 16, minlength=16).double(), torch.int32, output=1,
+         function="hist"),
+    Case("atomic_max", constructs.ATOMICS,
+         lambda: [torch.randint(0, 100, (64,), dtype=torch.int32),
+                  torch.full((1,), -1, dtype=torch.int32)],
+         lambda a: a[0].max().reshape(1).double(), torch.int32, output=1, function="largest"),
 ]
 
 
