@@ -20,6 +20,7 @@ from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
 from .frontend.diagnostics import Diagnostic, Reporter
+from .frontend.lexer import gc_paused
 from .frontend.parser import parse_program
 from .frontend.preprocessor import preprocess
 from .frontend.regions import find_co_functions
@@ -93,7 +94,8 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
     def stage(name: str, fn, *args):  # type: ignore[no-untyped-def]
         start = time.perf_counter()
         try:
-            return fn(*args)
+            with gc_paused():  # a big source makes millions of objects: no rescans of them all
+                return fn(*args)
         except (CompileError, LoweringError):
             raise
         except RecursionError:
