@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from .diagnostics import Reporter
 from .source import Segment, Source, SourceMap, Span
 
-__all__ = ["BLANK_KINDS", "Preprocessed", "Scanner", "preprocess"]
+__all__ = ["BLANK_KINDS", "Preprocessed", "Scanner", "first_name_in", "line_state", "preprocess"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,28 @@ _TOKEN_RE = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _T
 #: Token kinds that only separate other tokens: newline, blanks, continuations, comments.
 BLANK_KINDS = frozenset({"nl", "ws", "cont", "lcom", "bcom"})
 
+# "Quiet" text: a run of tokens that neither the preprocessor nor the region finder needs to
+# look at one by one (blanks, newlines not followed by a directive, numbers, names not
+# followed by a quote, punctuation other than `#`, comment and quote openers, backslashes).
+# Scanning such runs with one regex call keeps a 10 MB source from costing 10 M Python-level
+# token steps. Names in a run still matter (macros, `__co__`): see ``first_name_in``.
+_PP_NUMBER = r"\.?[0-9](?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*"
+_QUIET_ATOMS = (r"[ \t\r\f\v]+|\n(?![ \t\r\f\v]*\#)|" + _PP_NUMBER
+                + r"|[^\W\d]\w*(?![\w\"'])|/(?![/*])")
+_QUIET_RE = re.compile(r"(?:" + _QUIET_ATOMS + r"""|[^\w\s"'\\\#/])*""")
+_QUIET_NO_BRACES_RE = re.compile(r"(?:" + _QUIET_ATOMS + r"""|[^\w\s"'\\\#/{}])*""")
+# Numbers and names of quiet text, whole: group 1 is the name ("" for a number).
+_NAMES_RE = re.compile(_PP_NUMBER + r"|([^\W\d]\w*)")
+# A quiet run is scanned in windows: small after a run was cut short by a name that
+# matters (so that dense macro uses are not rescanned far ahead each time), doubling up to
+# the largest while runs go on. A window that ends inside the run is cut back to its last
+# "boundary": a character that no quiet token continues with and that no lookahead above
+# tests for, so that cutting the text there changes nothing.
+_MIN_WINDOW = 16
+_MAX_WINDOW = 4096
+_LAST_BOUNDARY_RE = re.compile(r"[\s\S]*(?:[^\w\"'/*.+\-]|(?<![eEpP])[+\-])")
+_NOT_BLANK_RE = re.compile(r"[^ \t\r\f\v]")
+
 
 class Scanner:
     """Splits text into preprocessing tokens, one at a time from any offset.
@@ -77,6 +100,7 @@ class Scanner:
         # closing delimiter -> offset from which it is known not to occur; keeps repeated
         # unterminated raw strings from rescanning the rest of the text each time.
         self._raw_misses: dict[str, int] = {}
+        self._window = _MIN_WINDOW  # see quiet_end
 
     def token(self, pos: int) -> tuple[str, int]:
         """Kind and end offset of the token starting at ``pos`` (``pos < len(text)``)."""
@@ -87,6 +111,24 @@ class Scanner:
         if kind == "raw":
             return self._raw_string(pos, match.end())
         return kind, match.end()
+
+    def quiet_end(self, pos: int, braces: bool = True) -> int:
+        """End of the run of quiet text from ``pos`` (``pos`` itself when there is none);
+        with ``braces=False`` the run stops at `{` and `}` too."""
+        text = self.text
+        limit = min(len(text), pos + self._window)
+        pattern = _QUIET_RE if braces else _QUIET_NO_BRACES_RE
+        match = pattern.match(text, pos, limit)
+        end = match.end() if match is not None else pos
+        if end == limit < len(text):
+            self._window = min(2 * self._window, _MAX_WINDOW)
+            last = _LAST_BOUNDARY_RE.match(text, pos, end)
+            end = last.end() - 1 if last is not None else pos
+        return end
+
+    def quiet_cut(self) -> None:
+        """The caller stopped a quiet run early (at a name that matters): scan less ahead."""
+        self._window = _MIN_WINDOW
 
     def _raw_string(self, start: int, open_end: int) -> tuple[str, int]:
         # R"tag( ... )tag" ends at the first `)tag"`. Without one, only the prefix name
@@ -101,6 +143,28 @@ class Scanner:
                 return "raw", close + len(closer)
             self._raw_misses[closer] = open_end
         return "id", start + quote
+
+
+def first_name_in(text: str, start: int, end: int, names: AbstractSet[str]) -> int | None:
+    """Offset of the first name token of the quiet text ``[start, end)`` that is in
+    ``names``; None when there is none (C-level scans for the common case)."""
+    if names.isdisjoint(_NAMES_RE.findall(text, start, end)):
+        return None
+    for match in _NAMES_RE.finditer(text, start, end):
+        if match.group(1) and match.group(1) in names:
+            return match.start()
+    return None
+
+
+def line_state(text: str, start: int, end: int, at_bol: bool, line_start: int) -> tuple[bool, int]:
+    """(at the beginning of a line, offset of the line start) after the quiet text
+    ``[start, end)``: a `#` that follows only blanks of a new line may start a directive."""
+    last_nl = text.rfind("\n", start, end)
+    if last_nl >= 0:
+        at_bol, line_start, start = True, last_nl + 1, last_nl + 1
+    if at_bol and _NOT_BLANK_RE.search(text, start, end) is not None:
+        at_bol = False
+    return at_bol, line_start
 
 
 def _tokens_of(text: str) -> list[_Tok]:
@@ -383,7 +447,19 @@ class _Preprocessor:
         self._apply_defines(defines)
         text, token = self.text, self.scanner.token
         pos, line_start, at_bol = 0, 0, True
+        name_next = False  # a quiet run stopped at a macro name: read it as a token
         while pos < len(text):
+            quiet = pos if name_next else self.scanner.quiet_end(pos)
+            name_next = False
+            if quiet > pos and self.active and self.expanding and self.macros:
+                hit = first_name_in(text, pos, quiet, self.macros.keys())
+                if hit is not None:
+                    quiet, name_next = hit, True
+                    self.scanner.quiet_cut()
+            if quiet > pos:
+                at_bol, line_start = line_state(text, pos, quiet, at_bol, line_start)
+                pos = quiet
+                continue
             kind, end = token(pos)
             if kind == "nl":
                 at_bol, line_start = True, end

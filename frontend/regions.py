@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .diagnostics import Reporter
-from .preprocessor import Scanner
+from .preprocessor import Scanner, first_name_in
 from .source import Span
 
 __all__ = ["Region", "find_co_functions"]
 
 _KEYWORD = "__co__"
+_KEYWORDS = frozenset({_KEYWORD})
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,18 @@ def find_co_functions(text: str, reporter: Reporter) -> list[Region]:
     scanner = Scanner(text)
     regions: list[Region] = []
     pos = 0
+    keyword_next = False  # a quiet run stopped at `__co__`: read it as a token
     while pos < len(text):
+        quiet = pos if keyword_next else scanner.quiet_end(pos)  # host code: a run at a time
+        keyword_next = False
+        if quiet > pos:
+            hit = first_name_in(text, pos, quiet, _KEYWORDS)
+            if hit is not None:
+                scanner.quiet_cut()
+                quiet, keyword_next = hit, True
+            if quiet > pos:
+                pos = quiet
+                continue
         kind, end = scanner.token(pos)
         if kind == "id" and end - pos == len(_KEYWORD) and text.startswith(_KEYWORD, pos):
             region = _read_function(text, scanner, pos, end, reporter)
@@ -76,6 +88,10 @@ def _read_body(text: str, scanner: Scanner, start: int, pos: int, name: str,
     """Match the body's braces from the ``{`` at ``pos``."""
     depth = 0
     while pos < len(text):
+        quiet = scanner.quiet_end(pos, braces=False)
+        if quiet > pos:
+            pos = quiet
+            continue
         kind, end = scanner.token(pos)
         if kind == "punct":
             char = text[pos:end]
