@@ -103,8 +103,8 @@ def _dims(fn_name: str, param: HostParam, tensor: torch.Tensor, dims: dict[str, 
                                     f"expected {want.value}, got {got}")
             continue
         names = sorted(want.free_vars())
-        if len(names) != 1 or names[0].startswith("?"):
-            continue  # anonymous '?' dimensions take any size
+        if len(names) != 1:
+            continue
         name = names[0]
         if name in dims and dims[name] != got:
             raise ArgumentError(f"{fn_name}(): parameter '{param.name}', dimension {d} ({name}): "

@@ -2793,7 +2793,7 @@ __co__ void scale(global f32 [64] x) {
   }
 }
 """,
-        message="unroll factor 8 exceeds the loop's 4 iterations",
+        message="unroll factor 8 exceeds the innermost loop's 4 iterations",
     ),
     "CQ0622": Example(
         bad="""\
@@ -2812,6 +2812,34 @@ __co__ void twostep(global s32 [2] x) {
 """,
         message="'sync.barrier : device' is only valid inside a 'parallel ... : block<cooperative>'",
     ),
+    "CQ0436": Example(
+        bad="""\
+__co__ void pick(global f32 [4, 8] x, global f32 [4, 8] y) {
+  parallel p by 1 : block {
+    shared f32 [4, 8] a;
+    shared f32 [8, 4] b;
+    foreach k in [2] {
+      f = dma.copy x => select(k, a, b);
+      dma.copy f => y;
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void pick(global f32 [4, 8] x, global f32 [4, 8] y) {
+  parallel p by 1 : block {
+    shared f32 [4, 8] a;
+    shared f32 [4, 8] b;
+    foreach k in [2] {
+      f = dma.copy x => select(k, a, b);
+      dma.copy f => y;
+    }
+  }
+}
+""",
+        message=("select options have different types: 'a' is shared f32 [4, 8] data, 'b' is "
+                 "shared f32 [8, 4] data"),
+    ),
 }
 # Codes no program can produce, with the reason.
 UNTRIGGERABLE: dict[str, str] = {
@@ -2821,6 +2849,10 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
+    "CQ0436": (
+        "A select picks one of several buffers or futures at run time, so all of them must "
+        "have the same element type, shape and storage."
+    ),
     "CQ0224": (
         'Untyped `mutable` declarations take their type from the initial value; without one the '
         'type is unknown.'

@@ -31,6 +31,7 @@ FIXED_GAPS: dict[str, str] = {
     "CQ0419": "backend: `dma.any` and `swap` are not lowered (CQ0701)",
     "CQ0315": "backend: arrays of buffers are not lowered (CQ0701)",
     "CQ0430": "backend: events are not lowered (CQ0701)",
+    "CQ0436": "backend: copies into a `select(...)` destination are not lowered (CQ0701)",
     "CQ0431": "backend: events are not lowered (CQ0701)",
     "CQ0432": "backend: events are not lowered (CQ0701)",
     "CQ0433": "backend: events are not lowered (CQ0701)",

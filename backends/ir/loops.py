@@ -65,20 +65,23 @@ def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int
         start = kl.value(loop.lower[i])
     if loop.upper and loop.upper[i] is not None:
         stop = b.add(stop, kl.value(loop.upper[i]))
+    step = None
+    if loop.step and loop.step[i] is not None:
+        step = kl.value(loop.step[i])
     high = bound.value - 1 if bound.value is not None else None
-    if loop.upper and loop.upper[i] is not None:
+    if (loop.upper and loop.upper[i] is not None) or (loop.lower and loop.lower[i] is not None):
         high = None
     kl.env[sym] = Bounded(b.var(name, high=high), bound)
     with kl.nested() as inner:
         _emit_loops(kl, sequential[1:], loops, body, stmt)
-    kl.emit(ir.For(stmt.span, name, start, stop, inner.body, pipelined=False))
+    kl.emit(ir.For(stmt.span, name, start, stop, inner.body, pipelined=False, step=step))
 
 
 # ----------------------------------------------------------------------- MMA K-slice loops
 
 
 def _is_mma_slice_loop(stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
-    if any(loop.lower or loop.upper for loop in loops):
+    if any(loop.lower or loop.upper or loop.step for loop in loops):
         return False
     if not all(bound.value is not None for loop in loops for bound in loop.bounds):
         return False
@@ -134,7 +137,7 @@ def _vectorizable(kl: KernelLowering, stmt: ast.Foreach,
         return set()
     chosen: set[Symbol] = set()
     for loop in loops:
-        if loop.lower or loop.upper:
+        if loop.lower or loop.upper or loop.step:
             continue
         for sym, bound in zip(loop.vars, loop.bounds):
             if bound.value is None or bound.value > 1024:
@@ -225,18 +228,19 @@ def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
                                             dtype, pointer, mask)))
     current = ir.Var(pointer.axes, dtype, name)
 
+    wide = kl._promoted(elem, item.value)  # each update rounds once (spec 3.6)
+
     def accumulate(value: ir.Expr) -> None:
         if set(value.axes) - set(pointer.axes):
             raise unsupported(item.span, "accumulating values of several threads into one "
                                          "element", "give each thread its own element")
-        new = kl._arith(item.op[:-1], current, value, elem)
+        new = kl._arith(item.op[:-1], current, value, wide)
         kl.emit(ir.Let(item.span, name, b.cast(new, dtype)))
 
     if _reducible(sequential, pointer):
-        accumulate(_reduced_value(kl, sequential, loops, item, dtype))
+        accumulate(_reduced_value(kl, sequential, loops, item, b.dtype_of(wide)))
     else:
-        _emit_loops(kl, sequential, loops,
-                    lambda: accumulate(b.cast(kl.value(item.value), dtype)), stmt)
+        _emit_loops(kl, sequential, loops, lambda: accumulate(kl.value(item.value)), stmt)
     store_mask = b.and_(mask, padding_mask(b.merged(pointer, current)))
     kl.emit(ir.Store(item.span, pointer, current, store_mask))
 
@@ -252,7 +256,7 @@ def _reducible(sequential: list[tuple[Symbol, LoopInfo, int]], pointer: ir.Expr)
         size *= axis.size
     for _, loop, i in sequential:
         extent = loop.bounds[i].value
-        if extent is None or loop.lower or loop.upper:
+        if extent is None or loop.lower or loop.upper or loop.step:
             return False
         size *= b.next_pow2(extent)
     return size <= REDUCE_LIMIT

@@ -90,7 +90,10 @@ class FunctionLowering:
             self.params.append(ir.HostParam(sym.name, "tensor", elem.name, sym.shape or (),
                                             by_ref=sym.by_ref, storage=storage))
         else:
-            self.env[sym] = Scalar(b.var(sym.name, b.dtype_of(elem)), elem)
+            # Python numbers arrive as 32-bit ints or floats; narrower types are rounded in
+            # the kernel, so an `f16` parameter holds an f16 value as the reference's does
+            arrives = ir.DType.F32 if elem.is_float else ir.DType.I32
+            self.env[sym] = Scalar(b.cast(b.var(sym.name, arrives), b.dtype_of(elem)), elem)
             self.params.append(ir.HostParam(sym.name, "scalar", elem.name))
 
     def _host_stmt(self, stmt: ast.Stmt) -> None:
@@ -503,10 +506,13 @@ class KernelLowering:
             raise unsupported(target.span, "writing single elements of a register-resident buffer")
         self.fl.written.add(region.tensor.name)
         pointer, mask = access(region, index)
-        value = b.cast(self.value(item.value), region.tensor.dtype)
-        if item.op != "=":
+        rhs = self.value(item.value)
+        if item.op == "=":
+            value = b.cast(rhs, region.tensor.dtype)
+        else:  # computed in the promoted type of both sides, rounded once (spec 3.6)
             current = ir.Load(pointer.axes, pointer.dtype, pointer, mask)
-            value = b.cast(self._arith(item.op[:-1], current, value, elem), region.tensor.dtype)
+            wide = self._promoted(elem, item.value)
+            value = b.cast(self._arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
         mask = b.and_(mask, padding_mask(b.merged(pointer, value)))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
 
@@ -779,12 +785,25 @@ class KernelLowering:
             return b.binary("&" if e.op == "&&" else "|", _truth(lhs), _truth(rhs), b.I1)
         if e.op in ("==", "!=", "<", "<=", ">", ">="):
             common = _common_dtype(lhs.dtype, rhs.dtype)
+            if common is ir.DType.BF16:
+                common = ir.DType.F32
             return b.binary(e.op, b.cast(lhs, common), b.cast(rhs, common), b.I1)
         elem = info.type.elem if isinstance(info.type, ScalarType) else dtypes.INT
         return self._arith(e.op, lhs, rhs, elem)
 
+    def _promoted(self, elem: dtypes.ElemType, value: ast.Expr) -> dtypes.ElemType:
+        """The type ``x op= value`` computes in: x's type promoted with the value's."""
+        info = self.fn.exprs.get(id(value))
+        other = info.type.elem if info is not None and isinstance(info.type, ScalarType) else elem
+        return dtypes.promote(elem, other) or elem
+
     def _arith(self, op: str, lhs: ir.Expr, rhs: ir.Expr, elem: dtypes.ElemType) -> ir.Expr:
         dtype = b.dtype_of(elem)
+        if dtype is ir.DType.BF16:
+            # bf16 arithmetic is computed in f32 and rounded once (what the hardware does;
+            # Triton 3.6's interpreter would otherwise compute on the raw 16-bit patterns)
+            wide = self._arith(op, lhs, rhs, dtypes.F32)
+            return b.cast(wide, dtype)
         lhs, rhs = b.cast(lhs, dtype), b.cast(rhs, dtype)
         if op == "/":
             op = "/" if dtype.is_float else "//"

@@ -251,6 +251,7 @@ class For(Stmt):
     stop: Expr
     body: list[Stmt]
     pipelined: bool = False
+    step: Expr | None = None
 
 
 @dataclass(frozen=True, eq=False)

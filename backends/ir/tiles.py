@@ -19,7 +19,9 @@ def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], spa
     pointer, mask = access(region, [b.axis_index(d) for d in dims])
     full_mask = b.and_(mask, padding_mask(dims))
     dtype = region.tensor.dtype
-    axes = ir.sort_axes(dims)
+    # the tile's own axes, plus any vector axes its origin depends on (per-instance tiles)
+    axes = b.merged(pointer, *([full_mask] if full_mask is not None else []),
+                    *(b.axis_index(d) for d in dims))
     pointer_load = ir.Load(axes, dtype, pointer, full_mask, region.fill)
     name = kl.fresh(base)
     desc = _descriptor(kl, region, dims)

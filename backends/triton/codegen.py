@@ -128,8 +128,9 @@ class KernelWriter:
         elif isinstance(stmt, ir.For):
             start = self.expr(stmt.start, ())
             stop = self.expr(stmt.stop, ())
+            step = f", {self.expr(stmt.step, ())}" if stmt.step is not None else ""
             loop = "tl.range" if stmt.pipelined else "range"
-            w.line(f"for {stmt.var} in {loop}({start}, {stop}):")
+            w.line(f"for {stmt.var} in {loop}({start}, {stop}{step}):")
             self.block(stmt.body)
         elif isinstance(stmt, ir.If):
             w.line(f"if {self.expr(stmt.cond, ())}:")
@@ -206,6 +207,8 @@ class KernelWriter:
             inner = self.expr(e.operand, e.axes)
             if e.operand.dtype == e.dtype:
                 return inner
+            if not e.operand.axes:  # a scalar: may be a Python number in the interpreter
+                return f"tl.cast({inner}, tl.{e.dtype.value})"
             return f"({inner}).to(tl.{e.dtype.value})"
         if isinstance(e, ir.Where):
             return (f"tl.where({self.expr(e.cond, e.axes)}, {self.expr(e.then, e.axes)}, "

@@ -152,6 +152,10 @@ class Checker:
         scope[sym.name] = sym
         return sym
 
+    def _declare_poisoned(self, name: str, span: Span) -> None:
+        """A name whose declaration had an error: later uses report nothing more."""
+        self.scopes[-1][name] = Symbol(name, SymKind.FUTURE, span, poisoned=True)
+
     def _lookup(self, name: str) -> Symbol | None:
         for scope in reversed(self.scopes):
             if name in scope:
@@ -207,9 +211,17 @@ class Checker:
             self._declare(sym)
         return sym
 
+    def _anonymous_dim(self, dims: dict[str, Symbol], index: int, span: Span) -> Sym:
+        """``?``/``??`` and ``mdspan<N>`` dimensions: bound from the argument like a named
+        dimension, under a name no program can write (``__arg3_0``)."""
+        name = f"__arg{len(self._fn().params)}_{index}"
+        dims.setdefault(name, Symbol(name, SymKind.DIM, span, elem=dtypes.INT,
+                                     value=Sym.var(name)))
+        return Sym.var(name)
+
     def _param_shape(self, spec: ast.ShapeSpec, dims: dict[str, Symbol]) -> tuple[Sym, ...]:
         if spec.dims is None:
-            return tuple(Sym.var(f"?{i}") for i in range(spec.rank or 0))
+            return tuple(self._anonymous_dim(dims, i, spec.span) for i in range(spec.rank or 0))
         shape: list[Sym] = []
         for i, dim in enumerate(spec.dims):
             if isinstance(dim, ast.Ident):
@@ -219,7 +231,7 @@ class Checker:
                 self._fn().refs[id(dim)] = dims[dim.name]
                 shape.append(Sym.var(dim.name))
             elif isinstance(dim, ast.AnonDim):
-                shape.append(Sym.var(f"?{len(self._fn().params)}_{i}"))
+                shape.append(self._anonymous_dim(dims, i, dim.span))
             else:
                 value = self._expr(dim).static
                 if value is None or not value.is_const:
@@ -821,10 +833,8 @@ class Checker:
 
     def _check_unroll(self, stmt: ast.Foreach, infos: list[LoopInfo]) -> None:
         """``: unroll(n)``: a positive factor no larger than the trip count."""
-        trips = 1
-        for info in infos:
-            for bound in info.bounds:
-                trips = trips * bound.value if bound.value is not None and trips else 0
+        innermost = infos[-1].bounds[-1] if infos and infos[-1].bounds else None
+        trips = innermost.value if innermost is not None and innermost.value else 0
         for suffix in stmt.suffixes:
             if suffix.kind != "unroll" or not suffix.args:
                 continue
@@ -835,7 +845,7 @@ class Checker:
                 self._error("CQ0621", suffix.span, factor=factor.value, problem="must be positive")
             elif trips and factor.value > trips:
                 self._error("CQ0621", suffix.span, factor=factor.value,
-                            problem=f"exceeds the loop's {trips} iterations")
+                            problem=f"exceeds the innermost loop's {trips} iterations")
 
     def _within(self, item: ast.Within, level: Level) -> LoopInfo:
         info = self._expr(item.shape)
@@ -874,6 +884,9 @@ class Checker:
             self._declare(sym)
             syms.append(sym)
         tup = None
+        if item.tuple_name == "_":
+            self._error("CQ0208", item.span, what="a with variable" if level is Level.WITH
+                        else "an iteration variable")
         if item.tuple_name:
             tup = Symbol(item.tuple_name, SymKind.BOUNDED_TUPLE, item.span, members=tuple(syms),
                          level=level)
@@ -881,18 +894,39 @@ class Checker:
         return LoopInfo(tuple(syms), tuple(bounds[:len(syms)]), tup)
 
     def _range_item(self, item: ast.RangeItem) -> LoopInfo:
+        """``foreach y(lb : ub : step)`` over an existing bounded variable: from ``lb``
+        while below ``#y + ub``, by ``step`` (spec 5.1); a bounded ituple loops over all
+        its members."""
+        if item.var == "_" or item.name == "_":
+            self._error("CQ0208", item.span, what="an iteration variable")
         sym = self._lookup(item.var)
+        if sym is not None and sym.kind is SymKind.BOUNDED_TUPLE and not item.has_range:
+            return self._tuple_range(item, sym)
         if sym is None or sym.kind is not SymKind.BOUNDED:
             self._error("CQ0207", item.span, name=item.var)
             sym = Symbol(item.var, SymKind.BOUNDED, item.span, elem=dtypes.INT, bound=Sym(1))
         for part in (item.lb, item.ub, item.step):
             if part is not None:
                 self._expr(part)
+        if item.step is not None:
+            step = self._fn().exprs[id(item.step)].static
+            if step is not None and step.value is not None and step.value <= 0:
+                self._error("CQ0306", item.step.span, value=step.value)
         loop_sym = Symbol(item.name or item.var, SymKind.BOUNDED, item.span, elem=dtypes.INT,
                           bound=sym.bound, level=Level.LOOP)
         self.scopes[-1][loop_sym.name] = loop_sym
         self._fn().refs[id(item)] = sym
-        return LoopInfo((loop_sym,), (sym.bound or Sym(1),), None, (item.lb,), (item.ub,))
+        return LoopInfo((loop_sym,), (sym.bound or Sym(1),), None, (item.lb,), (item.ub,),
+                        (item.step,))
+
+    def _tuple_range(self, item: ast.RangeItem, sym: Symbol) -> LoopInfo:
+        members = tuple(Symbol(m.name, SymKind.BOUNDED, item.span, elem=dtypes.INT,
+                               bound=m.bound, level=Level.LOOP) for m in sym.members)
+        tup = Symbol(item.name or item.var, SymKind.BOUNDED_TUPLE, item.span, members=members,
+                     level=Level.LOOP)
+        self.scopes[-1][tup.name] = tup
+        self._fn().refs[id(item)] = sym
+        return LoopInfo(members, tuple(m.bound or Sym(1) for m in members), tup)
 
     # ------------------------------------------------------------------ DMA
     def _stmt_DmaStmt(self, stmt: ast.DmaStmt) -> None:
@@ -906,6 +940,8 @@ class Checker:
     def _dma(self, stmt: ast.DmaStmt) -> None:
         src = self._view_operand(stmt.src)
         if src is None:
+            if stmt.future is not None and self._lookup(stmt.future) is None:
+                self._declare_poisoned(stmt.future, stmt.span)
             return
         src_type = self._dma_result_shape(stmt, src)
         dst_type = self._dma_dest(stmt, src_type)
@@ -916,6 +952,8 @@ class Checker:
         self._note_swizzle(stmt)
         if stmt.future is not None and dst_type is not None:
             self._bind_future(stmt, dst_type)
+        elif stmt.future is not None and self._lookup(stmt.future) is None:
+            self._declare_poisoned(stmt.future, stmt.span)
 
     def _dma_modifiers(self, stmt: ast.DmaStmt) -> None:
         if stmt.op == "load" and stmt.engine == "dma":
@@ -950,7 +988,8 @@ class Checker:
                 self._error("CQ0202", stmt.span, name=stmt.future)
             future = Symbol(stmt.future or "", SymKind.FUTURE, stmt.span, elem=dst_type.elem,
                             shape=dst_type.shape, storage=dst_type.storage,
-                            is_async=stmt.is_async, decl_node=stmt)
+                            is_async=stmt.is_async, decl_node=stmt,
+                            decl_depth=len(self.scopes) - 1)
             self.scopes[-1][future.name] = future
         self._note_decl(stmt, future)
         future.assigned_depth = len(self.scopes) - 1
@@ -1024,8 +1063,8 @@ class Checker:
                 self._note_shared(stmt.future or "a copy", src.elem, src.shape, stmt.span)
             return DataType(src.elem, src.shape, dst.storage)
         if isinstance(dst, ast.SelectExpr):
-            self._expr(dst)
-            return None
+            info = self._expr(dst)  # `=> select(k, bufA, bufB)`: one of same-typed buffers
+            return info.type if isinstance(info.type, DataType) else None
         dst_type = self._view_operand(dst)
         if dst_type is None:
             return None
@@ -1065,7 +1104,8 @@ class Checker:
         self._error("CQ0403", stmt.span, src=shape_text(src.shape), dst=shape_text(dst.shape))
 
     def _stmt_DmaAny(self, stmt: ast.DmaAny) -> None:
-        sym = Symbol(stmt.future, SymKind.FUTURE, stmt.span, mutable=True, decl_node=stmt)
+        sym = Symbol(stmt.future, SymKind.FUTURE, stmt.span, mutable=True, decl_node=stmt,
+                     decl_depth=len(self.scopes) - 1)
         self._declare(sym)
         self._note_decl(stmt, sym)
         self.placeholders[sym] = False
@@ -1112,9 +1152,16 @@ class Checker:
         self.swap_groups.append(set(syms))
         first = syms[0]
         for name, sym in zip(stmt.names[1:], syms[1:]):
-            reason = _swap_problem(first, sym, stmt.names[0], name)
+            depths = (self._scope_depth(stmt.names[0]), self._scope_depth(name))
+            reason = _swap_problem(first, sym, stmt.names[0], name, depths)
             if reason:
                 self._error("CQ0419", stmt.span, a=stmt.names[0], b=name, reason=reason)
+                return  # a rejected swap exchanges nothing
+        # the names now hold one another's futures (a <- b, ..., last <- a): the futures'
+        # state moves, the names (and what later uses refer to) stay
+        states = [_future_state(sym) for sym in syms]
+        for sym, state in zip(syms, states[1:] + states[:1]):
+            _set_future_state(sym, state)
 
     def _stmt_EventDecl(self, stmt: ast.EventDecl) -> None:
         for var in stmt.vars:
@@ -1207,6 +1254,8 @@ class Checker:
             self._error("CQ0201", base.span, name=base.name)
             return None
         self._fn().refs[id(base)] = sym
+        if sym.poisoned:
+            return None
         self._check_array_index(sym, array_index)
         if sym.kind is SymKind.VIEW and sym.view is not None:
             return sym.view.root, sym.view.type, tuple(array_index)
@@ -1572,6 +1621,8 @@ class Checker:
             self._error("CQ0201", e.span, name=e.name)
             return ERROR
         self._fn().refs[id(e)] = sym
+        if sym.poisoned:
+            return ERROR
         return _symbol_info(sym)
 
     def _expr_Member(self, e: ast.Member) -> ExprInfo:
@@ -1884,7 +1935,18 @@ class Checker:
                 0 <= index.static.value < len(e.options)):
             self._error("CQ0420", e.index.span, index=index.static.value, count=len(e.options))
         options = [self._expr(o) for o in e.options]
-        return options[0] if options else ERROR
+        if not options:
+            return ERROR
+        first = _option_type(options[0])
+        for expr, info in zip(e.options[1:], options[1:]):
+            other = _option_type(info)
+            if first is not None and other is not None and not _same_data(first, other):
+                self._error("CQ0436", expr.span, a=_text(e.options[0]), ta=first.describe(),
+                            b=_text(expr), tb=other.describe())
+                return ERROR
+        if first is not None and not isinstance(options[0].type, FutureType):
+            return ExprInfo(first)
+        return options[0]
 
     def _expr_Derive(self, e: ast.Derive) -> ExprInfo:
         base = self._expr(e.base)
@@ -2098,13 +2160,16 @@ def _count(shape: tuple[Sym, ...]) -> int | None:
     return total
 
 
-def _swap_problem(a: Symbol, b: Symbol, a_name: str, b_name: str) -> str | None:
+def _swap_problem(a: Symbol, b: Symbol, a_name: str, b_name: str,
+                  depths: tuple[int, int]) -> str | None:
+    """Why two names cannot exchange their futures; ``depths`` are the scopes the *names*
+    were declared in (a swap exchanges futures, the names stay where they are)."""
     if a.kind is not b.kind:
         return f"'{a_name}' is {_a(a.kind.value)}, '{b_name}' {_a(b.kind.value)}"
     if a.kind is not SymKind.FUTURE or a.assigned_depth < 0 or b.assigned_depth < 0:
         return None  # placeholders take any future
-    if a.assigned_depth != b.assigned_depth:
-        return "they are filled by copies in different scopes"
+    if depths[0] != depths[1]:
+        return "they are declared in different scopes"
     if a.is_async != b.is_async:
         return "one is asynchronous and the other is not"
     if a.shape is not None and b.shape is not None and (
@@ -2161,6 +2226,32 @@ def _has_increment(expr: ast.Expr) -> bool:
         elif isinstance(item, tuple):
             stack.extend(item)
     return False
+
+
+_STATE = ("is_async", "assigned_depth", "elem", "shape", "storage")
+
+
+def _future_state(sym: Symbol) -> tuple[object, ...]:
+    return tuple(getattr(sym, name) for name in _STATE)
+
+
+def _set_future_state(sym: Symbol, state: tuple[object, ...]) -> None:
+    for name, value in zip(_STATE, state):
+        setattr(sym, name, value)
+
+
+def _option_type(info: ExprInfo) -> DataType | None:
+    t = info.type
+    if isinstance(t, DataType):
+        return t
+    if isinstance(t, FutureType) and t.symbol.elem is not None and t.symbol.shape is not None:
+        return DataType(t.symbol.elem, t.symbol.shape, t.symbol.storage or "shared")
+    return None
+
+
+def _same_data(a: DataType, b: DataType) -> bool:
+    return a.elem == b.elem and a.storage == b.storage and len(a.shape) == len(b.shape) and all(
+        x.provably_eq(y) is not False for x, y in zip(a.shape, b.shape))
 
 
 def _has_return(block: ast.Block) -> bool:

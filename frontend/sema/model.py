@@ -68,6 +68,8 @@ class Symbol:
     is_param: bool = False
     is_stream: bool = False  # a `stream` parameter (binds parallel<s>)
     assigned_depth: int = -1  # FUTURE: scope depth of the copy that last filled it
+    decl_depth: int = -1  # FUTURE: scope depth of its declaration (dma.any or first copy)
+    poisoned: bool = False  # declared by a statement that had an error: uses stay quiet
     by_ref: bool = False
     array_dims: tuple[Sym, ...] = ()
     # FRAG: filled by the checker as uses are seen
@@ -248,6 +250,7 @@ class LoopInfo:
     tuple_symbol: Symbol | None = None
     lower: tuple[ast.Expr | None, ...] = ()  # foreach ranges: lb expressions
     upper: tuple[ast.Expr | None, ...] = ()  # foreach ranges: ub offsets
+    step: tuple[ast.Expr | None, ...] = ()  # foreach ranges: strides
 
 
 @dataclass(frozen=True)
