@@ -156,8 +156,6 @@ def test_foreach_ranges_offset_the_bound_and_honour_the_step() -> None:
     assert torch.equal(both_modes(RANGES, [a]), _ranges_expected(a))
 
 
-@pytest.mark.xfail(reason="the Triton path ignores the foreach step (LoopInfo records no "
-                          "step; spec 12.4 says honour it)", strict=False)
 def test_foreach_step_in_the_triton_path() -> None:
     a = random((10,), torch.int32)
     assert torch.equal(triton(RANGES, [a]), _ranges_expected(a))
@@ -267,8 +265,6 @@ def test_compound_assignment_computes_in_the_promoted_type() -> None:
     assert torch.equal(interpret_source(ARITH, [a], function="compound"), expected)
 
 
-@pytest.mark.xfail(reason="the Triton path converts the right side of `+=` to the element "
-                          "type first (two roundings)", strict=False)
 def test_compound_assignment_in_the_triton_path() -> None:
     a = random((256,), torch.float16)
     text = ARITH.replace("f16 [64]", "f16 [256]").replace("by 64", "by 256")
@@ -298,9 +294,6 @@ def test_bf16_arithmetic() -> None:
     assert torch.equal(interpret_source(BF16, [a]), a * a - a / 3)
 
 
-@pytest.mark.xfail(reason="Triton 3.6's CPU interpreter computes bf16 element-wise arithmetic "
-                          "on the raw bits; the Triton path widens bf16 only for tl.dot",
-                   strict=False)
 def test_bf16_arithmetic_in_the_triton_cpu_path() -> None:
     a = random((64,), torch.bfloat16)
     assert_close(triton(BF16, [a]), (a * a - a / 3).double(), torch.bfloat16)
