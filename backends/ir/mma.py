@@ -107,7 +107,9 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     m_parts, m_total = _fuse(lin_am, em, stmt.a, "M")
     n_parts, n_total = _fuse(lin_bn, en, stmt.b, "N")
     layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
-    k_axis = kl.axis(object(), k_total, "k", DOT_MIN)
+    # tl.dot needs K >= 32 for one-byte operands (int8, fp8) and >= 16 otherwise
+    k_min = 32 if a.tensor.elem.bits == 8 else DOT_MIN
+    k_axis = kl.axis(object(), k_total, "k", k_min)
     # the fused operand tiles: every instance's slice together, masked elements read as 0
     a_region = replace(a, origin=_replace(a.origin, {a.axis_of(a_m): lin_am.rest,
                                                      a.axis_of(a_k): lin_ak.rest}),

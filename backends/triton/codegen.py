@@ -28,6 +28,8 @@ class Artifact:
     num_warps: tuple[int, ...]
     num_stages: tuple[int, ...]
     checks: tuple[object, ...] = ()  # conditions on dimensions tested before the host code
+    # per kernel: Triton signature of each parameter ("*fp16", "i32", "fp32", "constexpr")
+    signatures: tuple[dict[str, str], ...] = ()
 
 
 class _Writer:
@@ -305,7 +307,31 @@ def generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
         num_warps=tuple(k.num_warps for k in fn.kernels),
         num_stages=tuple(k.num_stages for k in fn.kernels),
         checks=tuple(fn.checks),
+        signatures=tuple(_signature(k) for k in fn.kernels),
     )
+
+
+_SIGNATURE_TYPES = {
+    ir.DType.I1: "i1", ir.DType.I8: "i8", ir.DType.I16: "i16", ir.DType.I32: "i32",
+    ir.DType.I64: "i64", ir.DType.U8: "u8", ir.DType.U16: "u16", ir.DType.U32: "u32",
+    ir.DType.U64: "u64", ir.DType.F16: "fp16", ir.DType.BF16: "bf16", ir.DType.F32: "fp32",
+    ir.DType.F64: "fp64", ir.DType.F8E4: "fp8e4nv", ir.DType.F8E5: "fp8e5",
+}
+
+
+def _signature(kernel: ir.Kernel) -> dict[str, str]:
+    """Triton's signature of a kernel's parameters, for compiling it ahead of a launch."""
+    signature = {}
+    for p in kernel.params:
+        if p.kind is ir.ParamKind.FLAG:
+            signature[p.name] = "constexpr"
+        elif p.kind is ir.ParamKind.POINTER:
+            signature[p.name] = "*" + _SIGNATURE_TYPES[p.dtype or ir.DType.F32]
+        elif p.kind is ir.ParamKind.FLOAT:
+            signature[p.name] = "fp32"
+        else:
+            signature[p.name] = "i32"
+    return signature
 
 
 def _host_function(w: _Writer, fn: ir.Function) -> None:
