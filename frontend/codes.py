@@ -60,6 +60,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0115", E, "nesting is too deep ({depth} levels)",
          "split the expression or the block into smaller parts"),
     Code("CQ0116", E, "'{name}' is a reserved word and cannot be used as a name"),
+    Code("CQ0117", E, "{what} is too large: more than {limit} tokens",
+         "split the work into smaller __co__ functions or several sources"),
     # --- names, types, scalars -------------------------------------------------------
     Code("CQ0201", E, "symbol '{name}' is used before declaration"),
     Code("CQ0202", E, "symbol '{name}' has been declared already"),

@@ -63,14 +63,16 @@ _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _KW, _NAME, _PUNCT, _DOT = TokenKind.KEYWORD, TokenKind.NAME, TokenKind.PUNCT, TokenKind.DOT_WORD
 
 
-def lex(text: str, start: int, end: int, reporter: Reporter) -> list[Token]:
+def lex(text: str, start: int, end: int, reporter: Reporter,
+        limit: int | None = None) -> list[Token]:
     """Tokens of ``text[start:end]``, ending with an EOF token; spans are absolute offsets.
 
     Bad characters and malformed literals are reported and skipped (or replaced by a
-    literal 0) so that parsing can go on and report further errors.
+    literal 0) so that parsing can go on and report further errors. With a ``limit``,
+    lexing stops after ``limit + 1`` tokens (the caller reports the excess).
     """
     with gc_paused():
-        return _lex(text, start, end, reporter)
+        return _lex(text, start, end, reporter, limit)
 
 
 @contextlib.contextmanager
@@ -86,10 +88,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _lex(text: str, start: int, end: int, reporter: Reporter) -> list[Token]:
+def _lex(text: str, start: int, end: int, reporter: Reporter, limit: int | None) -> list[Token]:
     tokens: list[Token] = []
     append = tokens.append
     for m in _TOKEN_RE.finditer(text, start, end):
+        if limit is not None and len(tokens) > limit:
+            break
         group = m.lastgroup
         tstart = m.start(group)
         tend = m.end()

@@ -44,6 +44,12 @@ __all__ = [
 # a 10,000-deep program must end with a diagnostic, never a RecursionError.
 MAX_DEPTH = 400
 
+# Size limits (CQ0117), so that every source is checked and lowered in bounded time (about
+# 10 us per token in all): one function (the seeds have under 1,000 tokens; a Triton kernel
+# of 100,000 would not compile anyway) and all functions of a source together.
+MAX_FUNCTION_TOKENS = 100_000
+MAX_PROGRAM_TOKENS = 250_000
+
 _NAME, _KEYWORD, _INT, _FLOAT, _STRING, _DOT, _PUNCT, _EOF = (
     TokenKind.NAME, TokenKind.KEYWORD, TokenKind.INT, TokenKind.FLOAT, TokenKind.STRING,
     TokenKind.DOT_WORD, TokenKind.PUNCT, TokenKind.EOF,
@@ -93,25 +99,53 @@ def recursion_headroom(limit: int = 25_000) -> Iterator[None]:
 def parse_function(text: str, start: int, end: int, reporter: Reporter) -> Function | None:
     """Parse the ``__co__`` function in ``text[start:end]`` (offsets of preprocessed text).
 
-    Returns None when no function could be recovered (the errors are reported)."""
-    with recursion_headroom(), gc_paused():
-        parser = _Parser(text, lex(text, start, end, reporter), reporter)
-        try:
-            return parser.function()
-        except _TooDeep:
-            return None
+    Returns None when no function could be recovered (the errors are reported), also when
+    it has more than MAX_FUNCTION_TOKENS tokens (CQ0117)."""
+    return _parse_region(text, start, end, reporter, MAX_FUNCTION_TOKENS, "this __co__ function",
+                         MAX_FUNCTION_TOKENS)[0]
 
 
 def parse_program(text: str, regions: Sequence[object], reporter: Reporter) -> Program:
     """Parse every ``__co__`` function; ``regions`` are ``(start, end)`` pairs or objects
-    with ``start`` / ``end`` attributes (``regions.Region``)."""
+    with ``start`` / ``end`` attributes (``regions.Region``). Past MAX_PROGRAM_TOKENS in
+    all, the function that overflows is reported (CQ0117) and the rest is not parsed."""
     functions = []
+    budget = MAX_PROGRAM_TOKENS
     for region in regions:
         start, end = _region_bounds(region)
-        function = parse_function(text, start, end, reporter)
+        if budget < MAX_FUNCTION_TOKENS:
+            limit, what, shown = budget, "the __co__ code of this source", MAX_PROGRAM_TOKENS
+        else:
+            name = getattr(region, "name", "")
+            what = f"the __co__ function '{name}'" if name else "this __co__ function"
+            limit, shown = MAX_FUNCTION_TOKENS, MAX_FUNCTION_TOKENS
+        function, count = _parse_region(text, start, end, reporter, limit, what, shown)
+        if count > limit:
+            if limit == budget:
+                break
+            continue
+        budget -= count
         if function is not None:
             functions.append(function)
     return Program(Span(0, len(text)), tuple(functions))
+
+
+def _parse_region(text: str, start: int, end: int, reporter: Reporter, limit: int,
+                  what: str, shown: int) -> tuple[Function | None, int]:
+    """The function of ``text[start:end]`` and its token count; a function of more than
+    ``limit`` tokens is reported (``what`` is over ``shown`` tokens) and not parsed."""
+    with recursion_headroom(), gc_paused():
+        tokens = lex(text, start, end, reporter, limit)
+        count = len(tokens) - 1  # the EOF token does not count
+        if count > limit:
+            reporter.report("CQ0117", Span(start, min(end, start + 6)), what=what,
+                            limit=f"{shown:,}")
+            return None, count
+        parser = _Parser(text, tokens, reporter)
+        try:
+            return parser.function(), count
+        except _TooDeep:
+            return None, count
 
 
 def parse_stmt_text(text: str, reporter: Reporter) -> Stmt:
