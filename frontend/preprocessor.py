@@ -10,7 +10,10 @@ from dataclasses import dataclass, replace
 from .diagnostics import Reporter
 from .source import Segment, Source, SourceMap, Span
 
-__all__ = ["BLANK_KINDS", "Preprocessed", "Scanner", "first_name_in", "line_state", "preprocess"]
+__all__ = [
+    "BLANK_KINDS", "Preprocessed", "Scanner", "first_name_in", "last_name_in", "line_state",
+    "preprocess",
+]
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,19 @@ BLANK_KINDS = frozenset({"nl", "ws", "cont", "lcom", "bcom"})
 _PP_NUMBER = r"\.?[0-9](?:[eEpP][+-]|'[0-9A-Za-z_]|[0-9A-Za-z_.])*"
 _QUIET_ATOMS = (r"[ \t\r\f\v]+|\n(?![ \t\r\f\v]*\#)|" + _PP_NUMBER
                 + r"|[^\W\d]\w*(?![\w\"'])|/(?![/*])")
-_QUIET_RE = re.compile(r"(?:" + _QUIET_ATOMS + r"""|[^\w\s"'\\\#/])*""")
-_QUIET_NO_BRACES_RE = re.compile(r"(?:" + _QUIET_ATOMS + r"""|[^\w\s"'\\\#/{}])*""")
+_QUIET_PATTERNS: dict[str, re.Pattern[str]] = {}
+_NEVER_QUIET = frozenset("\"'\\#")  # characters that never start quiet text
+
+
+def _quiet_pattern(stops: str) -> re.Pattern[str]:
+    """The quiet-run regex that also stops at the punctuation characters of ``stops``."""
+    pattern = _QUIET_PATTERNS.get(stops)
+    if pattern is None:
+        punct = r"""[^\w\s"'\\\#/""" + re.escape(stops) + "]"
+        pattern = _QUIET_PATTERNS[stops] = re.compile(f"(?:{_QUIET_ATOMS}|{punct})*")
+    return pattern
+
+
 # Numbers and names of quiet text, whole: group 1 is the name ("" for a number).
 _NAMES_RE = re.compile(_PP_NUMBER + r"|([^\W\d]\w*)")
 # A quiet run is scanned in windows: small after a run was cut short by a name that
@@ -100,7 +114,7 @@ class Scanner:
         # closing delimiter -> offset from which it is known not to occur; keeps repeated
         # unterminated raw strings from rescanning the rest of the text each time.
         self._raw_misses: dict[str, int] = {}
-        self._window = _MIN_WINDOW  # see quiet_end
+        self._windows: dict[str, int] = {}  # see quiet_end
 
     def token(self, pos: int) -> tuple[str, int]:
         """Kind and end offset of the token starting at ``pos`` (``pos < len(text)``)."""
@@ -112,23 +126,26 @@ class Scanner:
             return self._raw_string(pos, match.end())
         return kind, match.end()
 
-    def quiet_end(self, pos: int, braces: bool = True) -> int:
+    def quiet_end(self, pos: int, stops: str = "") -> int:
         """End of the run of quiet text from ``pos`` (``pos`` itself when there is none);
-        with ``braces=False`` the run stops at `{` and `}` too."""
+        the run also stops at the punctuation characters of ``stops`` (`{}` for braces)."""
         text = self.text
-        limit = min(len(text), pos + self._window)
-        pattern = _QUIET_RE if braces else _QUIET_NO_BRACES_RE
-        match = pattern.match(text, pos, limit)
+        if text[pos] in _NEVER_QUIET or text[pos] in stops:
+            return pos  # the common stops, without a regex call
+        window = self._windows.get(stops, _MIN_WINDOW)
+        limit = min(len(text), pos + window)
+        match = _quiet_pattern(stops).match(text, pos, limit)
         end = match.end() if match is not None else pos
         if end == limit < len(text):
-            self._window = min(2 * self._window, _MAX_WINDOW)
+            self._windows[stops] = min(2 * window, _MAX_WINDOW)
             last = _LAST_BOUNDARY_RE.match(text, pos, end)
             end = last.end() - 1 if last is not None else pos
         return end
 
-    def quiet_cut(self) -> None:
-        """The caller stopped a quiet run early (at a name that matters): scan less ahead."""
-        self._window = _MIN_WINDOW
+    def quiet_cut(self, stops: str = "") -> None:
+        """The caller stopped a quiet run early (at a name that matters): scan less ahead
+        (each ``stops`` has its own window: a function body is not scanned like host code)."""
+        self._windows[stops] = _MIN_WINDOW
 
     def _raw_string(self, start: int, open_end: int) -> tuple[str, int]:
         # R"tag( ... )tag" ends at the first `)tag"`. Without one, only the prefix name
@@ -154,6 +171,12 @@ def first_name_in(text: str, start: int, end: int, names: AbstractSet[str]) -> i
         if match.group(1) and match.group(1) in names:
             return match.start()
     return None
+
+
+def last_name_in(text: str, start: int, end: int) -> str | None:
+    """The last name token of the quiet text ``[start, end)``, None when it has none."""
+    names = [name for name in _NAMES_RE.findall(text, start, end) if name]
+    return names[-1] if names else None
 
 
 def line_state(text: str, start: int, end: int, at_bol: bool, line_start: int) -> tuple[bool, int]:

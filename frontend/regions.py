@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .diagnostics import Reporter
-from .preprocessor import Scanner, first_name_in
+from .preprocessor import Scanner, first_name_in, last_name_in
 from .source import Span
 
 __all__ = ["Region", "find_co_functions"]
 
 _KEYWORD = "__co__"
 _KEYWORDS = frozenset({_KEYWORD})
+_SIGNATURE_PUNCT = "()[]{};"  # what the signature scan looks at (see _read_function)
+
+# The common signature in one regex call: `ret [dims] name(params [dims]) {` with no
+# comment, string, nested bracket or `;` in it; anything else takes the token loop. The
+# name must start a token (not follow a word character, `.`, `'` or an exponent sign).
+_PLAIN = r"""[^(){}\[\];"'/\\\#]"""
+_PLAIN_OR_DIMS = rf"(?:{_PLAIN}|\[{_PLAIN}*\])"
+_SIMPLE_SIGNATURE_RE = re.compile(
+    rf"{_PLAIN_OR_DIMS}*?(?<![\w.'])(?<![eEpP][+\-])([^\W\d]\w*)\s*\({_PLAIN_OR_DIMS}*\)"
+    rf"{_PLAIN}*\{{")
+_SIGNATURE_WINDOW = 4096  # longer signatures take the token loop
 
 
 @dataclass(frozen=True)
@@ -58,10 +70,18 @@ def find_co_functions(text: str, reporter: Reporter) -> list[Region]:
 def _read_function(text: str, scanner: Scanner, start: int, pos: int,
                    reporter: Reporter) -> Region:
     """The function whose ``__co__`` keyword is at ``start``; its signature starts at ``pos``."""
+    simple = _SIMPLE_SIGNATURE_RE.match(text, pos, min(len(text), pos + _SIGNATURE_WINDOW))
+    if simple is not None:
+        return _read_body(text, scanner, start, simple.end() - 1, simple.group(1), reporter)
     name = last_name = ""
     seen_paren = False
     level = 0  # ( and [ nesting in the signature
     while pos < len(text):
+        quiet = scanner.quiet_end(pos, _SIGNATURE_PUNCT)
+        if quiet > pos:
+            last_name = last_name_in(text, pos, quiet) or last_name
+            pos = quiet
+            continue
         kind, end = scanner.token(pos)
         if kind == "id":
             last_name = text[pos:end]
@@ -88,7 +108,7 @@ def _read_body(text: str, scanner: Scanner, start: int, pos: int, name: str,
     """Match the body's braces from the ``{`` at ``pos``."""
     depth = 0
     while pos < len(text):
-        quiet = scanner.quiet_end(pos, braces=False)
+        quiet = scanner.quiet_end(pos, "{}")
         if quiet > pos:
             pos = quiet
             continue
