@@ -126,10 +126,10 @@ class FunctionLowering:
             return
         if isinstance(stmt, (ast.MdspanDecl, ast.ItupleDecl)):
             return  # compile-time values: the checker folded their uses
-        if isinstance(stmt, ast.AssignStmt) and all(
-                s.kind in (SymKind.ITUPLE, SymKind.MDSPAN)
-                for s in self.fn.decls.get(id(stmt), [None])):  # type: ignore[union-attr]
-            return  # `t = {1, 2};` declares a compile-time ituple
+        decls = self.fn.decls.get(id(stmt), [])
+        if isinstance(stmt, ast.AssignStmt) and decls and all(
+                s.kind in (SymKind.ITUPLE, SymKind.MDSPAN) for s in decls):
+            return  # `t = {1, 2};` declares a compile-time ituple (other assignments: below)
         if isinstance(stmt, ast.AssertStmt):
             if id(stmt) in self.fn.host_asserts:
                 return  # decided at compile time, or tested when the arguments are bound
