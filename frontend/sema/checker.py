@@ -12,6 +12,7 @@ from typing import Iterator
 
 from .. import syntax as ast
 from ..diagnostics import Reporter
+from ..parser import recursion_headroom
 from ..source import Span
 from . import dtypes
 from .dtypes import ElemType
@@ -93,7 +94,8 @@ class Checker:
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
-        return CheckedProgram([self.check_function(f) for f in program.functions])
+        with recursion_headroom():  # the walk takes a few frames per level, MAX_DEPTH deep
+            return CheckedProgram([self.check_function(f) for f in program.functions])
 
     def check_function(self, node: ast.Function) -> CheckedFunction:
         self.scopes = [{}]
