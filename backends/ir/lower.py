@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ...frontend import syntax as ast
+from ...frontend.parser import recursion_headroom
 from ...frontend.sema import dtypes
 from ...frontend.sema.levels import threads_per_block
 from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFunction, IndexItem,
@@ -68,6 +69,10 @@ class FunctionLowering:
         self.params: list[ir.HostParam] = []
 
     def lower(self) -> ir.Function:
+        with recursion_headroom():  # statements and expressions nest up to MAX_DEPTH deep
+            return self._lower()
+
+    def _lower(self) -> ir.Function:
         node = self.fn.node
         for sym in self.fn.params:
             self._param(sym)
