@@ -1031,6 +1031,11 @@ class Checker:
 
     def _dma_result_shape(self, stmt: ast.DmaStmt, src: DataType) -> DataType:
         """The shape a DMA produces from its source: transposed or padded for those ops."""
+        if (stmt.op == "pad" and stmt.pad is None) or (stmt.op == "transp" and stmt.perm is None):
+            # `dma.pad` without `<{low}, {high}, {mid}, value>`, `dma.transp` without `<perm>`
+            what = "pad" if stmt.op == "pad" else "transpose"
+            self._error("CQ0408", stmt.span, what=what, actual=0, rank=len(src.shape))
+            return src
         if stmt.op == "transp" and stmt.perm is not None:
             perm = [self._static_int(p, "a transpose index").value for p in stmt.perm]
             rank = len(src.shape)
