@@ -82,11 +82,20 @@ def _section(code: Code) -> str:
     return "\n".join(lines)
 
 
+def _shown(program: str, keep: int = 12) -> str:
+    """A program as shown in the reference: long ones keep their head and tail."""
+    lines = program.rstrip("\n").split("\n")
+    if len(lines) <= 3 * keep:
+        return "\n".join(lines)
+    hidden = len(lines) - keep - 2
+    return "\n".join(lines[:keep] + [f"  // ... {hidden:,} more lines ..."] + lines[-2:])
+
+
 def _example(code: Code, example: Example) -> list[str]:
     target = f" (target `{example.target}`)" if example.target else ""
     return [
         f"A program with this problem{target}:", "",
-        "```c", example.bad.rstrip("\n"), "```", "",
+        "```c", _shown(example.bad), "```", "",
         "The compiler says:", "",
         "```text", f"{code.severity.value}[{code.code}]: {example.message}", "```", "",
         "Fixed:", "",

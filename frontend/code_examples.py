@@ -2840,6 +2840,17 @@ __co__ void pick(global f32 [4, 8] x, global f32 [4, 8] y) {
         message=("select options have different types: 'a' is shared f32 [4, 8] data, 'b' is "
                  "shared f32 [8, 4] data"),
     ),
+    "CQ0117": Example(
+        # a body of 100,001 empty statements: the limit counts tokens, not meaning
+        bad="__co__ void big(global s32 [4] x) {\n" + "  ;\n" * 100_001 + "}\n",
+        fixed="""\
+__co__ void big(global s32 [4] x) {
+  parallel p by 4
+    x.at(p) = p;
+}
+""",
+        message="this __co__ function is too large: more than 100,000 tokens",
+    ),
 }
 # Codes no program can produce, with the reason.
 UNTRIGGERABLE: dict[str, str] = {
@@ -2849,6 +2860,10 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
+    "CQ0117": (
+        "A function or source is so large that compiling it would take minutes; the compiler "
+        "stops with this error instead. Split the work into smaller functions."
+    ),
     "CQ0436": (
         "A select picks one of several buffers or futures at run time, so all of them must "
         "have the same element type, shape and storage."
