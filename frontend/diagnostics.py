@@ -97,8 +97,20 @@ def _excerpt(loc: Location, source_line: str) -> list[str]:
     gutter = " " * len(str(loc.line))
     width = loc.end_column - loc.column if loc.end_line == loc.line else len(source_line) - loc.column + 1
     width = max(1, width)
-    caret = " " * (loc.column - 1) + "^" * width
+    column = loc.column
+    if len(source_line) > _EXCERPT_WIDTH:  # a long line shows around the caret, not a megabyte
+        start = max(0, min(column - 1 - _EXCERPT_WIDTH // 2, len(source_line) - _EXCERPT_WIDTH))
+        shown = source_line[start:start + _EXCERPT_WIDTH]
+        head, tail = ("..." if start else ""), ("..." if start + _EXCERPT_WIDTH < len(source_line)
+                                                else "")
+        source_line = head + shown + tail
+        column = column - start + len(head)
+        width = min(width, len(shown) + len(head) - column + 1)
+    caret = " " * (column - 1) + "^" * max(1, width)
     return [f" {gutter} |", f" {loc.line} | {source_line}", f" {gutter} | {caret}"]
+
+
+_EXCERPT_WIDTH = 160  # characters of a source line shown under a diagnostic, at most
 
 
 class CompileError(Exception):
@@ -120,15 +132,28 @@ class CompileError(Exception):
 
 @dataclass
 class Reporter:
-    """Collects the diagnostics of one compile; stages report, the driver raises."""
+    """Collects the diagnostics of one compile; stages report, the driver raises.
+
+    At most ``max_errors`` errors and as many warnings are kept (separately, so that
+    warnings never crowd out an error); the rest are counted in ``dropped``."""
 
     source_map: SourceMap
     diagnostics: list[Diagnostic] = field(default_factory=list)
     max_errors: int = 100
+    dropped: int = 0
+    _kept: dict[Severity, int] = field(default_factory=dict, repr=False)
+    _lines: dict[tuple[int, int], str] = field(default_factory=dict, repr=False)
 
     def report(self, code: str, span: Span, *, notes: tuple[tuple[str, Span | None], ...] = (),
-               hint: str | None = None, **fields: Any) -> Diagnostic:
+               hint: str | None = None, **fields: Any) -> Diagnostic | None:
+        """The diagnostic, or None when it is past the limit of its severity: it is then not
+        even located, so that 5,000,000 bad characters on one line cost little each."""
         entry = CODES[code]
+        kept = self._kept.get(entry.severity, 0)
+        if kept >= self.max_errors:
+            self.dropped += 1
+            return None
+        self._kept[entry.severity] = kept + 1
         message = entry.template.format(**fields)
         if hint is None and entry.hint is not None:
             try:
@@ -141,19 +166,27 @@ class Reporter:
             severity_kind=entry.severity,
             message=message,
             location=loc,
-            source_line=self.source_map.source.line_text(loc.line),
+            source_line=self._line_text(loc.line),
             hint=hint,
             notes=tuple(self._note(text, note_span) for text, note_span in notes),
         )
-        if len(self.diagnostics) < self.max_errors:
-            self.diagnostics.append(diag)
+        self.diagnostics.append(diag)
         return diag
 
     def _note(self, text: str, span: Span | None) -> Note:
         if span is None:
             return Note(text)
         loc = self.source_map.locate(span)
-        return Note(text, loc, self.source_map.source.line_text(loc.line))
+        return Note(text, loc, self._line_text(loc.line))
+
+    def _line_text(self, line: int) -> str:
+        """One copy of each line for all its diagnostics (a minified line may be 10 MB)."""
+        source = self.source_map.source
+        key = (id(source), line)
+        text = self._lines.get(key)
+        if text is None:
+            text = self._lines[key] = source.line_text(line)
+        return text
 
     @property
     def errors(self) -> list[Diagnostic]:
