@@ -69,7 +69,8 @@ def lex(text: str, start: int, end: int, reporter: Reporter,
 
     Bad characters and malformed literals are reported and skipped (or replaced by a
     literal 0) so that parsing can go on and report further errors. With a ``limit``,
-    lexing stops after ``limit + 1`` tokens (the caller reports the excess).
+    lexing stops after more than ``limit`` tokens and bad characters: the list then has
+    no EOF token (the caller reports the excess).
     """
     with gc_paused():
         return _lex(text, start, end, reporter, limit)
@@ -91,9 +92,11 @@ def gc_paused() -> Iterator[None]:
 def _lex(text: str, start: int, end: int, reporter: Reporter, limit: int | None) -> list[Token]:
     tokens: list[Token] = []
     append = tokens.append
+    steps = 0
     for m in _TOKEN_RE.finditer(text, start, end):
-        if limit is not None and len(tokens) > limit:
-            break
+        steps += 1
+        if limit is not None and steps > limit and m.lastgroup != "end":
+            return tokens  # truncated: no EOF token
         group = m.lastgroup
         tstart = m.start(group)
         tend = m.end()

@@ -136,8 +136,9 @@ def _parse_region(text: str, start: int, end: int, reporter: Reporter, limit: in
     ``limit`` tokens is reported (``what`` is over ``shown`` tokens) and not parsed."""
     with recursion_headroom(), gc_paused():
         tokens = lex(text, start, end, reporter, limit)
-        count = len(tokens) - 1  # the EOF token does not count
-        if count > limit:
+        count = len(tokens)
+        if not tokens or tokens[-1].kind is not _EOF:  # more than `limit` tokens
+            count = limit + 1
             reporter.report("CQ0117", Span(start, min(end, start + 6)), what=what,
                             limit=f"{shown:,}")
             return None, count
