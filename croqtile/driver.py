@@ -128,10 +128,10 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
     for fn in checked.functions:
         try:
             lowered = stage("lower", FunctionLowering(fn, options).lower)
-        except LoweringError as err:
+            artifact = stage("codegen", generate, lowered, locate, filename)
+        except LoweringError as err:  # (codegen reports what Python cannot write: CQ0702)
             reporter.report(err.code, err.span, **err.fields)
             continue
-        artifact = stage("codegen", generate, lowered, locate, filename)
         functions.append(CompiledFunction(fn.node.name, artifact, fn))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)

@@ -11,7 +11,9 @@ from typing import Callable
 
 from ...frontend.parser import recursion_headroom
 from ...frontend.sema.symbolic import Sym
+from ...frontend.source import Span
 from ..ir import nodes as ir
+from ..ir.errors import LoweringError
 
 LocateFn = Callable[[object], str | None]
 
@@ -57,12 +59,24 @@ host_name = ir.host_var_name
 dim_name = ir.dim_var_name
 
 
+# Python's own limits on one function (a Triton kernel is one): nested parentheses (200),
+# indentation levels (100) and nested loops (20). Deep expressions are split into variables
+# every _HOIST_DEPTH levels (a level writes at most a few brackets); deep statement nests
+# cannot be written and are reported (CQ0702).
+_HOIST_DEPTH = 32
+_MAX_INDENT = 99  # the deepest indentation level of a line
+_MAX_LOOPS = 20
+
+
 class KernelWriter:
     def __init__(self, kernel: ir.Kernel, locate: LocateFn) -> None:
         self.kernel = kernel
         self.locate = locate
         self.w = _Writer()
         self.last_origin: str | None = None
+        self.expr_depth = 0  # nesting of the expression being written
+        self.loops = 0  # enclosing `for` loops
+        self.hoisted = 0  # variables made by splitting deep expressions
 
     # --------------------------------------------------------------- module pieces
     def write(self) -> list[str]:
@@ -134,19 +148,24 @@ class KernelWriter:
             step = f", {self.expr(stmt.step, ())}" if stmt.step is not None else ""
             loop = "tl.range" if stmt.pipelined else "range"
             w.line(f"for {stmt.var} in {loop}({start}, {stop}{step}):")
-            self.block(stmt.body)
+            self.loops += 1
+            if self.loops > _MAX_LOOPS:
+                raise self._too_deep(stmt, f"loops nested {self.loops} deep",
+                                     f"Python nests {_MAX_LOOPS} loops at most")
+            self.block(stmt.body, stmt)
+            self.loops -= 1
         elif isinstance(stmt, ir.If):
             w.line(f"if {self.expr(stmt.cond, ())}:")
-            self.block(stmt.then)
+            self.block(stmt.then, stmt)
             if stmt.other:
                 w.line("else:")
-                self.block(stmt.other)
+                self.block(stmt.other, stmt)
         elif isinstance(stmt, ir.Branch):
             w.line(f"if {stmt.flag}:")
-            self.block(stmt.then)
+            self.block(stmt.then, stmt)
             if stmt.other:
                 w.line("else:")
-                self.block(stmt.other)
+                self.block(stmt.other, stmt)
         elif isinstance(stmt, ir.DefineDesc):
             shape = ", ".join(render_sym(s) for s in stmt.shape)
             strides = ", ".join(render_sym(s) for s in stmt.strides)
@@ -158,7 +177,10 @@ class KernelWriter:
         else:  # pragma: no cover - every IR statement has a rule above
             raise TypeError(f"no code generation rule for {type(stmt).__name__}")
 
-    def block(self, body: list[ir.Stmt]) -> None:
+    def block(self, body: list[ir.Stmt], owner: ir.Stmt) -> None:
+        if self.w.depth + 1 > _MAX_INDENT:
+            raise self._too_deep(owner, f"statements nested {self.w.depth} blocks deep",
+                                 f"Python indents {_MAX_INDENT} levels at most")
         self.w.indent()
         saved = self.last_origin
         self.stmts(body)
@@ -167,10 +189,27 @@ class KernelWriter:
         self.last_origin = saved
         self.w.dedent()
 
+    def _too_deep(self, stmt: ir.Stmt, construct: str, limit: str) -> LoweringError:
+        span = stmt.span or self.kernel.span or Span(0, 0)
+        return LoweringError("CQ0702", span, construct=construct,
+                             reason=f"a Triton kernel is a Python function, and {limit}")
+
     # --------------------------------------------------------------- expressions
     def expr(self, e: ir.Expr, axes: tuple[ir.Axis, ...]) -> str:
         """Text of ``e`` laid out over ``axes`` (a superset of ``e.axes``)."""
-        text = self._expr(e)
+        level = self.expr_depth
+        self.expr_depth += 1
+        try:
+            text = self._expr(e)
+        finally:
+            self.expr_depth -= 1
+        if level and level % _HOIST_DEPTH == 0 and not isinstance(e, (ir.Const, ir.Var)):
+            # a deep expression: its inner part becomes a variable, written before the line
+            # that uses it (the same value: Triton expressions have no side effects)
+            self.hoisted += 1
+            name = f"_deep{self.hoisted}"
+            self.w.line(f"{name} = {text}")
+            text = name
         return self.expand(text, e.axes, axes)
 
     @staticmethod
