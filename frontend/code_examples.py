@@ -2179,7 +2179,8 @@ __co__ void halve(global s32 [64] x, global s32 [64] y) {
   }
 }
 """,
-        message="not supported by the Triton backend yet: 'while' loops",
+        message="not supported by the Triton backend yet: a 'while' whose condition differs "
+                "between threads",
     ),
     "CQ0702": Example(
         bad="""\

@@ -41,7 +41,6 @@ FIXED_GAPS: dict[str, str] = {
               "CQ0201; backend: events are not lowered (CQ0701)",
     "CQ0511": "backend: sparse MMA (`mma.row.row.sp`) is not lowered (CQ0701)",
     "CQ0512": "backend: scaled MMA (`mma.row.row.scale`) is not lowered (CQ0701)",
-    "CQ0613": "backend: `inthreads` blocks are not lowered (CQ0701)",
 }
 
 
@@ -88,7 +87,8 @@ def test_bad_program_reports_its_code(code: str) -> None:
     assert f"  --> {FILENAME}:{diag.line}:{diag.column}\n" in rendered
     carets = re.findall(r"^ +\| ( *)\^+$", rendered, re.M)
     assert carets, rendered
-    assert len(carets[0]) == diag.column - 1, rendered
+    if "..." not in diag.source_line and "...(" not in rendered:
+        assert len(carets[0]) == diag.column - 1, rendered  # long lines are excerpted
 
 
 @pytest.mark.parametrize("code", _cases(FIXED_GAPS))

@@ -241,7 +241,7 @@ def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
         accumulate(_reduced_value(kl, sequential, loops, item, b.dtype_of(wide)))
     else:
         _emit_loops(kl, sequential, loops, lambda: accumulate(kl.value(item.value)), stmt)
-    store_mask = b.and_(mask, padding_mask(b.merged(pointer, current)))
+    store_mask = kl.guarded(b.and_(mask, padding_mask(b.merged(pointer, current))))
     kl.emit(ir.Store(item.span, pointer, current, store_mask))
 
 

@@ -199,6 +199,8 @@ class KernelLowering:
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...]], str] = {}
         self.has_dot = False
+        self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
+        self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
 
     # ------------------------------------------------------------------ naming and emission
@@ -216,6 +218,17 @@ class KernelLowering:
 
     def emit(self, stmt: ir.Stmt) -> None:
         self.scopes[-1].append(stmt)
+
+    def predicate(self) -> ir.Expr | None:
+        """The lanes that execute here (every enclosing per-lane condition), or None."""
+        mask: ir.Expr | None = None
+        for cond in self.predicates:
+            mask = b.and_(mask, cond)
+        return mask
+
+    def guarded(self, mask: ir.Expr | None) -> ir.Expr | None:
+        """A store mask restricted to the executing lanes."""
+        return b.and_(mask, self.predicate())
 
     @property
     def body(self) -> list[ir.Stmt]:
@@ -367,6 +380,7 @@ class KernelLowering:
                 continue
             axis = self.axis((level.level, j, extent), extent, sym.name)
             self.env[sym] = Bounded(b.axis_index(axis), bound)
+            self.active.append(axis)
         previous = self.level_bounds.get(level.level, 1)
         self.level_bounds[level.level] = max(previous, total)
         self._bind_tuple(level)
@@ -451,6 +465,9 @@ class KernelLowering:
             else:
                 value = b.cast(self.value(item.init), dtype)
             if sym.mutable:
+                # a per-thread variable lives over the thread axes from the start, so that
+                # its type stays the same when later updates depend on the thread
+                value = _broadcast(value, tuple(self.active))
                 name = self.fresh(sym.name)
                 self.emit(ir.Let(stmt.span, name, value))
                 self.env[sym] = Scalar(ir.Var(value.axes, dtype, name), elem)
@@ -476,10 +493,17 @@ class KernelLowering:
                 self._acc_arith(current, item)
                 return
             if isinstance(current, Scalar) and isinstance(current.expr, ir.Var):
-                value = self._compound(item.op, current.expr, item.value, current.elem)
-                self.emit(ir.Let(stmt.span, current.expr.name, b.cast(value, current.expr.dtype)))
-                self.env[sym] = Scalar(ir.Var(value.axes, current.expr.dtype, current.expr.name),
-                                       current.elem)
+                old = current.expr
+                value = b.cast(self._compound(item.op, old, item.value, current.elem), old.dtype)
+                predicate = self.predicate()
+                if predicate is not None:  # lanes that do not execute keep their value
+                    value = ir.Where(b.merged(predicate, value, old), old.dtype, predicate,
+                                     value, old)
+                if set(value.axes) - set(old.axes):
+                    raise unsupported(item.span, f"giving the scalar '{target.name}' a value "
+                                      "per thread when it was declared outside the threads")
+                value = _broadcast(value, old.axes)
+                self.emit(ir.Let(stmt.span, old.name, value))
                 return
             raise unsupported(item.span, f"assigning to '{target.name}' here")
         if isinstance(target, ast.ElemAccess):
@@ -518,7 +542,7 @@ class KernelLowering:
             current = ir.Load(pointer.axes, pointer.dtype, pointer, mask)
             wide = self._promoted(elem, item.value)
             value = b.cast(self._arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
-        mask = b.and_(mask, padding_mask(b.merged(pointer, value)))
+        mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
 
     # ------------------------------------------------------------------ loops
@@ -564,7 +588,7 @@ class KernelLowering:
             op, value = "add", b.binary("-", b.const(0, dtype), value)
         if op == "cas":
             cmp, value = value, b.cast(self.value(call.args[2]), dtype)
-        mask = b.and_(mask, padding_mask(b.merged(pointer, value)))
+        mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         result = self.fresh("old") if want_result else None
         self.emit(ir.Atomic(span, op, pointer, value, mask, cmp, result))
         axes = b.merged(pointer, value)
@@ -573,15 +597,13 @@ class KernelLowering:
     def _e_CallExpr_atomic(self, e: ast.CallExpr) -> ir.Expr:
         return self.atomic(e, e.span, want_result=True)
 
-    def _s_While(self, stmt: ast.While) -> None:
-        raise unsupported(stmt.span, "'while' loops")
-
     def _s_If(self, stmt: ast.If) -> None:
-        cond = self.value(stmt.cond)
-        if cond.axes:
-            raise unsupported(stmt.cond.span, "an 'if' whose condition differs between threads",
-                              "use `inthreads (...)` or compute both values and select")
-        cond = b.binary("!=", cond, b.const(0, cond.dtype)) if cond.dtype != b.I1 else cond
+        cond = _truth(self.value(stmt.cond))
+        if cond.axes:  # differs between threads: both branches run, under lane masks
+            self._predicated(cond, stmt.then)
+            if stmt.other is not None:
+                self._predicated(ir.Unary(cond.axes, b.I1, "not", cond), stmt.other)
+            return
         with self.nested() as then:
             self.block(stmt.then)
         other: list[ir.Stmt] = []
@@ -590,6 +612,40 @@ class KernelLowering:
                 self.block(stmt.other)
             other = other_scope.body
         self.emit(ir.If(stmt.span, cond, then.body, other))
+
+    def _s_InThreads(self, stmt: ast.InThreads) -> None:
+        if stmt.is_async:
+            raise unsupported(stmt.span, "warp-specialised 'inthreads.async' roles")
+        cond = _truth(self.value(stmt.pred))
+        if not cond.axes:
+            with self.nested() as then:
+                self.block(stmt.body)
+            self.emit(ir.If(stmt.span, cond, then.body, []))
+            return
+        self._predicated(cond, stmt.body)
+
+    def _predicated(self, cond: ir.Expr, body: ast.Block) -> None:
+        """Run ``body`` for the lanes where ``cond`` holds: every write is masked."""
+        self.predicates.append(cond)
+        try:
+            self.block(body)
+        finally:
+            self.predicates.pop()
+
+    def _s_While(self, stmt: ast.While) -> None:
+        cond = _truth(self.value(stmt.cond))
+        if cond.axes:
+            raise unsupported(stmt.cond.span, "a 'while' whose condition differs between threads")
+        raise unsupported(stmt.span, "'while' loops",
+                          "loop with `foreach` over a bound; Triton needs a scalar loop")
+
+    def _s_PrintStmt(self, stmt: ast.PrintStmt) -> None:
+        if stmt.static:
+            return  # print! happens at compile time in the reference; nothing to run
+        args = [a for a in stmt.args if not isinstance(a, ast.StrLit)]
+        label = " ".join(a.value for a in stmt.args if isinstance(a, ast.StrLit)) or "croqtile"
+        values = [self.value(a) for a in args]
+        self.emit(ir.Print(stmt.span, label, tuple(values)))
 
     # ------------------------------------------------------------------ DMA
     def _s_DmaStmt(self, stmt: ast.DmaStmt) -> None:
@@ -896,11 +952,21 @@ class _LevelScope:
         self.levels = levels
 
     def __enter__(self) -> None:
+        self.depth = len(self.kl.active)
         for level in self.levels:
             self.kl.enter_level(level)
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        del self.kl.active[self.depth:]
+
+
+def _broadcast(value: ir.Expr, axes: tuple[ir.Axis, ...]) -> ir.Expr:
+    """``value`` laid out over ``axes`` (zeros added along the axes it lacks)."""
+    missing = [a for a in axes if a not in value.axes]
+    if not missing:
+        return value
+    zeros = ir.Full(ir.sort_axes(missing), value.dtype, 0)
+    return b.binary("+", value, zeros, value.dtype)
 
 
 def _high(bound: Sym | None) -> int | None:

@@ -282,6 +282,14 @@ class DefineDesc(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Print(Stmt):
+    """``tl.device_print(label, values...)``."""
+
+    label: str
+    values: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class Comment(Stmt):
     text: str
 

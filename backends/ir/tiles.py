@@ -46,10 +46,10 @@ def store_tile(kl: KernelLowering, region: Region, tile: Tile, span: Span | None
             index = b.axis_index(axis)
             mask = b.and_(mask, b.binary("<", index, b.const(extent.value)))
         del d
-    mask = b.and_(b.and_(mask, tile.valid), padding_mask(tile.dims))
+    mask = kl.guarded(b.and_(b.and_(mask, tile.valid), padding_mask(tile.dims)))
     value = b.cast(tile.expr, region.tensor.dtype)
     pointer_store = ir.Store(span, pointer, value, mask)
-    desc = _descriptor(kl, region, tile.dims) if tile.valid is None else None
+    desc = _descriptor(kl, region, tile.dims) if tile.valid is None and not kl.predicates else None
     if desc is None:
         kl.emit(pointer_store)
         return

@@ -172,6 +172,9 @@ class KernelWriter:
             block = ", ".join(str(b) for b in stmt.block)
             w.line(f"{stmt.name} = tl.make_tensor_descriptor({stmt.base}, shape=[{shape}], "
                    f"strides=[{strides}], block_shape=[{block}])")
+        elif isinstance(stmt, ir.Print):
+            values = "".join(f", {self.expr(v, v.axes)}" for v in stmt.values)
+            w.line(f"tl.device_print({stmt.label!r}{values})")
         elif isinstance(stmt, ir.Comment):
             w.line(f"# {stmt.text}")
         else:  # pragma: no cover - every IR statement has a rule above

@@ -370,3 +370,50 @@ def test_atomics(device: str) -> None:
     m = torch.full((1,), -1, dtype=torch.int32, device=device)
     mod.largest(x, m)
     assert m.item() == x.max().item()
+
+
+PREDICATES = """
+__co__ s32 [64] clamp(s32 [64] a) {
+  s32 [64] out;
+  parallel p by 4 : block {
+    parallel t by 16 : thread {
+      if (a.at(p # t) > 0) out.at(p # t) = a.at(p # t);
+      else out.at(p # t) = 0;
+    }
+  }
+  return out;
+}
+__co__ s32 [4] firsts(s32 [64] a) {
+  s32 [4] out;
+  parallel p by 4 : block {
+    parallel t by 16 : thread {
+      inthreads (t == 0)
+        out.at(p) = a.at(p # t);
+    }
+  }
+  return out;
+}
+__co__ s32 [16] rowsum(s32 [16, 8] a) {
+  s32 [16] out;
+  parallel p by 1 : block {
+    parallel t by 16 : thread {
+      mutable s32 acc = 0;
+      foreach k in [8]
+        acc += a.at(t, k);
+      if (acc < 0) acc = 0;
+      out.at(t) = acc;
+    }
+  }
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_per_thread_conditions_and_mutable_scalars(device: str) -> None:
+    mod = croqtile.compile(PREDICATES)
+    a = random((64,), torch.int32, device)
+    assert_close(mod.clamp(a), a.double().clamp(min=0), torch.int32)
+    assert_close(mod.firsts(a), a[::16].double(), torch.int32)
+    m = random((16, 8), torch.int32, device)
+    assert_close(mod.rowsum(m), m.double().sum(1).clamp(min=0), torch.int32)

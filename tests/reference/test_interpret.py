@@ -244,6 +244,15 @@ CONSTRUCT_CASES = [
          lambda: [torch.randint(0, 100, (64,), dtype=torch.int32),
                   torch.full((1,), -1, dtype=torch.int32)],
          lambda a: a[0].max().reshape(1).double(), torch.int32, output=1, function="largest"),
+    Case("if_per_thread", constructs.PREDICATES,
+         lambda: [random((64,), torch.int32)],
+         lambda a: a[0].double().clamp(min=0), torch.int32, function="clamp"),
+    Case("inthreads", constructs.PREDICATES,
+         lambda: [random((64,), torch.int32)],
+         lambda a: a[0][::16].double(), torch.int32, function="firsts"),
+    Case("mutable_per_thread", constructs.PREDICATES,
+         lambda: [random((16, 8), torch.int32)],
+         lambda a: a[0].double().sum(1).clamp(min=0), torch.int32, function="rowsum"),
 ]
 
 
