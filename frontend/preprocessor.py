@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import re
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
@@ -962,15 +963,22 @@ class _Preprocessor:
 
 
 def _define_text(value: int | float | str | None) -> str:
-    """Body text of a ``defines`` value: None and "" are empty, numbers as Python writes them."""
+    """Body text of a ``defines`` value: None and "" are empty, numbers as Croqtile literals
+    (the lexer reports those out of range)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int):
-        return str(int(value))
+        number = int(value)
+        # str() refuses more than 4300 digits; hex() has no limit (and is far too big anyway)
+        return str(number) if number.bit_length() < 1000 else hex(number)
     if isinstance(value, float):
-        return repr(float(value))
+        text = repr(float(value))  # also `inf`, `-inf` and `nan`, which Croqtile spells so
+        if "e" in text and text.lstrip("-") not in ("inf", "nan"):
+            text = format(decimal.Decimal(text), "f")  # Croqtile has no exponent notation
+            text = text if "." in text else text + ".0"
+        return text
     return str(value)
 
 
