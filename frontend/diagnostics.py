@@ -166,7 +166,7 @@ class Reporter:
             severity_kind=entry.severity,
             message=message,
             location=loc,
-            source_line=self._line_text(loc.line),
+            source_line=self._line_text(loc.physical_line or loc.line),
             hint=hint,
             notes=tuple(self._note(text, note_span) for text, note_span in notes),
         )
@@ -177,7 +177,7 @@ class Reporter:
         if span is None:
             return Note(text)
         loc = self.source_map.locate(span)
-        return Note(text, loc, self._line_text(loc.line))
+        return Note(text, loc, self._line_text(loc.physical_line or loc.line))
 
     def _line_text(self, line: int) -> str:
         """One copy of each line for all its diagnostics (a minified line may be 10 MB)."""

@@ -9,7 +9,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from .diagnostics import Reporter
-from .source import Segment, Source, SourceMap, Span
+from .source import LineDirective, Segment, Source, SourceMap, Span
 
 __all__ = [
     "BLANK_KINDS", "Preprocessed", "Scanner", "first_name_in", "last_name_in", "line_state",
@@ -308,6 +308,7 @@ class _Output:
         self.parts: list[str] = []
         self.length = 0
         self.segments: list[Segment] = []
+        self.line_directives: list[LineDirective] = []
 
     def verbatim(self, text: str, start: int, end: int) -> None:
         if end > start:
@@ -342,7 +343,8 @@ class _Output:
             # The end of the text (where "unexpected end of file" points) maps to the end
             # of the source.
             segments.append(Segment(self.length, end, end, True))
-        return Preprocessed("".join(self.parts), SourceMap(source, segments))
+        return Preprocessed("".join(self.parts),
+                            SourceMap(source, segments, self.line_directives))
 
 
 # ----------------------------------------------------------------------------------------
@@ -613,7 +615,19 @@ class _Preprocessor:
             self._undef(args, span)
         elif name == "pragma":
             self._pragma(args)
-        # #include, #error, #warning, #line and the others are left to the C++ compiler.
+        elif name == "line":
+            self._line(hash_pos, args)
+        # #include, #error, #warning and the others are left to the C++ compiler.
+
+    def _line(self, hash_pos: int, args: list[_Tok]) -> None:
+        """``#line N ["file"]``: the next line is line N (of "file") in diagnostics."""
+        if not args or not args[0].text.isdigit():
+            return  # a malformed #line is left alone, as the C++ compiler would see it
+        filename = None
+        if len(args) > 1 and args[1].text.startswith('"') and args[1].text.endswith('"'):
+            filename = args[1].text[1:-1]
+        this_line = self.source.text.count("\n", 0, hash_pos) + 1
+        self.out.line_directives.append(LineDirective(this_line + 1, int(args[0].text), filename))
 
     def _test(self, kind: str, args: list[_Tok], span: Span) -> bool:
         if kind == "if":

@@ -28,13 +28,27 @@ NO_SPAN = Span(0, 0)
 
 @dataclass(frozen=True, slots=True)
 class Location:
-    """A resolved position in the user's original text (1-based line and column)."""
+    """A resolved position in the user's original text (1-based line and column).
+
+    ``line``/``filename`` follow ``#line`` directives; ``physical_line`` is the line of the
+    text itself (for quoting it)."""
 
     filename: str
     line: int
     column: int
     end_line: int
     end_column: int
+    physical_line: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LineDirective:
+    """``#line N "file"``: physical line ``next_line`` is line ``line`` of ``filename``
+    (None keeps the current file name)."""
+
+    next_line: int
+    line: int
+    filename: str | None
 
 
 @dataclass(frozen=True)
@@ -96,12 +110,15 @@ class Segment:
 class SourceMap:
     """Maps offsets of the preprocessed text to locations in the original source."""
 
-    def __init__(self, source: Source, segments: list[Segment] | None = None) -> None:
+    def __init__(self, source: Source, segments: list[Segment] | None = None,
+                 line_directives: list[LineDirective] | None = None) -> None:
         self.source = source
         self.segments = segments if segments is not None else [
             Segment(0, 0, len(source.text), True)
         ]
         self._starts = [s.pp_start for s in self.segments]
+        self.line_directives = sorted(line_directives or [], key=lambda d: d.next_line)
+        self._directive_lines = [d.next_line for d in self.line_directives]
 
     @classmethod
     def identity(cls, source: Source) -> SourceMap:
@@ -122,4 +139,16 @@ class SourceMap:
         end = max(end, start + 1)
         line, column = self.source.line_col(start)
         end_line, end_column = self.source.line_col(end)
-        return Location(self.source.filename, line, column, end_line, end_column)
+        filename, shown = self._remap(line)
+        return Location(filename, shown, column, shown + end_line - line, end_column, line)
+
+    def _remap(self, line: int) -> tuple[str, int]:
+        """File name and line number after the ``#line`` directives before ``line``."""
+        index = bisect.bisect_right(self._directive_lines, line) - 1
+        if index < 0:
+            return self.source.filename, line
+        filename = self.source.filename
+        for directive in self.line_directives[:index + 1]:
+            filename = directive.filename or filename
+        directive = self.line_directives[index]
+        return filename, directive.line + (line - directive.next_line)

@@ -155,3 +155,17 @@ def test_compile_error_carries_every_error() -> None:
     err = CompileError(reporter.errors)
     assert [d.code for d in err.diagnostics] == ["CQ0201", "CQ0203"]
     assert err.to_dict()["diagnostics"][0]["line"] == 2
+
+
+def test_line_directives_remap_diagnostics() -> None:
+    text = '#line 32 "bb.c"\n__co__ void f(s32 [4] a) {\n#line 78\n  x = y;\n}\n'
+    [diag] = check_anyway(text)
+    assert (diag.filename, diag.line, diag.column) == ("bb.c", 78, 7)
+    assert diag.source_line == "  x = y;"  # the text quoted is the physical line
+    assert "--> bb.c:78:7" in diag.render()
+
+
+def check_anyway(text: str) -> list:
+    from croqtile.driver import check_source
+
+    return check_source(text, filename="t.co")
