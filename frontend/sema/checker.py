@@ -1698,6 +1698,12 @@ class Checker:
         if count != len(t.shape):
             self._error("CQ0305", e.span, name=_text(e.base), rank=len(t.shape), count=count)
             return ERROR
+        for index in e.indices:  # `.at(1.5)`, `.at(inf)`: no element is there
+            it = self._fn().exprs[id(index)].type
+            if isinstance(it, ScalarType) and it.elem.is_float:
+                self._error("CQ0209", index.span, what="an element index",
+                            actual=f"'{it.elem.name}'")
+                return ERROR
         for d, (index, size) in enumerate(zip(e.indices, t.shape)):
             static = self._fn().exprs[id(index)].static
             if static is not None and static.value is not None and size.value is not None and \
