@@ -14,7 +14,10 @@ Generators, by what they stress:
 - ``long_line``: lines of 10 KB to 1 MB (expressions, declarations, names, strings);
 - ``deep``: deep nesting of every kind (parentheses, blocks, loops, ``#if``, operators...);
 - ``macros``: recursive, mutually recursive and exponential macros, odd directives;
-- ``big``: sources of 100 KB to 2 MB (many functions, many statements, long host code).
+- ``defines``: programs compiled with odd ``defines`` (huge, non-finite, broken values);
+- ``splice``: one-line statements of the corpus inserted into valid programs;
+- ``big``: sources of 100 KB to 2 MB (many functions, many statements, long host code);
+- ``huge``: 10 MB sources (rare in a mixed run: each takes seconds).
 
 ``huge_source`` and ``deep_source`` build the 10 MB and 10,000-deep inputs on demand.
 """
@@ -32,7 +35,8 @@ from . import grammar
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
-Generator = Callable[[random.Random, list[str]], str]
+# A generator makes a source text, or a source text and the `defines` to compile it with.
+Generator = Callable[[random.Random, list[str]], "str | tuple[str, dict[str, object]]"]
 
 
 def load_corpus() -> list[str]:
@@ -205,6 +209,34 @@ def semantic_mutation(rng: random.Random, text: str) -> str:
         elif names and i in names:
             tokens[i] = tokens[rng.choice(names)]
     return "".join(tokens)
+
+
+_STATEMENT_RE = re.compile(r"^[ \t]*([^#/\n][^\n]*;)[ \t]*$", re.M)
+
+
+def _statements(corpus: list[str]) -> list[str]:
+    """Every one-line statement of the corpus (the grammar tour has one of each kind)."""
+    return [m.group(1) for text in corpus for m in _STATEMENT_RE.finditer(text)]
+
+
+def gen_splice(rng: random.Random, corpus: list[str]) -> str:
+    """A valid program with statements of other programs spliced in at statement
+    boundaries: each kind of statement meets each context (host, block, thread level)."""
+    base = rng.choice(corpus) if rng.random() < 0.5 else grammar.program(rng)
+    statements = _statements(corpus + [base])
+    bounds = [m.end() for m in re.finditer(r"[;{}]\n", base)]
+    if not bounds or not statements:
+        return base
+    code = re.sub(r"//[^\n]*|/\*[\s\S]*?\*/|\"[^\"\n]*\"", " ", base)
+    names = sorted({w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", code) if w not in KEYWORDS})
+    points = sorted(rng.sample(bounds, k=min(len(bounds), rng.randint(1, 3))), reverse=True)
+    for at in points:  # from the end, so that the earlier offsets stay right
+        statement = rng.choice(statements)
+        if names and rng.random() < 0.7:  # speak of the names of the program it goes into
+            statement = re.sub(r"(?<![.\w])[A-Za-z_]\w*", lambda m: m.group(0) if m.group(0) in KEYWORDS
+                               else rng.choice(names), statement)
+        base = base[:at] + "  " + statement + "\n" + base[at:]
+    return base
 
 
 def gen_soup(rng: random.Random, corpus: list[str]) -> str:
@@ -557,18 +589,44 @@ def huge_source(kind: str = "statements", size: int = 10 * 1024 * 1024) -> str:
 
 HUGE_KINDS: tuple[str, ...] = ("statements", "functions", "host", "garbage")
 
+_ODD_VALUES: tuple[object, ...] = (
+    0, 1, -1, 16, 2**31, 2**63, 2**64, 10**30, 10**5000, -(10**400), 0.5, -2.5, 1e300, 1e-300,
+    float("inf"), float("-inf"), float("nan"), True, None, "", "1 +", "(", ")", "x", "#", "\\",
+    "/*", "//", '"', "'", "\n#define Y", "\x00", "é", "1" * 10_000, "X", "F(", "__co__",
+    "{", "}", ";", "16, 16", "[4]", "1.5f", "0x10", "group-4",
+)
+_ODD_NAMES = ("X", "Y", "F(a)", "F(a, b)", "G(...)", "1X", "", "a b", "X(", "defined", "__co__",
+              "int", "M", "K", "N", "é", "X\n")
+
+
+def gen_defines(rng: random.Random, corpus: list[str]) -> tuple[str, dict[str, object]]:
+    """A program compiled with odd ``defines``: its own macro names (and others) set to
+    huge, tiny, non-finite, empty or syntactically broken values."""
+    text = rng.choice(corpus) if rng.random() < 0.6 else grammar.program(rng)
+    names = re.findall(r"#define\s+(\w+)", text) + list(_ODD_NAMES)
+    defines = {rng.choice(names): rng.choice(_ODD_VALUES) for _ in range(rng.randint(1, 4))}
+    return text, defines
+
+
+def gen_huge(rng: random.Random, corpus: list[str]) -> str:
+    return huge_source(rng.choice(HUGE_KINDS))
+
+
 # name -> (generator, weight in a mixed run)
-GENERATORS: dict[str, tuple[Generator, int]] = {
-    "mutate": (gen_mutate, 30),
-    "grammar": (gen_grammar, 20),
-    "grammar_mutate": (gen_grammar_mutate, 20),
-    "soup": (gen_soup, 6),
-    "noise": (gen_noise, 8),
-    "literals": (gen_literals, 8),
-    "macros": (gen_macros, 5),
+GENERATORS: dict[str, tuple[Generator, float]] = {
+    "mutate": (gen_mutate, 28),
+    "grammar": (gen_grammar, 18),
+    "grammar_mutate": (gen_grammar_mutate, 18),
+    "splice": (gen_splice, 10),
+    "soup": (gen_soup, 5),
+    "noise": (gen_noise, 7),
+    "literals": (gen_literals, 7),
+    "macros": (gen_macros, 4),
+    "defines": (gen_defines, 2),
     "deep": (gen_deep, 2),
-    "long_line": (gen_long_line, 1),
-    "big": (gen_big, 1),
+    "long_line": (gen_long_line, 0.8),
+    "big": (gen_big, 0.5),
+    "huge": (gen_huge, 0.04),
 }
 
 
@@ -578,9 +636,15 @@ def pick_generator(rng: random.Random, names: list[str] | None = None) -> str:
     return rng.choices([n for n, _ in pool], weights=[w for _, w in pool])[0]
 
 
-def make_input(seed: int, index: int, corpus: list[str],
-               names: list[str] | None = None) -> tuple[str, str]:
-    """(generator name, text) of input ``index`` of a run with ``seed``: deterministic."""
+def make_input(seed: int, index: int, corpus: list[str], names: list[str] | None = None
+               ) -> tuple[str, str, dict[str, object] | None]:
+    """(generator name, text, defines) of input ``index`` of a run with ``seed``: always
+    the same for the same arguments."""
     rng = random.Random(f"{seed}:{index}")
     name = pick_generator(rng, names)
-    return name, GENERATORS[name][0](rng, corpus)
+    return (name, *split_input(GENERATORS[name][0](rng, corpus)))
+
+
+def split_input(made: str | tuple[str, dict[str, object]]) -> tuple[str, dict[str, object] | None]:
+    """(text, defines) of what a generator made."""
+    return (made, None) if isinstance(made, str) else made

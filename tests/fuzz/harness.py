@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -83,16 +83,20 @@ def deadline(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def probe(text: str, time_limit: float | None = 10.0) -> Finding | None:
-    """Compile ``text`` with ``check_source`` and ``croqtile.compile``; the first crash or
-    None. The generated kernels are never run."""
+Defines = Mapping[str, object]
+
+
+def probe(text: str, time_limit: float | None = 10.0,
+          defines: Defines | None = None) -> Finding | None:
+    """Compile ``text`` (with ``defines``) through ``check_source`` and ``croqtile.compile``;
+    the first crash or None. The generated kernels are never run."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for entry, run in (("compile", _via_compile), ("check_source", _via_check_source)):
             start = time.perf_counter()
             try:
                 with deadline(time_limit):
-                    finding = run(text)
+                    finding = run(text, defines)
             except FuzzTimeout:
                 elapsed = time.perf_counter() - start
                 return Finding(entry, "hang", f"hang in {entry}",
@@ -102,19 +106,19 @@ def probe(text: str, time_limit: float | None = 10.0) -> Finding | None:
     return None
 
 
-def _via_check_source(text: str) -> Finding | None:
+def _via_check_source(text: str, defines: Defines | None) -> Finding | None:
     try:
-        diagnostics = check_source(text)
+        diagnostics = check_source(text, defines=defines)  # type: ignore[arg-type]
     except Exception as exc:  # noqa: BLE001 - every escaping exception is the finding
         return _exception_finding("check_source", exc)
-    return _diagnostic_finding("check_source", text, diagnostics, None)
+    return _diagnostic_finding("check_source", text, defines, diagnostics, None)
 
 
-def _via_compile(text: str) -> Finding | None:
+def _via_compile(text: str, defines: Defines | None) -> Finding | None:
     try:
-        module = croqtile.compile(text)
+        module = croqtile.compile(text, defines=defines)  # type: ignore[arg-type]
     except croqtile.CompileError as err:
-        return _diagnostic_finding("compile", text, err.diagnostics, err.__cause__)
+        return _diagnostic_finding("compile", text, defines, err.diagnostics, err.__cause__)
     except Exception as exc:  # noqa: BLE001
         return _exception_finding("compile", exc)
     for name, function in module.functions.items():
@@ -126,14 +130,15 @@ def _via_compile(text: str) -> Finding | None:
     return None
 
 
-def _diagnostic_finding(entry: str, text: str, diagnostics: list[croqtile.Diagnostic],
+def _diagnostic_finding(entry: str, text: str, defines: Defines | None,
+                        diagnostics: list[croqtile.Diagnostic],
                         cause: BaseException | None) -> Finding | None:
     for diag in diagnostics:
         recursion = diag.code == "CQ0115" and _RECURSION_MESSAGE in diag.message
         if diag.code != "CQ0901" and not recursion:
             continue
         # the driver's net keeps no traceback for these: run the stages without it
-        cause = cause if cause is not None else stage_exception(text)
+        cause = cause if cause is not None else stage_exception(text, defines)
         where = _crash_site(cause) if cause is not None else ""
         detail = _format(cause) if cause is not None else diag.render()
         if recursion:
@@ -142,14 +147,14 @@ def _diagnostic_finding(entry: str, text: str, diagnostics: list[croqtile.Diagno
     return None
 
 
-def stage_exception(text: str) -> BaseException | None:
+def stage_exception(text: str, defines: Defines | None = None) -> BaseException | None:
     """The exception a compiler stage raises on ``text``, without the driver's net that
     turns it into a diagnostic (so that the crash report has a traceback)."""
     source = Source(text)
     reporter = Reporter(SourceMap.identity(source))
     try:
         with recursion_headroom(1000):  # no-op: the default limit, as in the driver
-            pp = _Preprocessor(source, reporter).run({})
+            pp = _Preprocessor(source, reporter).run(dict(defines or {}))  # type: ignore[arg-type]
             reporter.source_map = pp.source_map
             regions = find_co_functions(pp.text, reporter)
             program = parse_program(pp.text, [(r.start, r.end) for r in regions], reporter)
@@ -161,6 +166,20 @@ def stage_exception(text: str) -> BaseException | None:
     except Exception as exc:  # noqa: BLE001 - this is what we are looking for
         return exc
     return None
+
+
+def describe_defines(defines: Defines | None) -> str:
+    """``defines`` as text, also with values Python will not print (ints of > 4300 digits)."""
+    if not defines:
+        return "none"
+
+    def show(value: object) -> str:
+        if isinstance(value, int) and value.bit_length() > 1000:
+            return f"<int of {value.bit_length()} bits>"
+        text = repr(value)
+        return text if len(text) <= 60 else f"{text[:40]}...<{len(text)} characters>"
+
+    return "{" + ", ".join(f"{show(k)}: {show(v)}" for k, v in defines.items()) + "}"
 
 
 def _exception_finding(entry: str, exc: BaseException) -> Finding:
@@ -201,16 +220,16 @@ _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+")
 _TOKEN_RE = re.compile(r"\s+|[A-Za-z_0-9]+|\.[A-Za-z_]\w*|[\s\S]")
 
 
-def shrink(text: str, finding: Finding, time_limit: float = 10.0,
-           budget: float = 60.0) -> str:
+def shrink(text: str, finding: Finding, time_limit: float = 10.0, budget: float = 60.0,
+           defines: Defines | None = None) -> str:
     """A smaller input that crashes with the same signature (ddmin over lines, then
-    tokens, then characters; stops when ``budget`` seconds are spent)."""
+    tokens, then characters; stops when ``budget`` seconds are spent; ``defines`` stay)."""
     stop = time.monotonic() + budget
 
     def same(candidate: str) -> bool:
         if time.monotonic() > stop:
             return False
-        found = probe(candidate, time_limit)
+        found = probe(candidate, time_limit, defines)
         return found is not None and found.signature == finding.signature
 
     for pattern in (_LINE_RE, _TOKEN_RE, None):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .generators import GENERATORS, load_corpus, make_input
-from .harness import Finding, probe, shrink
+from .harness import Finding, describe_defines, probe, shrink
 
 _HARD_LIMIT_SLACK = 30.0  # seconds past the alarm before the parent kills a worker
 
@@ -107,9 +107,9 @@ def _worker(seed: int, names: list[str] | None, time_limit: float, tasks: Any,
         if index is None:
             return
         results.put(("start", mp.current_process().name, index, time.monotonic()))
-        name, text = make_input(seed, index, corpus, names)
+        name, text, defines = make_input(seed, index, corpus, names)
         start = time.perf_counter()
-        finding = probe(text, time_limit)
+        finding = probe(text, time_limit, defines)
         seconds = time.perf_counter() - start
         results.put(("done", mp.current_process().name, index, name, seconds, len(text),
                      finding.to_dict() if finding is not None else None))
@@ -148,7 +148,7 @@ class _Pool:
             proc.kill()
             proc.join()
             del self.current[wname]
-            name, text = make_input(self.args.seed, index, load_corpus(), self.names)
+            name, text, _ = make_input(self.args.seed, index, load_corpus(), self.names)
             finding = Finding("worker", "hang", "hang (worker killed)",
                               f"no answer after {now - since:.0f} s")
             report.add(index, name, now - since, len(text), finding.to_dict())
@@ -207,12 +207,14 @@ def _shrink_all(report: Report, args: argparse.Namespace, names: list[str] | Non
     """A small reproducer for each crash signature (one example each)."""
     corpus = load_corpus()
     for signature, entry in report.crashes.items():
-        _, text = make_input(args.seed, entry["index"], corpus, names)
-        finding = probe(text, args.time_limit)
+        _, text, defines = make_input(args.seed, entry["index"], corpus, names)
+        entry["defines"] = describe_defines(defines)
+        finding = probe(text, args.time_limit, defines)
         if finding is None or finding.signature != signature:
             entry["reproducer"] = None  # did not reproduce in this process (a resource hang?)
             continue
-        entry["reproducer"] = shrink(text, finding, args.time_limit, args.shrink_budget)[:20_000]
+        small = shrink(text, finding, args.time_limit, args.shrink_budget, defines)
+        entry["reproducer"] = small[:20_000]
 
 
 # ----------------------------------------------------------------------------------------
@@ -262,14 +264,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     names = args.generators.split(",") if args.generators else None
-    name, text = make_input(args.seed, args.replay, load_corpus(), names)
-    finding = probe(text, args.time_limit)
-    print(f"input {args.replay}: generator {name}, {len(text)} characters")
+    name, text, defines = make_input(args.seed, args.replay, load_corpus(), names)
+    finding = probe(text, args.time_limit, defines)
+    print(f"input {args.replay}: generator {name}, {len(text)} characters, "
+          f"defines {describe_defines(defines)}")
     if finding is None:
         print("no crash")
         return 0
     print(f"{finding.kind} in {finding.entry}: {finding.signature}\n{finding.detail}")
-    small = shrink(text, finding, args.time_limit, args.shrink_budget)
+    small = shrink(text, finding, args.time_limit, args.shrink_budget, defines)
     print(f"reproducer ({len(small)} characters):\n{small}")
     return 1
 

@@ -22,12 +22,13 @@ from croqtile.frontend.diagnostics import Reporter
 from croqtile.frontend.source import Source, SourceMap
 
 from . import generators as gen
-from .harness import Finding, probe, shrink
+from .harness import Defines, Finding, describe_defines, probe, shrink
 
 # Inputs per generator in CI: about 40 s on one core (the slow generators get few inputs).
 CI_INPUTS = {
-    "mutate": 1200, "grammar": 500, "grammar_mutate": 600, "soup": 600, "noise": 600,
-    "literals": 400, "macros": 60, "deep": 60, "long_line": 10, "big": 4,
+    "mutate": 1100, "grammar": 450, "grammar_mutate": 550, "splice": 400, "soup": 600,
+    "noise": 500, "literals": 400, "macros": 60, "defines": 150, "deep": 60, "long_line": 10,
+    "big": 4,
 }
 TIME_LIMIT = 20.0  # seconds per input before it counts as a hang
 BOUND = 10.0  # seconds for a 10 MB or a 10,000-deep input, per entry point
@@ -38,9 +39,10 @@ def corpus() -> list[str]:
     return gen.load_corpus()
 
 
-def _describe(text: str, finding: Finding) -> str:
-    small = shrink(text, finding, TIME_LIMIT, budget=20.0)
+def _describe(text: str, finding: Finding, defines: Defines | None = None) -> str:
+    small = shrink(text, finding, TIME_LIMIT, budget=20.0, defines=defines)
     return (f"{finding.kind} in {finding.entry}: {finding.signature}\n"
+            f"defines: {describe_defines(defines)}\n"
             f"reproducer ({len(small)} characters):\n{small[:2000]}\n{finding.detail}")
 
 
@@ -48,9 +50,9 @@ def _describe(text: str, finding: Finding) -> str:
 def test_ci_fuzz_finds_no_crash(name: str, corpus: list[str]) -> None:
     make = gen.GENERATORS[name][0]
     for index in range(CI_INPUTS[name]):
-        text = make(random.Random(f"ci:{name}:{index}"), corpus)
-        finding = probe(text, TIME_LIMIT)
-        assert finding is None, f"{name} input {index}: {_describe(text, finding)}"
+        text, defines = gen.split_input(make(random.Random(f"ci:{name}:{index}"), corpus))
+        finding = probe(text, TIME_LIMIT, defines)
+        assert finding is None, f"{name} input {index}: {_describe(text, finding, defines)}"
 
 
 def _timed_entry_points(text: str) -> tuple[list[croqtile.Diagnostic], float, float, bool]:
@@ -134,7 +136,18 @@ REGRESSIONS = {
     "21 nested loops (Python's limit of 20)": gen.deep_source("braced_foreach", 21),
     "99 nested ifs (Python's limit of 99 indentation levels)": gen.deep_source("if", 99),
     "10 MB line of bad characters": "__co__ void f() { " + "@ " * 5_000_000 + "}",
+    "element index inf (OverflowError in the lowering)":
+        "__co__ void n(global s16[K,4]a0){parallel by cdiv(K,6):block a0.at(1,inf)=1;}",
 }
+
+
+@pytest.mark.parametrize("value", [10**5000, -(10**400), 1e300, 1e-300, float("inf"),
+                                   float("nan"), "1 +", "\x00", "1" * 10_000, None, True])
+def test_odd_defines_are_diagnostics_or_values(value: object) -> None:
+    """A 5000-digit value crashed the preprocessor (str() refuses it: CQ0901); 1e300 became
+    the malformed literal '1e'."""
+    text = gen.on_device("    out.at(p) = a.at(p) + X;")
+    assert probe(text, TIME_LIMIT, {"X": value}) is None
 
 
 @pytest.mark.parametrize("text", list(REGRESSIONS.values()), ids=list(REGRESSIONS))
