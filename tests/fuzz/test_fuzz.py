@@ -141,8 +141,12 @@ REGRESSIONS = {
 }
 
 
-@pytest.mark.parametrize("value", [10**5000, -(10**400), 1e300, 1e-300, float("inf"),
-                                   float("nan"), "1 +", "\x00", "1" * 10_000, None, True])
+ODD_DEFINES = {"5000 digits": 10**5000, "-400 digits": -(10**400), "1e300": 1e300,
+               "1e-300": 1e-300, "inf": float("inf"), "nan": float("nan"), "broken": "1 +",
+               "NUL": "\x00", "10,000 ones": "1" * 10_000, "None": None, "True": True}
+
+
+@pytest.mark.parametrize("value", list(ODD_DEFINES.values()), ids=list(ODD_DEFINES))
 def test_odd_defines_are_diagnostics_or_values(value: object) -> None:
     """A 5000-digit value crashed the preprocessor (str() refuses it: CQ0901); 1e300 became
     the malformed literal '1e'."""
