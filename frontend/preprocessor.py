@@ -100,6 +100,9 @@ _MIN_WINDOW = 16
 _MAX_WINDOW = 4096
 _LAST_BOUNDARY_RE = re.compile(r"[\s\S]*(?:[^\w\"'/*.+\-]|(?<![eEpP])[+\-])")
 _NOT_BLANK_RE = re.compile(r"[^ \t\r\f\v]")
+# `#line N`: ASCII digits that fit C's limit (2147483647); isdigit() would take '²' and
+# int() refuses more than 4300 digits.
+_LINE_NUMBER_RE = re.compile(r"[0-9]{1,10}")
 
 
 class Scanner:
@@ -621,12 +624,12 @@ class _Preprocessor:
 
     def _line(self, hash_pos: int, args: list[_Tok]) -> None:
         """``#line N ["file"]``: the next line is line N (of "file") in diagnostics."""
-        if not args or not args[0].text.isdigit():
+        if not args or not _LINE_NUMBER_RE.fullmatch(args[0].text):
             return  # a malformed #line is left alone, as the C++ compiler would see it
         filename = None
         if len(args) > 1 and args[1].text.startswith('"') and args[1].text.endswith('"'):
             filename = args[1].text[1:-1]
-        this_line = self.source.text.count("\n", 0, hash_pos) + 1
+        this_line = self.source.line_col(hash_pos)[0] - self.source.line_offset  # (no rescan)
         self.out.line_directives.append(LineDirective(this_line + 1, int(args[0].text), filename))
 
     def _test(self, kind: str, args: list[_Tok], span: Span) -> bool:
