@@ -2852,6 +2852,25 @@ __co__ void big(global s32 [4] x) {
 """,
         message="this __co__ function is too large: more than 100,000 tokens",
     ),
+    "CQ0437": Example(
+        bad="""\
+__co__ void stage(global f16 [2, 2, 2, 2, 4, 8] x, global f16 [2, 2, 2, 2, 4, 8] y) {
+  parallel p by 1 : block {
+    t = tma.copy x => shared;
+    dma.copy t => y;
+  }
+}
+""",
+        fixed="""\
+__co__ void stage(global f16 [2, 2, 2, 2, 4, 8] x, global f16 [2, 2, 2, 2, 4, 8] y) {
+  parallel p by 1 : block {
+    t = dma.copy x => shared;
+    dma.copy t => y;
+  }
+}
+""",
+        message="TMA moves tiles of rank 1 to 5, this one has rank 6",
+    ),
 }
 # Codes no program can produce, with the reason.
 UNTRIGGERABLE: dict[str, str] = {
@@ -2861,6 +2880,7 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
+    "CQ0437": "The tensor memory accelerator copies boxes of one to five dimensions.",
     "CQ0117": (
         "A function or source is so large that compiling it would take minutes; the compiler "
         "stops with this error instead. Split the work into smaller functions."

@@ -176,6 +176,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0435", E, "sparse copies take the 2:4 pattern (got {pattern})"),
     Code("CQ0436", E, "select options have different types: '{a}' is {ta}, '{b}' is {tb}",
          "every option of a select must have the same element type, shape and storage"),
+    Code("CQ0437", E, "TMA moves tiles of rank 1 to 5, this one has rank {rank}",
+         "use dma.copy for tiles of higher rank"),
     Code("CQ0426", W, "the source {src} is smaller than the destination {dst}: elements past "
                       "the source are undefined",
          "add .zfill when the whole destination is read (for example by an MMA)"),

@@ -1016,6 +1016,8 @@ class Checker:
 
     def _tma_rules(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:
         """TMA moves tiles between global and shared memory, once per block (spec 5.7)."""
+        if not 1 <= len(src.shape) <= 5:
+            self._error("CQ0437", stmt.span, rank=len(src.shape))
         pair = (src.storage, dst.storage)
         legal = {("global", "shared")} if stmt.op == "load" else {("global", "shared"),
                                                                    ("shared", "global")}
