@@ -2871,6 +2871,20 @@ __co__ void stage(global f16 [2, 2, 2, 2, 4, 8] x, global f16 [2, 2, 2, 2, 4, 8]
 """,
         message="TMA moves tiles of rank 1 to 5, this one has rank 6",
     ),
+    "CQ0316": Example(
+        bad="""\
+__co__ void scale(global f32 [32, 16] a, global f32 [8] c) {
+  a *= c;
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [32, 16] a, global f32 [32, 16] c) {
+  parallel {i, j} by [32, 16]
+    a.at(i, j) *= c.at(i, j);
+}
+""",
+        message="inconsistent shapes for the spanned operation '*': [32, 16] vs. [8]",
+    ),
 }
 # Codes no program can produce, with the reason.
 UNTRIGGERABLE: dict[str, str] = {
@@ -2880,6 +2894,7 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
+    "CQ0316": "Arithmetic on whole spanned data works element by element, so both sides need the same shape.",
     "CQ0437": "The tensor memory accelerator copies boxes of one to five dimensions.",
     "CQ0117": (
         "A function or source is so large that compiling it would take minutes; the compiler "

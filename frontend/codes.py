@@ -117,6 +117,7 @@ _TABLE: tuple[Code, ...] = (
                       "differently when the tile does not divide the size",
          "write `subspan(...).at(...)` with the tile sizes to say this explicitly"),
     Code("CQ0311", E, "{what} expects {expected} values, got {actual}"),
+    Code("CQ0316", E, "inconsistent shapes for the spanned operation '{op}': {lhs} vs. {rhs}"),
     Code("CQ0315", E, "the index '{index}' of the buffer array '{name}' reaches {high}, outside "
                       "[0, {count})"),
     Code("CQ0313", E, "the tiling factor of dimension {dim} must be positive, got {factor}"),

@@ -473,6 +473,9 @@ class Checker:
                 return
             if sym.kind is SymKind.FUTURE and isinstance(info.type, FutureType):
                 return
+            if sym.kind is SymKind.DATA and item.op != "=":
+                self._spanned_arith(sym, info, item)
+                return
             if not sym.mutable:
                 self._error("CQ0203", target.span, name=target.name, type=_type_word(sym))
             elif sym.kind is SymKind.SCALAR and sym.elem is not None:
@@ -482,6 +485,16 @@ class Checker:
         value = self._expr(item.value)
         if isinstance(target_info.type, ScalarType):
             self._check_convert(value, target_info.type.elem, item.value.span, item.value)
+
+    def _spanned_arith(self, sym: Symbol, info: ExprInfo, item: ast.Assign) -> None:
+        """``a *= c``: element-wise on whole spanned data; shapes must match (or a scalar)."""
+        if not isinstance(info.type, DataType):
+            return
+        shape, other = sym.shape or (), info.type.shape
+        if len(shape) != len(other) or any(
+                x.provably_eq(y) is False for x, y in zip(shape, other)):
+            self._error("CQ0316", item.span, op=item.op[:-1], lhs=shape_text(shape),
+                        rhs=shape_text(other))
 
     def _frag_arith(self, sym: Symbol, info: ExprInfo, item: ast.Assign) -> None:
         """``mc += bias;``: element-wise arithmetic of an accumulator with a scalar."""
