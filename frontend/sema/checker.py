@@ -1979,26 +1979,37 @@ class Checker:
     def _expr_Derive(self, e: ast.Derive) -> ExprInfo:
         base = self._expr(e.base)
         dims = _dims_of(base)
-        if dims is None:
+        if dims is None:  # `p[a, b]` of a loop variable, a buffer...: nothing to derive from
+            if not isinstance(base.type, _Error):
+                self._error("CQ0204", e.base.span, name=_text(e.base),
+                            actual=base.type.describe(), expected="a shape or an ituple")
             return ERROR
-        out: list[Sym | None] = []
-        for item in e.items:
-            out.append(self._derive_item(item, dims))
+        reported = len(self.reporter.diagnostics)
+        out = [self._derive_item(item, dims) for item in e.items]
         if e.brackets == "[]":
-            if any(d is None for d in out):
+            missing = next((item for item, dim in zip(e.items, out) if dim is None), None)
+            if missing is not None:
+                if len(self.reporter.diagnostics) == reported:  # the items reported nothing
+                    self._error("CQ0209", missing.span, what="a derived dimension",
+                                actual="a value computed at run time")
                 return ERROR
             return ExprInfo(ShapeType(tuple(d for d in out if d is not None)))
         return ExprInfo(TupleType(tuple(out)))
 
     def _derive_item(self, item: ast.Expr, dims: list[Sym | None]) -> Sym | None:
         if isinstance(item, ast.DimRef):
-            return dims[item.index] if 0 <= item.index < len(dims) else None
+            if not 0 <= item.index < len(dims):
+                self._error("CQ0210", item.span, index=item.index, what="the derived shape",
+                            rank=len(dims))
+                return None
+            return dims[item.index]
         if isinstance(item, ast.Binary):
             a = self._derive_item(item.lhs, dims)
             b = self._derive_item(item.rhs, dims)
             try:
                 return _fold(item.op, a, b)
             except ZeroDivisionError:
+                self._error("CQ0215", item.span)
                 return None
         return self._expr(item).static
 
