@@ -15,6 +15,7 @@ Generators, by what they stress:
 - ``deep``: deep nesting of every kind (parentheses, blocks, loops, ``#if``, operators...);
 - ``macros``: recursive, mutually recursive and exponential macros, odd directives;
 - ``defines``: programs compiled with odd ``defines`` (huge, non-finite, broken values);
+- ``directives``: every directive, with odd arguments, at random lines of a program;
 - ``splice``: one-line statements of the corpus inserted into valid programs;
 - ``big``: sources of 100 KB to 2 MB (many functions, many statements, long host code);
 - ``huge``: 10 MB sources (rare in a mixed run: each takes seconds).
@@ -29,6 +30,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from croqtile.frontend.preprocessor import _DIRECTIVES as _pp_directives
 from croqtile.frontend.tokens import DOTTED_WORDS, KEYWORDS, PUNCTUATION
 
 from . import grammar
@@ -524,6 +526,24 @@ def _macro_program(rng: random.Random) -> str:
     return "#define F(x) F(x x)\n" + wrap_body("  int y = F(x);")
 
 
+_DIRECTIVE_NAMES = tuple(sorted(_pp_directives)) + ("", "12", "unknown", "define X(", "if(")
+_DIRECTIVE_ARGS = ("X", "X 1", "(X)", "X(a) a", "1", "0", "-1", "2147483647", "2147483648",
+                   "9" * 5000, "\u00b2", "\"file.co\"", "5 \"a.co\"", "5 \"", "<x.h>", "\"x.h\"",
+                   "push_macro(\"X\")", "pop_macro(\"X\")", "defined X", "defined(", "1 ? 2 : 3",
+                   "__has_include(<x>)", "'a'", "'\\x41'", "1/0", "X ## Y", "#X", "...", "\\",
+                   "/* c */ 1", "// c", "")
+
+
+def gen_directives(rng: random.Random, corpus: list[str]) -> str:
+    """A program with random directive lines (every directive name, odd arguments) at
+    random line starts."""
+    lines = (rng.choice(corpus) if rng.random() < 0.7 else grammar.program(rng)).split("\n")
+    for _ in range(rng.randint(1, 8)):
+        args = " ".join(rng.choice(_DIRECTIVE_ARGS) for _ in range(rng.randint(0, 3)))
+        lines.insert(rng.randrange(len(lines) + 1), f"#{rng.choice(_DIRECTIVE_NAMES)} {args}")
+    return "\n".join(lines)
+
+
 def gen_macros(rng: random.Random, corpus: list[str]) -> str:
     text = _macro_program(rng)
     return mutate_text(rng, text, corpus) if rng.random() < 0.3 else text
@@ -623,6 +643,7 @@ GENERATORS: dict[str, tuple[Generator, float]] = {
     "literals": (gen_literals, 7),
     "macros": (gen_macros, 4),
     "defines": (gen_defines, 2),
+    "directives": (gen_directives, 3),
     "deep": (gen_deep, 2),
     "long_line": (gen_long_line, 0.8),
     "big": (gen_big, 0.5),

@@ -26,9 +26,9 @@ from .harness import Defines, Finding, describe_defines, probe, shrink
 
 # Inputs per generator in CI: about 40 s on one core (the slow generators get few inputs).
 CI_INPUTS = {
-    "mutate": 1100, "grammar": 450, "grammar_mutate": 550, "splice": 400, "soup": 600,
-    "noise": 500, "literals": 400, "macros": 60, "defines": 150, "deep": 60, "long_line": 10,
-    "big": 4,
+    "mutate": 1000, "grammar": 450, "grammar_mutate": 500, "splice": 400, "soup": 500,
+    "noise": 400, "literals": 350, "macros": 60, "defines": 150, "directives": 300,
+    "deep": 60, "long_line": 10, "big": 4,
 }
 TIME_LIMIT = 20.0  # seconds per input before it counts as a hang
 BOUND = 10.0  # seconds for a 10 MB or a 10,000-deep input, per entry point
