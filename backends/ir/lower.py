@@ -122,6 +122,8 @@ class FunctionLowering:
             return
         if isinstance(stmt, ast.ScalarDecl):
             for item, sym in zip(stmt.items, self.fn.decls.get(id(stmt), [])):
+                if sym.value is not None and not sym.mutable:
+                    continue  # known from constants and sizes: uses are folded by the checker
                 value = _literal_value(item.init, self.fn.exprs.get(id(item.init))) \
                     if item.init is not None else 0
                 if value is None:

@@ -417,3 +417,67 @@ def test_per_thread_conditions_and_mutable_scalars(device: str) -> None:
     assert_close(mod.firsts(a), a[::16].double(), torch.int32)
     m = random((16, 8), torch.int32, device)
     assert_close(mod.rowsum(m), m.double().sum(1).clamp(min=0), torch.int32)
+
+
+PERSISTENT = """
+#define T 16
+#define WORKERS 6
+// a fixed number of blocks walks over all output tiles, row-major
+__co__ void persistent(global f16 [M, K] a, global f16 [N, K] b, global f16 [M, N] c) {
+  int tiles = cdiv(M, T) * cdiv(N, T);
+  int across = cdiv(N, T);
+  parallel worker by WORKERS : block {
+    foreach {round} in [cdiv(tiles, WORKERS)] {
+      tile = round # worker;
+      if (tile < tiles) {
+        tm = tile / across;
+        tn = tile % across;
+        acc = mma.fill.f32 0.0f;
+        foreach {k} in [cdiv(K, T)] {
+          sa = dma.copy a.subspan(T, T).at(tm, k) => shared;
+          sb = dma.copy b.subspan(T, T).at(tn, k) => shared;
+          mma.row.row acc, sa.data, sb.data;
+        }
+        mma.store acc, c.subspan(T, T).at(tm, tn);
+      }
+    }
+  }
+}
+// the tile order comes from tables the host fills
+__co__ void scheduled(global f16 [M, K] a, global f16 [N, K] b, global f16 [M, N] c,
+                      global s32 [S] order_m, global s32 [S] order_n) {
+  parallel worker by WORKERS : block {
+    foreach {round} in [cdiv(S, WORKERS)] {
+      tile = round # worker;
+      if (tile < S) {
+        int tm = order_m.at(tile);
+        int tn = order_n.at(tile);
+        acc = mma.fill.f32 0.0f;
+        foreach {k} in [cdiv(K, T)] {
+          sa = dma.copy a.subspan(T, T).at(tm, k) => shared;
+          sb = dma.copy b.subspan(T, T).at(tn, k) => shared;
+          mma.row.row acc, sa.data, sb.data;
+        }
+        mma.store acc, c.subspan(T, T).at(tm, tn);
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_persistent_kernels(device: str) -> None:
+    mod = croqtile.compile(PERSISTENT)
+    a, b = random((40, 48), torch.float16, device), random((56, 48), torch.float16, device)
+    ref = a.double() @ b.double().T
+    c = poison(torch.empty((40, 56), dtype=torch.float16, device=device))
+    mod.persistent(a, b, c)
+    assert_close(c, ref, torch.float16)
+    tiles_m, tiles_n = 3, 4
+    order = torch.randperm(tiles_m * tiles_n)  # any order covers every tile once
+    order_m = (order // tiles_n).to(torch.int32).to(device)
+    order_n = (order % tiles_n).to(torch.int32).to(device)
+    c = poison(torch.empty((40, 56), dtype=torch.float16, device=device))
+    mod.scheduled(a, b, c, order_m, order_n)
+    assert_close(c, ref, torch.float16)
