@@ -1386,12 +1386,17 @@ __co__ void pingpong(global f32 [64] x, global f32 [64] y) {
         fixed="""\
 __co__ void pingpong(global f32 [64] x, global f32 [64] y) {
   parallel p by 1 : block {
-    nxt = dma.any;
-    cur = dma.copy.async x.subspan(16).at(0) => shared;
-    foreach k in [4] {
+    with k in [4] {
+      cur = dma.copy.async x.subspan(16).at(0) => shared;
+      nxt = dma.any;
+      foreach k(1:) {
+        nxt = dma.copy.async x.subspan(16).at(k) => shared;
+        wait cur;
+        dma.copy cur => y.subspan(16).at(k - 1);
+        swap(cur, nxt);
+      }
       wait cur;
-      dma.copy cur => y.subspan(16).at(k);
-      swap(cur, nxt);
+      dma.copy cur => y.subspan(16).at(3);
     }
   }
 }

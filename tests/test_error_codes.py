@@ -28,10 +28,8 @@ BAD_GAPS: dict[str, str] = {}
 # Fixed programs that still report an error.
 FIXED_GAPS: dict[str, str] = {
     "CQ0308": "backend: `span_as` is not lowered (CQ0701)",
-    "CQ0419": "backend: `dma.any` and `swap` are not lowered (CQ0701)",
     "CQ0315": "backend: arrays of buffers are not lowered (CQ0701)",
     "CQ0430": "backend: events are not lowered (CQ0701)",
-    "CQ0436": "backend: copies into a `select(...)` destination are not lowered (CQ0701)",
     "CQ0431": "backend: events are not lowered (CQ0701)",
     "CQ0432": "backend: events are not lowered (CQ0701)",
     "CQ0433": "backend: events are not lowered (CQ0701)",

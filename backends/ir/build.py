@@ -3,7 +3,7 @@ affine index expressions can be split into per-axis coefficients (``linearize``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.symbolic import Sym
@@ -236,3 +236,36 @@ def next_pow2(n: int) -> int:
     while size < n:
         size *= 2
     return size
+
+
+def substitute(e: ir.Expr, name: str, value: ir.Expr) -> ir.Expr:
+    """``e`` with the variable ``name`` replaced by ``value`` (an expression without axes)."""
+    if isinstance(e, ir.Var) and e.name == name:
+        return value
+    if isinstance(e, ir.Binary):  # rebuilt through `binary` so that constants fold again
+        lhs, rhs = substitute(e.lhs, name, value), substitute(e.rhs, name, value)
+        if lhs is e.lhs and rhs is e.rhs:
+            return e
+        return binary(e.op, lhs, rhs, e.dtype)
+    changes: dict[str, object] = {}
+    for f in fields(e):
+        if f.name in ("axes", "dtype"):
+            continue
+        old = getattr(e, f.name)
+        if isinstance(old, ir.Expr):
+            new = substitute(old, name, value)
+            if new is not old:
+                changes[f.name] = new
+        elif isinstance(old, tuple) and any(isinstance(v, ir.Expr) for v in old):
+            items = tuple(substitute(v, name, value) if isinstance(v, ir.Expr) else v
+                          for v in old)
+            if any(a is not b for a, b in zip(items, old)):
+                changes[f.name] = items
+    return replace(e, **changes) if changes else e
+
+
+def mentions(e: ir.Expr, name: str) -> bool:
+    """Whether the variable ``name`` occurs in ``e``."""
+    if isinstance(e, ir.Var):
+        return e.name == name
+    return any(mentions(child, name) for child in children(e))

@@ -40,6 +40,9 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
         if future is not None:
             kl.env[future] = Buffer(future, shape, elem, content)
         return
+    if isinstance(dst, ast.SelectExpr):
+        _copy_into_select(kl, stmt, dst, source, future)
+        return
     if not isinstance(dst, ast.View):
         raise unsupported(dst.span, "this copy destination")
     target = kl.resolve_view(dst, write=True)
@@ -85,6 +88,34 @@ def _constant(kl: KernelLowering, expr: ast.Expr) -> int:
     if info is None or info.static is None or info.static.value is None:
         raise unsupported(expr.span, "a configuration value that is not a constant")
     return info.static.value
+
+
+def _copy_into_select(kl: KernelLowering, stmt: ast.DmaStmt, dst: ast.SelectExpr,
+                      source: Region | Tile, future) -> None:
+    """``f = dma.copy src => select(k, bufA, bufB)``: the copy lands in one of several
+    same-typed buffers. Reads go through ``f``, which forwards to the source; reading the
+    buffers by name afterwards would depend on ``k`` at run time, so they are left empty."""
+    slots = [_option_slot(kl, option) for option in dst.options]
+    if not all(isinstance(slot, BufferSlot) for slot in slots):
+        raise unsupported(dst.span, "a select of destinations that are not shared or local "
+                                    "buffers")
+    slot = slots[0]
+    assert isinstance(slot, BufferSlot)
+    content = _fill_buffer(slot, source, stmt)
+    for other in slots:
+        other.buffer.content = None  # type: ignore[union-attr]
+    if future is not None:
+        kl.env[future] = Buffer(future, slot.buffer.shape, slot.buffer.elem, content)
+
+
+def _option_slot(kl: KernelLowering, option: ast.Expr) -> BufferSlot | Region | Tile:
+    if isinstance(option, ast.Ident):
+        sym = kl.fn.refs.get(id(option))
+        buffer = kl.env.get(sym) if sym is not None else None
+        if isinstance(buffer, Buffer):
+            return BufferSlot(buffer, tuple(b.const(0) for _ in buffer.shape), buffer.shape)
+        raise unsupported(option.span, f"'{option.name}' as a copy destination")
+    return kl.resolve_view(option, write=True)
 
 
 def _future_symbol(kl: KernelLowering, stmt: ast.DmaStmt):

@@ -20,7 +20,7 @@ from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .lower import KernelLowering, iter_stmts
-from .values import Bounded, Region, access, padding_mask
+from .values import Bounded, Buffer, Region, access, padding_mask
 
 
 def lower_foreach(kl: KernelLowering, stmt: ast.Foreach) -> None:
@@ -73,8 +73,15 @@ def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int
         high = None
     kl.env[sym] = Bounded(b.var(name, high=high), bound)
     with kl.nested() as inner:
-        _emit_loops(kl, sequential[1:], loops, body, stmt)
+        if len(sequential) == 1:
+            _carry_futures(kl, stmt, name, start, step)
+        kl.loop_depth += 1
+        try:
+            _emit_loops(kl, sequential[1:], loops, body, stmt)
+        finally:
+            kl.loop_depth -= 1
     kl.emit(ir.For(stmt.span, name, start, stop, inner.body, pipelined=False, step=step))
+    _leave_loop(kl, name, stop, step)
 
 
 # ----------------------------------------------------------------------- MMA K-slice loops
@@ -282,3 +289,69 @@ def _reduced_value(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, 
             value = ir.Where(value.axes, dtype, keep, value, b.const(0, dtype))
         value = ir.Reduce(tuple(a for a in value.axes if a is not axis), dtype, "sum", value, axis)
     return value
+
+
+# ----------------------------------------------------------------------- double buffering
+
+
+def _carry_futures(kl: KernelLowering, stmt: ast.Foreach, var: str, start: ir.Expr,
+                   step: ir.Expr | None) -> None:
+    """Double buffering: ``cur`` is copied before the loop, ``nxt`` inside it, and
+    ``swap(cur, nxt)`` ends each iteration. Every copy is a view of its source, so at the
+    top of iteration k ``cur`` is the view ``nxt`` had in iteration k - 1 -- provided the
+    copy before the loop is that view for the first iteration."""
+    stride = step if step is not None else b.const(1)
+    for inner in stmt.body.stmts:
+        if not isinstance(inner, ast.SwapStmt):
+            continue
+        syms = kl.fn.swaps.get(id(inner)) or []
+        copies = _copies_in(kl, stmt.body, syms)
+        if inner.kind != "swap" or len(syms) != 2 or len(copies) != 1:
+            raise unsupported(inner.span, f"this '{inner.kind}' inside a loop",
+                              "the supported pattern copies into one future before the loop, "
+                              "into the other inside it, and swaps them at the end")
+        nxt, copy = next(iter(copies.items()))
+        cur = syms[0] if syms[1] is nxt else syms[1]
+        current = kl.env.get(cur)
+        source = kl.resolve_view_read(copy.src)
+        if not isinstance(source, Region) or not isinstance(current, Buffer) or not isinstance(
+                current.content, Region):
+            raise unsupported(inner.span, "this double-buffering pattern",
+                              "copy into the future before the loop and swap it with the "
+                              "one copied inside the loop")
+        content = current.content
+        first = source.substituted(var, b.binary("-", start, stride))
+        if not _same_view(first, content):
+            raise unsupported(inner.span, "double buffering whose first copy differs from "
+                                          "the copy the loop makes for its first iteration")
+        lagged = source.substituted(var, b.binary("-", b.var(var), stride))
+        kl.env[cur] = Buffer(cur, current.shape, current.elem,
+                             lagged.clipped(content.extents, content.filled))
+        kl.carried.add(id(inner))
+
+
+def _copies_in(kl: KernelLowering, body: ast.Block, syms: list) -> dict:
+    """The swapped futures that a copy in ``body`` (directly) assigns, with the copy."""
+    found = {}
+    for inner in body.stmts:
+        if isinstance(inner, ast.DmaStmt):
+            for sym in kl.fn.decls.get(id(inner), []):
+                if sym in syms:
+                    found[sym] = inner
+    return found
+
+
+def _same_view(a: Region, b_: Region) -> bool:
+    return a.key() == b_.key() or a._replace(extents=b_.extents, limits=b_.limits).key() == \
+        b_.key()
+
+
+def _leave_loop(kl: KernelLowering, var: str, stop: ir.Expr, step: ir.Expr | None) -> None:
+    """After the loop its index is gone: views that still mention it (copies made in the
+    last iteration) take its last value."""
+    last = b.binary("-", stop, step if step is not None else b.const(1))
+    for sym, value in list(kl.env.items()):
+        if isinstance(value, Buffer) and isinstance(value.content, Region) and \
+                value.content.mentions(var):
+            kl.env[sym] = Buffer(value.symbol, value.shape, value.elem,
+                                 value.content.substituted(var, last))

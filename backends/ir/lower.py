@@ -203,6 +203,8 @@ class KernelLowering:
         self.has_dot = False
         self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
         self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
+        self.loop_depth = 0  # sequential loops around the statement being lowered
+        self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
 
     # ------------------------------------------------------------------ naming and emission
@@ -656,7 +658,21 @@ class KernelLowering:
         lower_dma(self, stmt)
 
     def _s_DmaAny(self, stmt: ast.DmaAny) -> None:
-        raise unsupported(stmt.span, "'dma.any' placeholders")
+        """``f = dma.any;``: a name for a copy still to come (double buffering)."""
+        for sym in self.fn.decls.get(id(stmt), []):
+            self.env[sym] = Buffer(sym, sym.shape or (), sym.elem or dtypes.F32)
+
+    def _s_SwapStmt(self, stmt: ast.SwapStmt) -> None:
+        """``swap(a, b)`` / ``rotate(a, b, ...)``: the names exchange their copies (a takes
+        b's, ..., the last takes a's). Copies are views, so nothing moves."""
+        syms = self.fn.swaps.get(id(stmt))
+        if not syms or (self.loop_depth and id(stmt) not in self.carried):
+            raise unsupported(stmt.span, f"this '{stmt.kind}' inside a loop",
+                              "the supported pattern copies into one future before the loop, "
+                              "into the other inside it, and swaps them at the end")
+        values = [self.env.get(sym) for sym in syms]
+        for sym, value in zip(syms, values[1:] + values[:1]):
+            self.env[sym] = value
 
     # ------------------------------------------------------------------ MMA
     def _s_MmaFill(self, stmt: ast.MmaFill) -> None:
@@ -786,7 +802,8 @@ class KernelLowering:
     # ------------------------------------------------------------------ expressions
     def value(self, e: ast.Expr) -> ir.Expr:
         info = self.fn.exprs.get(id(e))
-        if info is not None and info.static is not None and _is_int_type(info.type):
+        if info is not None and info.static is not None and (
+                _is_int_type(info.type) or isinstance(info.type, BoundedType)):
             return self.sym(info.static)
         method = getattr(self, "_e_" + type(e).__name__, None)
         if method is None:

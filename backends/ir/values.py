@@ -107,6 +107,27 @@ class Region:
         return self._replace(extents=extents, limits=tuple(limits),
                              filled=filled or self.filled)
 
+    def substituted(self, name: str, value: ir.Expr) -> Region:
+        """The same view with the variable ``name`` replaced by ``value``."""
+        def sub(e: ir.Expr) -> ir.Expr:
+            return b.substitute(e, name, value)
+
+        return self._replace(origin=tuple(sub(o) for o in self.origin),
+                             limits=tuple(tuple(sub(x) for x in lim) for lim in self.limits),
+                             lows=tuple(tuple(sub(x) for x in low) for low in self.lows))
+
+    def mentions(self, name: str) -> bool:
+        exprs = list(self.origin) + [x for lim in self.limits for x in lim] + [
+            x for low in self.lows for x in low]
+        return any(b.mentions(e, name) for e in exprs)
+
+    def key(self) -> tuple[object, ...]:
+        """A structural identity (two views of the same elements compare equal)."""
+        return (self.tensor.name, tuple(b.key(o) for o in self.origin),
+                tuple(str(e) for e in self.extents), self.axes, self.fill, self.filled,
+                tuple(tuple(b.key(x) for x in lim) for lim in self.limits),
+                tuple(tuple(b.key(x) for x in low) for low in self.lows))
+
     def transposed(self, perm: list[int]) -> Region:
         """``dma.transp<perm>``: output dimension i is input dimension perm[i]."""
         axes = tuple(self.axis_of(p) for p in perm)

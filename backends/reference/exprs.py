@@ -234,6 +234,9 @@ class Evaluator:
         return data.load(index, self.mask, self.element_fill(data.elem))
 
     def _e_Select(self, e: ast.Select) -> Any:
+        info = self.info(e)
+        if info is not None and info.static is not None and info.static.value is not None:
+            return info.static.value  # `k(-1)`: #k - 1, known when compiling
         base = self.eval(e.base)
         i = _int(self.eval(e.index), "a selection index")
         if isinstance(base, tuple):

@@ -1142,7 +1142,7 @@ class Checker:
                 self._error("CQ0201", target.span, name=target.name)
                 continue
             self._fn().refs[id(target)] = sym
-            if sym.kind is SymKind.EVENT:
+            if sym.kind is SymKind.EVENT or sym.poisoned:
                 continue
             if sym.kind is not SymKind.FUTURE:
                 self._error("CQ0429", target.span, name=target.name, kind=_a(sym.kind.value))
@@ -1172,6 +1172,7 @@ class Checker:
                 return
             syms.append(sym)
         self.swap_groups.append(set(syms))
+        self._fn().swaps[id(stmt)] = list(syms)
         first = syms[0]
         for name, sym in zip(stmt.names[1:], syms[1:]):
             depths = (self._scope_depth(stmt.names[0]), self._scope_depth(name))
@@ -1762,7 +1763,8 @@ class Checker:
                 return ERROR
             return ExprInfo(BoundedType(members[i].bound or Sym(1)))
         if isinstance(t, BoundedType) and i is not None:
-            return ExprInfo(_INT, t.bound + i if i < 0 else Sym(i))
+            # `k(-1)` is the last index #k - 1; it keeps k's bound (a chunkat factor)
+            return ExprInfo(t, t.bound + i if i < 0 else Sym(i))
         return ERROR
 
     def _expr_BoundOf(self, e: ast.BoundOf) -> ExprInfo:

@@ -292,6 +292,7 @@ class CheckedFunction:
     parallels: dict[int, tuple[LevelInfo, ...]] = field(default_factory=dict)
     loops: dict[int, tuple[LoopInfo, ...]] = field(default_factory=dict)  # id(Foreach/With)
     frags: dict[int, Symbol] = field(default_factory=dict)  # id(MMA stmt) -> accumulator
+    swaps: dict[int, list[Symbol]] = field(default_factory=dict)  # id(swap/rotate) -> names
     returned: Symbol | None = None
     runtime_checks: list[RuntimeCheck] = field(default_factory=list)
     host_asserts: set[int] = field(default_factory=set)  # id(assert) decided before launch

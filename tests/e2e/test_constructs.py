@@ -481,3 +481,94 @@ def test_persistent_kernels(device: str) -> None:
     c = poison(torch.empty((40, 56), dtype=torch.float16, device=device))
     mod.scheduled(a, b, c, order_m, order_n)
     assert_close(c, ref, torch.float16)
+
+
+PIPELINES = """
+#define T 16
+__co__ void pipelined(global f16 [M, K] a, global f16 [N, K] b, global f16 [M, N] c) {
+  parallel {bm, bn} by [cdiv(M, T), cdiv(N, T)] : block {
+    acc = mma.fill.f32 0.0f;
+    with k in [cdiv(K, T)] {
+      ca = dma.copy.async a.subspan(T, T).at(bm, 0) => shared;
+      cb = dma.copy.async b.subspan(T, T).at(bn, 0) => shared;
+      na = dma.any;
+      nb = dma.any;
+      foreach k(1:) {
+        na = dma.copy.async a.subspan(T, T).at(bm, k) => shared;
+        nb = dma.copy.async b.subspan(T, T).at(bn, k) => shared;
+        wait ca, cb;
+        mma.row.row acc, ca.data, cb.data;
+        swap(ca, na);
+        swap(cb, nb);
+      }
+      wait ca, cb;
+      mma.row.row acc, ca.data, cb.data;
+    }
+    mma.store acc, c.subspan(T, T).at(bm, bn);
+  }
+}
+__co__ auto whole(f16 [64, 32] a, f16 [32, 32] b) {
+  f16 [64, 32] out;
+  parallel {m, n} by [1, 2] : block {
+    parallel {g0, g1} by [4, 1] : group {
+      acc = mma.fill 0.0;
+      with k in 2 {
+        fa = dma.copy.async a => shared;
+        fb = dma.copy.async b => shared;
+        na = dma.any;
+        nb = dma.any;
+        foreach k(1:) {
+          na = dma.copy.async a => shared;
+          nb = dma.copy.async b => shared;
+          wait fa, fb;
+          ma = mma.load fa.chunkat(m # g0, k - 1);
+          mb = mma.load fb.chunkat(k - 1, n # g1);
+          mma.row.col acc, ma, mb;
+          swap(fa, na);
+          swap(fb, nb);
+        }
+        wait fa, fb;
+        ma = mma.load fa.chunkat(m # g0, k(-1));
+        mb = mma.load fb.chunkat(k(-1), n # g1);
+        mma.row.col acc, ma, mb;
+      }
+      mma.store acc, out.chunkat(m # g0, n # g1);
+    }
+  }
+  return out;
+}
+__co__ auto twobufs(s32 [4, 8, 16] x) {
+  s32 [4, 8, 16] out;
+  parallel p by 4 : block {
+    local s32 [1, 1, 16] bufA, bufB;
+    with r in [8] {
+      cur = dma.copy.async x.chunkat(p, r, _) => bufA;
+      nxt = dma.any;
+      foreach r(1:) {
+        nxt = dma.copy.async x.chunkat(p, r, _) => select(r % 2, bufA, bufB);
+        wait cur;
+        parallel t by 16 : thread
+          out.at(p, r - 1, t) = cur.data.at(0, 0, t) * 2;
+        swap(cur, nxt);
+      }
+      wait cur;
+      parallel t by 16 : thread
+        out.at(p, 7, t) = cur.data.at(0, 0, t) * 2;
+    }
+  }
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_double_buffering_with_placeholders_swap_and_select(device: str) -> None:
+    mod = croqtile.compile(PIPELINES)
+    a, b = random((40, 64), torch.float16, device), random((24, 64), torch.float16, device)
+    c = poison(torch.empty((40, 24), dtype=torch.float16, device=device))
+    mod.pipelined(a, b, c)
+    assert_close(c, a.double() @ b.double().T, torch.float16)
+    a, b = random((64, 32), torch.float16, device), random((32, 32), torch.float16, device)
+    assert_close(mod.whole(a, b), a.double() @ b.double(), torch.float16)
+    x = random((4, 8, 16), torch.int32, device)
+    assert_close(mod.twobufs(x), x.double() * 2, torch.int32)
