@@ -1705,7 +1705,9 @@ class Checker:
         if isinstance(t, _Error):
             return ERROR
         if not isinstance(t, DataType):
-            return ERROR  # events use `.at(k)` too; not checked here
+            self._error("CQ0213", e.span, name=_text(e.base), kind=t.describe(),
+                        usage="with .at(...) (it reads elements of spanned data)")
+            return ERROR
         count = 0
         for index in e.indices:
             it = self._fn().exprs[id(index)].type
