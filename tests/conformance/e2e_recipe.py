@@ -8,6 +8,8 @@ integer kernels). Nothing of the upstream files is copied; the harness reads the
 checkout given on the command line.
 
 A recipe is keyed by ``(relative path under tests/ or the tutorial root, function name)``.
+The function name ``"*"`` stands for every function of that file that has no recipe of its
+own (used for whole files that are out of scope).
 """
 
 from __future__ import annotations
@@ -51,3 +53,7 @@ class Recipe:
     reason: str = ""          # for ESC/OUT: why it is out of this backend's scope
     note: str = ""            # anything a reader of the report should know
     compile_only: bool = False  # upstream never runs it; we still run it when we can
+    # Arguments the kernel must overwrite completely: the harness fills them with a poison
+    # value (NaN, or a fixed integer pattern) before the call, so stale contents cannot pass.
+    # Leave empty where the host code relies on an output's initial contents (zeros).
+    poison: tuple[int, ...] = ()
