@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from .e2e_helpers import excluded, f64, gemm, rand, rand_float, rand_int, zeros
 from .e2e_recipe import TORCH_DTYPES, Recipe
 
 F64 = torch.float64
@@ -26,7 +27,7 @@ Formula = Callable[..., torch.Tensor]
 
 
 # ---------------------------------------------------------------------------------------------
-# Input builders
+# Input builders (random fills come from e2e_helpers)
 
 
 def indices(shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
@@ -39,39 +40,13 @@ def pattern(shape: tuple[int, ...], dtype: str, formula: Formula) -> torch.Tenso
     return formula(*indices(shape)).to(TORCH_DTYPES[dtype])
 
 
-def uniform(gen: torch.Generator, shape: tuple[int, ...], dtype: str, lo: float,
-            hi: float) -> torch.Tensor:
-    """Uniform real values in ``[lo, hi)`` rounded to ``dtype`` (the host's ``fill_random``)."""
-    values = lo + (hi - lo) * torch.rand(shape, generator=gen, dtype=F64)
-    return values.to(TORCH_DTYPES[dtype])
-
-
-def randint(gen: torch.Generator, shape: tuple[int, ...], dtype: str, lo: int,
-            hi: int) -> torch.Tensor:
-    """Uniform integers in ``[lo, hi]`` (the host's ``fill_random`` on an integer type)."""
-    return torch.randint(lo, hi + 1, shape, generator=gen, dtype=torch.int64).to(TORCH_DTYPES[dtype])
-
-
-def zeros(shape: tuple[int, ...], dtype: str) -> torch.Tensor:
-    return torch.zeros(shape, dtype=TORCH_DTYPES[dtype])
-
-
-def excluded(verdict: str, reason: str) -> Recipe:
-    """A kernel this backend does not run: no arguments, no reference."""
-    return Recipe(args=lambda gen: [], reference=lambda *args: None, verdict=verdict, reason=reason)  # type: ignore[arg-type]
-
-
-def f64(t: torch.Tensor) -> torch.Tensor:
-    return t.to(F64)
-
-
 # ---------------------------------------------------------------------------------------------
 # memreuse*.co: two u8 tensors staged through shared memory and added
 
 
 def _u8_add() -> Recipe:
     return Recipe(
-        args=lambda gen: [randint(gen, (8, 256), "u8", 0, 10), randint(gen, (8, 256), "u8", 0, 10)],
+        args=lambda gen: [rand_int(gen, (8, 256), 0, 10, "u8"), rand_int(gen, (8, 256), 0, 10, "u8")],
         reference=lambda a, b: f64(a) + f64(b),
         note="values 0..10 as on the host, so the u8 sum cannot wrap")
 
@@ -101,7 +76,7 @@ def _binary_mix(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _numerics(reference: Formula, operands: int) -> Recipe:
     return Recipe(
-        args=lambda gen: [uniform(gen, (512,), "f32", -0.5, 1.0) for _ in range(operands)],
+        args=lambda gen: [rand_float(gen, (512,), -0.5, 1.0) for _ in range(operands)],
         reference=reference, rtol=2e-4, atol=2e-4,
         note="the host's tolerance 2e-4 + 2e-4*|ref| for f32 built-ins (approximate on GPUs)")
 
@@ -159,7 +134,7 @@ def transposed(x: torch.Tensor) -> torch.Tensor:
 
 
 def _tma_copy(shape: tuple[int, ...]) -> Recipe:
-    return Recipe(args=lambda gen: [uniform(gen, shape, "f32", -10, 10)], reference=f64)
+    return Recipe(args=lambda gen: [rand_float(gen, shape, -10, 10, "f32")], reference=f64)
 
 
 def _f32_sum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -168,21 +143,18 @@ def _f32_sum(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# GEMMs. ``rr``: rhs is [N, K] (mma.row.row, lhs @ rhs^T); ``rc``: rhs is [K, N] (lhs @ rhs).
+# GEMMs (``gemm``: exact float64 / int64 products of the rounded inputs)
 
 
 def gemm_rr(lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
-    return f64(lhs) @ f64(rhs).T
-
-
-def gemm_rc(lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
-    return f64(lhs) @ f64(rhs)
+    """``mma.row.row``: rhs is [N, K] and the product is ``lhs @ rhs^T``."""
+    return gemm(lhs, rhs, rhs_nk=True)
 
 
 # wgmma_*.co operands: (m + 2k) % 3 * 0.5 and (2n + k) % 3 * 0.5. Every product is a multiple
 # of 0.25 and every partial sum a multiple of 0.25 no larger than 128, which f16 (and so f32)
 # holds exactly: the GEMMs are exact whatever the accumulator type or summation order.
-_EXACT_NOTE = ("operands in {0, 0.5, 1}: every partial sum is a multiple of 0.25 below 512, "
+_EXACT_NOTE = ("operands in {0, 0.5, 1}: every partial sum is a multiple of 0.25 up to 128, "
                "exact in an f16 or f32 accumulator, so the check is exact")
 
 
@@ -210,7 +182,7 @@ def wgmma_ss(dtype: str, out: str, *, m: int = _SS[0], n: int = _SS[1],
         product = gemm_rr(lhs, rhs)
         return {2: product.T if transpose else product}
 
-    return Recipe(args=args, reference=reference, note=_EXACT_NOTE)
+    return Recipe(args=args, reference=reference, note=_EXACT_NOTE, poison=(2,))
 
 
 def _blockscale_n48() -> Recipe:
@@ -223,7 +195,7 @@ def _blockscale_n48() -> Recipe:
     def reference(lhs, scale_lhs, rhs, scale_rhs, output):  # type: ignore[no-untyped-def]
         return {4: blockscaled(lhs, scale_lhs, rhs, scale_rhs, 48)}
 
-    return Recipe(args=args, reference=reference,
+    return Recipe(args=args, reference=reference, poison=(4,),
                   note=_EXACT_NOTE + "; the host's scales are all 1")
 
 
@@ -296,28 +268,29 @@ def _persistent(schedule: bool) -> Recipe:
     m, n, k = _PERSIS
 
     def args(gen: torch.Generator) -> list[Any]:
-        operands = [uniform(gen, (m, k), "f16", 0, 2), uniform(gen, (n, k), "f16", 0, 2),
+        operands = [rand_float(gen, (m, k), 0, 2, "f16"), rand_float(gen, (n, k), 0, 2, "f16"),
                     zeros((m, n), "f16")]
         return operands + list(hilbert_schedule(m // 64, n // 128)) if schedule else operands
 
     def reference(lhs: torch.Tensor, rhs: torch.Tensor, *rest: torch.Tensor) -> dict[int, Any]:
         return {2: gemm_rr(lhs, rhs)}
 
-    return Recipe(args=args, reference=reference, rtol=0.02, atol=0.5, note=_PERSIS_NOTE)
+    return Recipe(args=args, reference=reference, rtol=0.02, atol=0.5, poison=(2,),
+                  note=_PERSIS_NOTE)
 
 
 def _blockscale_persistent() -> Recipe:
     m, n, k = 512, 2048, 128
 
     def args(gen: torch.Generator) -> list[Any]:
-        return [uniform(gen, (m, k), "f8_e4m3", 0, 2), uniform(gen, (m, 1), "f32", 1, 3),
-                uniform(gen, (n, k), "f8_e4m3", 0, 2), uniform(gen, (n // 128, 1), "f32", 1, 3),
+        return [rand_float(gen, (m, k), 0, 2, "f8_e4m3"), rand_float(gen, (m, 1), 1, 3),
+                rand_float(gen, (n, k), 0, 2, "f8_e4m3"), rand_float(gen, (n // 128, 1), 1, 3),
                 zeros((m, n), "f16")]
 
     def reference(lhs, scale_lhs, rhs, scale_rhs, output):  # type: ignore[no-untyped-def]
         return {4: blockscaled(lhs, scale_lhs, rhs, scale_rhs, 128)}
 
-    return Recipe(args=args, reference=reference, rtol=0.08, atol=0.5,
+    return Recipe(args=args, reference=reference, rtol=0.08, atol=0.5, poison=(4,),
                   note="e4m3 operands in [0, 2], scales in [1, 3], f16 accumulator; the host's "
                        "sampled check |d| <= 0.5 + 0.08*|ref|, applied to every element")
 
@@ -329,19 +302,13 @@ def wmma(dtype: str, shape: tuple[int, int, int] = (128, 256, 256), *, lo: int =
          rr: bool = False, rtol: float = 0.0, note: str = "", compile_only: bool = False,
          extra: tuple[Any, ...] = ()) -> Recipe:
     m, n, k = shape
-    integral = dtype in ("s8", "u8")
-
-    def fill(rows: int, cols: int, gen: torch.Generator) -> torch.Tensor:
-        if integral:
-            return randint(gen, (rows, cols), dtype, lo, hi)
-        return uniform(gen, (rows, cols), dtype, lo, hi)
 
     def args(gen: torch.Generator) -> list[Any]:
-        rhs = fill(n, k, gen) if rr else fill(k, n, gen)
-        return [fill(m, k, gen), rhs, *extra]
+        lhs = rand(gen, (m, k), lo, hi, dtype)
+        return [lhs, rand(gen, (n, k) if rr else (k, n), lo, hi, dtype), *extra]
 
     def reference(lhs: torch.Tensor, rhs: torch.Tensor, *rest: Any) -> torch.Tensor:
-        return gemm_rr(lhs, rhs) if rr else gemm_rc(lhs, rhs)
+        return gemm(lhs, rhs, rhs_nk=rr)
 
     return Recipe(args=args, reference=reference, rtol=rtol, note=note, compile_only=compile_only)
 
@@ -398,12 +365,12 @@ RECIPES: dict[tuple[str, str], Recipe] = {
     ("gpu/end2end/tma_f32.co", "tma_copy_multi_subspan"): _tma_copy((6, 16, 64)),
     ("gpu/end2end/tma_f32.co", "tma_copy_tiled"): _tma_copy((6, 16, 128)),
     ("gpu/end2end/tma_f32.co", "tma_ab_buffer_fp8"): Recipe(
-        args=lambda gen: [uniform(gen, (16, 16, 128), "f8_e4m3", -2, 2) for _ in range(2)],
+        args=lambda gen: [rand_float(gen, (16, 16, 128), -2, 2, "f8_e4m3") for _ in range(2)],
         reference=lambda a, b: f64(a) + f64(b), atol=0.2,
         note="the host's |d| <= 0.2: an e4m3 + e4m3 sum (|sum| <= 4) rounded to e4m3 is off "
              "by at most 0.125"),
     ("gpu/end2end/tma_v2.co", "tma_ab_buffer"): Recipe(
-        args=lambda gen: [uniform(gen, (6, 16, 128), "f32", -10, 10) for _ in range(2)],
+        args=lambda gen: [rand_float(gen, (6, 16, 128), -10, 10) for _ in range(2)],
         reference=_f32_sum, compile_only=True,
         note="upstream's RUN line is disabled (NOTRUNYET); exact f32 sums as its host checks"),
     ("gpu/end2end/tma_fp6_fp4.co", "tma_ab_buffer_f6"): excluded(

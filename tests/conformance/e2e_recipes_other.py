@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from .e2e_recipe import Recipe
-from .e2e_recipes_gpu_b import F64, excluded, f64, padded, pattern, randint, tile_copy, transposed
+from .e2e_helpers import excluded, f64, rand_int
+from .e2e_recipes_gpu_b import F64, padded, pattern, tile_copy, transposed
 
 
 def arange(n: int, dtype: str = "s32", scale: int = 1, offset: int = 0) -> torch.Tensor:
@@ -38,7 +39,7 @@ def fixed(*inputs: torch.Tensor, expect: Any, **options: Any) -> Recipe:
 
 def random_copy(shape: tuple[int, ...], expect: Any = f64) -> Recipe:
     """A copy of an s32 input filled with random values in [-10, 10]."""
-    return Recipe(args=lambda gen: [randint(gen, shape, "s32", -10, 10)], reference=expect)
+    return Recipe(args=lambda gen: [rand_int(gen, shape, -10, 10)], reference=expect)
 
 
 def counted_copy(shape: tuple[int, ...], scale: int = 1, offset: int = 0) -> Recipe:
