@@ -68,6 +68,26 @@ def arange(shape: Shape, dtype: str | torch.dtype, start: int = 0, modulo: int |
     return values.reshape(tuple(shape)).to(dtype_of(dtype))
 
 
+def index_grids(shape: Shape) -> list[torch.Tensor]:
+    """One int64 tensor per dimension holding that dimension's index (``meshgrid``)."""
+    return list(torch.meshgrid(*[torch.arange(n, dtype=torch.int64) for n in shape],
+                               indexing="ij"))
+
+
+def index_pattern(shape: Shape, coeffs: Sequence[int], modulo: int, offset: int,
+                  dtype: str | torch.dtype) -> torch.Tensor:
+    """``(sum(c_d * i_d) % modulo) + offset`` over the index ``i`` of every element: the
+    deterministic fills that host code writes as nested loops."""
+    grids = index_grids(shape)
+    total = sum(c * g for c, g in zip(coeffs, grids))
+    return cast(total % modulo + offset, dtype)
+
+
+def identity(*args: Any) -> Any:
+    """Reference of a copy kernel: its (first) input, unchanged."""
+    return args[0]
+
+
 def f64(t: torch.Tensor) -> torch.Tensor:
     """Exact float64 view of the values (fp8 and bf16 included)."""
     return t.to(torch.float32).to(torch.float64) if t.dtype.itemsize == 1 and \
@@ -106,6 +126,17 @@ def gemm(lhs: torch.Tensor, rhs: torch.Tensor, out: str | torch.dtype | None = N
     else:
         result = lhs.to(torch.int64) @ right.to(torch.int64)
     return cast(result, out) if out is not None else result
+
+
+def add_reference(out: str | torch.dtype) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """Reference of an element-wise add stored as ``out``: integers exactly (wrapping to
+    ``out``); floats as the exact float64 sum, unrounded, for checks that follow a host
+    tolerance around the true sum (the tolerance must cover the store's rounding)."""
+    def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if a.dtype.is_floating_point or dtype_of(out).is_floating_point:
+            return f64(a) + f64(b)
+        return cast(a.to(torch.int64) + b.to(torch.int64), out)
+    return reference
 
 
 def excluded(verdict: str, reason: str, note: str = "") -> Recipe:

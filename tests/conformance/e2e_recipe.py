@@ -57,3 +57,7 @@ class Recipe:
     # value (NaN, or a fixed integer pattern) before the call, so stale contents cannot pass.
     # Leave empty where the host code relies on an output's initial contents (zeros).
     poison: tuple[int, ...] = ()
+    # Further argument sets the host code also runs (e.g. a flag set both ways): each is
+    # a recipe of its own (args, reference, tolerance) checked against the same compiled
+    # function; the kernel passes only if all of them do.
+    also: tuple["Recipe", ...] = ()

@@ -29,6 +29,7 @@ import signal
 import sys
 import tarfile
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -269,7 +270,7 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 def run_kernel(kernel: Kernel, recipe: Recipe | None, device: str = "cpu",
-               timeout: float = 0.0) -> Result:
+               timeout: float = 0.0, engine: str = "triton") -> Result:
     if recipe is None:
         return Result(kernel, NO_RECIPE, "no recipe for this kernel")
     if recipe.verdict in EXCLUDED:
@@ -278,7 +279,7 @@ def run_kernel(kernel: Kernel, recipe: Recipe | None, device: str = "cpu",
     start = time.perf_counter()
     try:
         with time_limit(timeout):
-            result = _compile_and_check(kernel, recipe, device)
+            result = _compile_and_check(kernel, recipe, device, engine)
     except KernelTimeout as err:
         result = Result(kernel, TIMEOUT, str(err))
     result.seconds = time.perf_counter() - start
@@ -286,14 +287,32 @@ def run_kernel(kernel: Kernel, recipe: Recipe | None, device: str = "cpu",
     return result
 
 
-def _compile_and_check(kernel: Kernel, recipe: Recipe, device: str) -> Result:
+ENGINES = ("triton", "reference")
+
+
+def build(kernel: Kernel, defines: dict[str, str], engine: str = "triton") -> Any:
+    """A callable for the kernel: compiled to Triton, or (``reference``) run by the
+    reference interpreter, which checks the recipes independently of the Triton backend."""
     import croqtile
+
+    text = isolate(kernel)
+    with warnings.catch_warnings():  # warnings of a program that compiles are not results
+        warnings.simplefilter("ignore")
+        if engine == "reference":
+            from croqtile.backends.reference import check_text, interpret_source
+            check_text(text, defines, kernel.rel)
+            return lambda *args: interpret_source(text, list(args), defines,
+                                                  function=kernel.function, filename=kernel.rel)
+        module = croqtile.compile(text, defines=defines, filename=kernel.rel)
+    return getattr(module, kernel.function)
+
+
+def _compile_and_check(kernel: Kernel, recipe: Recipe, device: str, engine: str) -> Result:
     from croqtile.errors import CompileError
 
     defines: dict[str, str] = {**kernel.run_defines, **recipe.defines}
     try:
-        module = croqtile.compile(isolate(kernel), defines=defines, filename=kernel.rel)
-        function = getattr(module, kernel.function)
+        function = build(kernel, defines, engine)
     except CompileError as err:
         errors = [d for d in err.diagnostics if d.severity == "error"] or err.diagnostics
         first = errors[0]
@@ -303,13 +322,27 @@ def _compile_and_check(kernel: Kernel, recipe: Recipe, device: str) -> Result:
         raise
     except Exception as err:  # noqa: BLE001 - any failure is this kernel's result
         return _exception(kernel, COMPILE_ERROR, err)
-    gen = torch.Generator().manual_seed(SEED)
+    merged = Result(kernel, PASS)
+    for index, case in enumerate((recipe, *recipe.also)):
+        result = _check_case(kernel, function, case, device, seed=SEED + index)
+        if result.status != PASS:
+            if index:
+                result.detail = f"argument set {index + 1}: {result.detail}"
+            return result
+        merged.total += result.total
+        merged.max_abs = max(merged.max_abs, result.max_abs)
+        merged.max_rel = max(merged.max_rel, result.max_rel)
+    return merged
+
+
+def _check_case(kernel: Kernel, function: Any, recipe: Recipe, device: str, seed: int) -> Result:
+    """Build one argument set, run the compiled function on it and compare."""
+    gen = torch.Generator().manual_seed(seed)
     try:
         args = recipe.args(gen)
         _poison(args, recipe.poison)
         before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        expected = recipe.reference(*[a.clone() if isinstance(a, torch.Tensor) else a
-                                      for a in before])
+        expected = recipe.reference(*before)
     except KernelTimeout:
         raise
     except Exception as err:  # noqa: BLE001
@@ -421,19 +454,25 @@ def _f64(t: torch.Tensor) -> torch.Tensor:
 
 
 def evaluate(kernels: list[Kernel], recipes: dict[Key, Recipe], device: str = "cpu",
-             timeout: float = 0.0, verbose: bool = False, stream: Any = None) -> list[Result]:
+             timeout: float = 0.0, verbose: bool = False, stream: Any = None,
+             engine: str = "triton") -> list[Result]:
+    """Run every kernel. Progress goes to ``stream``: a line per kernel with ``verbose``,
+    else a counter (rewritten in place on a terminal, every tenth kernel otherwise)."""
     stream = stream if stream is not None else sys.stderr
+    live = getattr(stream, "isatty", lambda: False)()
     results: list[Result] = []
     for index, kernel in enumerate(kernels, 1):
-        if not verbose:
+        if not verbose and live:
             print(f"\r[{index}/{len(kernels)}] {kernel.name[:70]:<70}", end="", file=stream,
                   flush=True)
-        result = run_kernel(kernel, recipe_for(kernel, recipes), device, timeout)
+        result = run_kernel(kernel, recipe_for(kernel, recipes), device, timeout, engine)
         results.append(result)
         if verbose:
             print(f"[{index}/{len(kernels)}] {result.status:<13} {result.seconds:6.1f}s "
-                  f"{kernel.name}  {result.detail[:160]}", file=stream, flush=True)
-    if not verbose and kernels:
+                  f"{kernel.name}  {result.detail[:120]}", file=stream, flush=True)
+        elif not live and (index % 10 == 0 or index == len(kernels)):
+            print(f"[{index}/{len(kernels)}]", file=stream, flush=True)
+    if not verbose and live and kernels:
         print(file=stream)
     return results
 
@@ -463,9 +502,11 @@ def stale_recipes(kernels: list[Kernel], recipes: dict[Key, Recipe]) -> list[Key
                   if key[0] in files and key[1] != WILDCARD and key not in found)
 
 
-def render(results: list[Result], device: str, stale: list[Key], verbose: bool = False) -> str:
+def render(results: list[Result], device: str, stale: list[Key], verbose: bool = False,
+           engine: str = "triton") -> str:
     t = totals(results)
-    out = [f"Upstream end-to-end conformance on {device}",
+    how = "" if engine == "triton" else f" (engine: {engine})"
+    out = [f"Upstream end-to-end conformance on {device}{how}",
            f"in scope: {t.in_scope}, pass: {t.passed} ({t.percent:.1f}%)"]
     out += [f"  {s:<13} {t.by_status[s]:4d}" for s in (PASS, *FAILURES, *EXCLUDED)]
     total_time = sum(r.seconds for r in results)
@@ -480,7 +521,7 @@ def render(results: list[Result], device: str, stale: list[Key], verbose: bool =
     excluded = [r for r in results if r.status in EXCLUDED]
     if excluded:
         out += ["", f"== Out of this backend's scope, not counted ({len(excluded)}) =="]
-        out += [f"  {r.status} {r.kernel.name}: {r.detail}" for r in excluded]
+        out += _excluded_rows(excluded)
     passed = [r for r in results if r.status == PASS]
     out += ["", f"== {PASS} ({len(passed)}) =="]
     out += [f"  {r.kernel.name}  {r.seconds:.1f}s  max abs {r.max_abs:.3g}"
@@ -489,6 +530,18 @@ def render(results: list[Result], device: str, stale: list[Key], verbose: bool =
         out += ["", "== Recipes whose function was not found =="]
         out += [f"  {rel}::{name}" for rel, name in stale]
     return "\n".join(out)
+
+
+def _excluded_rows(excluded: list[Result]) -> list[str]:
+    """One line per file and reason (a whole excluded file is one line)."""
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in excluded:
+        groups.setdefault((r.status, r.kernel.rel, r.detail), []).append(r.kernel.function)
+    rows = []
+    for (status, rel, reason), names in groups.items():
+        shown = ", ".join(names[:4]) + (f", ... ({len(names)} functions)" if len(names) > 4 else "")
+        rows.append(f"  {status} {rel}::{shown}: {reason}")
+    return rows
 
 
 def _failure_groups(failures: list[Result]) -> list[str]:
@@ -509,10 +562,12 @@ def _row(r: Result) -> str:
     return f"  {r.kernel.name}{where}  {code}{r.detail}  ({r.seconds:.1f}s)"
 
 
-def to_json(results: list[Result], device: str, stale: list[Key]) -> dict[str, Any]:
+def to_json(results: list[Result], device: str, stale: list[Key], engine: str = "triton"
+            ) -> dict[str, Any]:
     t = totals(results)
     return {
         "device": device,
+        "engine": engine,
         "totals": {"in_scope": t.in_scope, "pass": t.passed, "percent": round(t.percent, 2),
                    **t.by_status},
         "kernels": [{"file": r.kernel.rel, "function": r.kernel.function, "status": r.status,
@@ -533,6 +588,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("root", type=Path, help="an upstream Croqtile checkout (work tree)")
     parser.add_argument("--tutorial", type=Path, help="a croqtile-tutorial checkout")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--engine", default="triton", choices=ENGINES,
+                        help="'reference': run the reference interpreter instead (checks the "
+                             "recipes without the Triton backend)")
     parser.add_argument("--only", action="append", metavar="SUBSTR",
                         help="only kernels whose 'path::function' contains SUBSTR (repeatable)")
     parser.add_argument("--timeout", type=float, default=600.0,
@@ -551,11 +609,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     kernels = discover(args.root, args.tutorial, recipes)
     if args.only:
         kernels = [k for k in kernels if any(s in k.name for s in args.only)]
-    results = evaluate(kernels, recipes, args.device, args.timeout, args.verbose)
+    results = evaluate(kernels, recipes, args.device, args.timeout, args.verbose,
+                       engine=args.engine)
     stale = stale_recipes(kernels, recipes) if not args.only else []
-    print(render(results, args.device, stale, args.verbose))
+    print(render(results, args.device, stale, args.verbose, args.engine))
     if args.json:
-        args.json.write_text(json.dumps(to_json(results, args.device, stale), indent=2) + "\n")
+        args.json.write_text(json.dumps(to_json(results, args.device, stale, args.engine), indent=2) + "\n")
     return 0
 
 
