@@ -171,3 +171,17 @@ def test_helpers_are_exact() -> None:
     b = torch.tensor([[3.0], [4.0]], dtype=torch.float16)
     assert gemm(a, b).tolist() == [[11.0]] and gemm(a, b.T, rhs_nk=True).tolist() == [[11.0]]
     assert gemm(a.to(torch.int8), b.to(torch.int8), "s32").dtype == torch.int32
+
+
+def test_further_argument_sets_and_reference_engine(checkout: Path) -> None:
+    scaled = e2e.discover(checkout)[2]
+    base = _recipes()[(REL, "scaled")]
+    right = Recipe(args=lambda g: [arange((8,), "s32")], reference=lambda x: x * 3)
+    wrong = Recipe(args=right.args, reference=lambda x: x * 4)
+    both = Recipe(args=base.args, reference=base.reference, also=(right,))
+    assert e2e.run_kernel(scaled, both).status == e2e.PASS
+    failing = e2e.run_kernel(scaled, Recipe(args=base.args, reference=base.reference,
+                                            also=(right, wrong)))
+    assert failing.status == e2e.WRONG and failing.detail.startswith("argument set 3:")
+    interpreted = e2e.run_kernel(scaled, both, engine="reference")
+    assert interpreted.status == e2e.PASS and interpreted.total == 16  # both sets
