@@ -39,6 +39,7 @@ import torch
 
 from .e2e_recipe import Recipe
 from .lit import run_lines
+from .reject_upstream import _revision
 from .source import SourceFile, function_spans, strip_comment
 
 PASS = "PASS"
@@ -494,6 +495,18 @@ def totals(results: list[Result]) -> Totals:
     return Totals(len(counted), by_status[PASS], by_status)
 
 
+def kernel_set(rel: str) -> str:
+    """The set a kernel belongs to: ``gpu/end2end``, ``cpu/end2end``, ..., ``tutorial``."""
+    return "tutorial" if rel.startswith(TUTORIAL_PREFIX) else rel.rsplit("/", 1)[0]
+
+
+def per_set(results: list[Result]) -> dict[str, Totals]:
+    sets: dict[str, list[Result]] = {}
+    for r in results:
+        sets.setdefault(kernel_set(r.kernel.rel), []).append(r)
+    return {name: totals(members) for name, members in sets.items()}
+
+
 def stale_recipes(kernels: list[Kernel], recipes: dict[Key, Recipe]) -> list[Key]:
     """Recipes whose kernel was not found (a renamed function, a file out of the run)."""
     found = {k.key for k in kernels}
@@ -503,12 +516,14 @@ def stale_recipes(kernels: list[Kernel], recipes: dict[Key, Recipe]) -> list[Key
 
 
 def render(results: list[Result], device: str, stale: list[Key], verbose: bool = False,
-           engine: str = "triton") -> str:
+           engine: str = "triton", sources: Sequence[str] = ()) -> str:
     t = totals(results)
     how = "" if engine == "triton" else f" (engine: {engine})"
-    out = [f"Upstream end-to-end conformance on {device}{how}",
+    out = [f"Upstream end-to-end conformance on {device}{how}", *sources,
            f"in scope: {t.in_scope}, pass: {t.passed} ({t.percent:.1f}%)"]
     out += [f"  {s:<13} {t.by_status[s]:4d}" for s in (PASS, *FAILURES, *EXCLUDED)]
+    out += ["by set:"] + [f"  {name:<16} in scope {s.in_scope:3d}, pass {s.passed:3d} ({s.percent:5.1f}%)"
+                          for name, s in per_set(results).items()]
     total_time = sum(r.seconds for r in results)
     out.append(f"time: {total_time:.0f} s")
     out += ["", "== Failures by reason (biggest group first) =="]
@@ -570,6 +585,8 @@ def to_json(results: list[Result], device: str, stale: list[Key], engine: str = 
         "engine": engine,
         "totals": {"in_scope": t.in_scope, "pass": t.passed, "percent": round(t.percent, 2),
                    **t.by_status},
+        "sets": {name: {"in_scope": s.in_scope, "pass": s.passed}
+                 for name, s in per_set(results).items()},
         "kernels": [{"file": r.kernel.rel, "function": r.kernel.function, "status": r.status,
                      "verdict": r.verdict, "detail": r.detail, "code": r.code, "line": r.line,
                      "seconds": round(r.seconds, 3), "max_abs": r.max_abs, "max_rel": r.max_rel,
@@ -612,7 +629,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = evaluate(kernels, recipes, args.device, args.timeout, args.verbose,
                        engine=args.engine)
     stale = stale_recipes(kernels, recipes) if not args.only else []
-    print(render(results, args.device, stale, args.verbose, args.engine))
+    sources = [f"upstream: {args.root} {_revision(args.root)}".rstrip()]
+    if args.tutorial:
+        sources.append(f"tutorial: {args.tutorial} {_revision(args.tutorial)}".rstrip())
+    print(render(results, args.device, stale, args.verbose, args.engine, sources))
     if args.json:
         args.json.write_text(json.dumps(to_json(results, args.device, stale, args.engine), indent=2) + "\n")
     return 0
