@@ -598,11 +598,43 @@ def to_json(results: list[Result], device: str, stale: list[Key], engine: str = 
 # ----------------------------------------------------------------------------- main
 
 
+def results_from_json(data: dict[str, Any]) -> list[Result]:
+    """The results a ``--json`` file holds (kernels without their source text)."""
+    results = []
+    for k in data["kernels"]:
+        kernel = Kernel(k["file"], k["function"], "", (0, 0))
+        results.append(Result(kernel, k["status"], k["detail"], k["code"], k["line"], k["seconds"],
+                              k["max_abs"], k["max_rel"], k["bad"], k["total"], k["verdict"],
+                              k["note"]))
+    return results
+
+
+def merge(paths: Sequence[Path]) -> tuple[list[Result], str, str, list[Key]]:
+    """Results, device, engine and stale recipes of several ``--json`` files (shards)."""
+    results: list[Result] = []
+    stale: set[Key] = set()
+    device = engine = ""
+    for path in paths:
+        data = json.loads(path.read_text())
+        results += results_from_json(data)
+        stale |= {(rel, name) for rel, name in data.get("stale_recipes", [])}
+        device, engine = data["device"], data.get("engine", "triton")
+    return results, device, engine, sorted(stale)
+
+
+def shard_of(kernels: list[Kernel], shard: str) -> list[Kernel]:
+    """Every n-th kernel from the i-th (``shard`` is ``"i/n"``, i from 0), so that several
+    processes can share a run."""
+    index, count = (int(x) for x in shard.split("/"))
+    return kernels[index::count]
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m tests.conformance.e2e_upstream",
         description="Run the upstream end-to-end kernels through croqtile and check results.")
-    parser.add_argument("root", type=Path, help="an upstream Croqtile checkout (work tree)")
+    parser.add_argument("root", type=Path, nargs="?",
+                        help="an upstream Croqtile checkout (work tree)")
     parser.add_argument("--tutorial", type=Path, help="a croqtile-tutorial checkout")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--engine", default="triton", choices=ENGINES,
@@ -610,6 +642,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "recipes without the Triton backend)")
     parser.add_argument("--only", action="append", metavar="SUBSTR",
                         help="only kernels whose 'path::function' contains SUBSTR (repeatable)")
+    parser.add_argument("--shard", metavar="I/N", help="run every N-th kernel from the I-th")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="report the results of earlier --json runs (shards) together")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds per kernel, compile and run (0: no limit)")
     parser.add_argument("--json", type=Path, help="also write the full result as JSON")
@@ -619,22 +654,30 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if not (args.root / "tests").is_dir():
+    if args.merge:
+        results, device, engine, stale = merge(args.merge)
+        print(render(results, device, stale, args.verbose, engine))
+        return 0
+    if args.root is None or not (args.root / "tests").is_dir():
         print(f"error: {args.root} has no tests/ folder", file=sys.stderr)
         return 2
     recipes = load_recipes()
     kernels = discover(args.root, args.tutorial, recipes)
     if args.only:
         kernels = [k for k in kernels if any(s in k.name for s in args.only)]
+    partial = bool(args.only) or bool(args.shard)
+    if args.shard:
+        kernels = shard_of(kernels, args.shard)
     results = evaluate(kernels, recipes, args.device, args.timeout, args.verbose,
                        engine=args.engine)
-    stale = stale_recipes(kernels, recipes) if not args.only else []
+    stale = [] if partial else stale_recipes(kernels, recipes)
     sources = [f"upstream: {args.root} {_revision(args.root)}".rstrip()]
     if args.tutorial:
         sources.append(f"tutorial: {args.tutorial} {_revision(args.tutorial)}".rstrip())
     print(render(results, args.device, stale, args.verbose, args.engine, sources))
     if args.json:
-        args.json.write_text(json.dumps(to_json(results, args.device, stale, args.engine), indent=2) + "\n")
+        data = to_json(results, args.device, stale, args.engine)
+        args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
 
 

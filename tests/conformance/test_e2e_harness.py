@@ -185,3 +185,16 @@ def test_further_argument_sets_and_reference_engine(checkout: Path) -> None:
     assert failing.status == e2e.WRONG and failing.detail.startswith("argument set 3:")
     interpreted = e2e.run_kernel(scaled, both, engine="reference")
     assert interpreted.status == e2e.PASS and interpreted.total == 16  # both sets
+
+
+def test_shards_merge_into_one_report(checkout: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(e2e, "load_recipes", _recipes)
+    parts = [tmp_path / f"s{i}.json" for i in range(2)]
+    for i, part in enumerate(parts):
+        assert e2e.main([str(checkout), "--shard", f"{i}/2", "--json", str(part)]) == 0
+    capsys.readouterr()
+    assert e2e.main(["--merge", *map(str, parts)]) == 0
+    report = capsys.readouterr().out
+    assert "in scope: 3, pass: 1 (33.3%)" in report and "OUT" in report
