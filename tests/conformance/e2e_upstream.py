@@ -560,15 +560,44 @@ def _excluded_rows(excluded: list[Result]) -> list[str]:
 
 
 def _failure_groups(failures: list[Result]) -> list[str]:
+    """Failures by code (biggest first), and inside a code by message shape, so that one
+    missing feature shows as one line with its count and its kernels under it."""
     groups: dict[str, list[Result]] = {}
     for r in failures:
         groups.setdefault(r.group, []).append(r)
     rows = []
     for group, members in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
         rows.append(f"  {group}: {len(members)}")
-        rows += [f"      {r.kernel.name}" + (f":{r.line}" if r.line else "")
-                 + f"  {r.detail[:140]}" for r in members]
+        shapes: dict[str, list[Result]] = {}
+        for r in members:
+            shapes.setdefault(message_shape(r), []).append(r)
+        for shape, same in sorted(shapes.items(), key=lambda s: (-len(s[1]), s[0])):
+            rows.append(f"    [{len(same)}] {shape}")
+            rows += [f"        {r.kernel.name}" + (f":{r.line}" if r.line else "")
+                     + f"  {r.detail[:120]}" for r in same]
     return rows or ["  (none)"]
+
+
+def message_shape(result: Result) -> str:
+    """A failure's message with the program's own names, numbers and positions taken out."""
+    if result.status == WRONG:
+        return "wrong values" if "elements off" in result.detail else result.detail[:80]
+    text = re.sub(r"^(recipe: )?\w+(Error|Exception): ", r"\1", result.detail)
+    text = re.sub(r"'([^']*)'", lambda m: "'_'" if _is_user_name(m.group(1)) else m.group(0),
+                  text)
+    text = re.sub(r"\b\d+(\.\d+)?\b", "N", text)
+    return text[:110]
+
+
+_KEYWORDS = frozenset({"yield", "break", "continue", "while", "return", "inthreads", "swap"})
+
+
+def _is_user_name(text: str) -> bool:
+    """A quoted name from the program ('buffer', 'M', 'mc[0][1]'), as opposed to a
+    construct the message names ('.sqz', '__sinh', 'AssignStmt', 'yield')."""
+    if text in _KEYWORDS or text.startswith("__") or "." in text or re.fullmatch(r"[A-Z][a-z]\w*", text):
+        return False
+    return bool(re.match(r"[A-Za-z_]", text))
 
 
 def _row(r: Result) -> str:
