@@ -198,3 +198,14 @@ def test_shards_merge_into_one_report(checkout: Path, tmp_path: Path,
     assert e2e.main(["--merge", *map(str, parts)]) == 0
     report = capsys.readouterr().out
     assert "in scope: 3, pass: 1 (33.3%)" in report and "OUT" in report
+
+
+def test_message_shape_keeps_constructs_and_drops_names() -> None:
+    def shape(detail: str) -> str:
+        kernel = e2e.Kernel("f.co", "k", "", (0, 0))
+        return e2e.message_shape(e2e.Result(kernel, e2e.COMPILE_ERROR, detail))
+    assert shape("not supported yet: reading 'buf' before it holds data") == \
+        shape("not supported yet: reading 'counts' before it holds data")
+    assert "'.sqz'" in shape("not supported yet: '.sqz'")
+    assert "'__sinh'" in shape("the built-in '__sinh'") and "'yield'" in shape("x: 'yield'")
+    assert shape("index 'i' reaches 3, outside [0, 3)") == "index '_' reaches N, outside [N, N)"
