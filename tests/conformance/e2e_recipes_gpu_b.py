@@ -19,7 +19,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from .e2e_helpers import excluded, f64, gemm, rand, rand_float, rand_int, zeros
+from .e2e_helpers import (excluded, f64, gemm, index_grids, index_pattern, rand, rand_float,
+                          rand_int, zeros)
 from .e2e_recipe import TORCH_DTYPES, Recipe
 
 F64 = torch.float64
@@ -30,14 +31,9 @@ Formula = Callable[..., torch.Tensor]
 # Input builders (random fills come from e2e_helpers)
 
 
-def indices(shape: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
-    """One int64 index grid per dimension of ``shape``."""
-    return torch.meshgrid(*(torch.arange(n, dtype=torch.int64) for n in shape), indexing="ij")
-
-
 def pattern(shape: tuple[int, ...], dtype: str, formula: Formula) -> torch.Tensor:
     """A tensor whose element at ``(i, j, ...)`` is ``formula(i, j, ...)``."""
-    return formula(*indices(shape)).to(TORCH_DTYPES[dtype])
+    return formula(*index_grids(shape)).to(TORCH_DTYPES[dtype])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,7 +93,7 @@ def residue(shape: tuple[int, ...], dtype: str) -> torch.Tensor:
         a, b, m, c = _RESIDUE_1D[dtype]
         return pattern(shape, dtype, lambda i: (i * a + b) % m - c)
     a, b, m, c = _RESIDUE_2D[dtype]
-    return pattern(shape, dtype, lambda i, j: (i * a + j * b) % m - c)
+    return index_pattern(shape, (a, b), m, -c, dtype)
 
 
 def tile_copy(shape: tuple[int, ...], dtype: str,
@@ -122,7 +118,7 @@ def padded(low: tuple[int, int], high: tuple[int, int], value: int) -> Callable[
 
 
 def _tail_fill(shape: tuple[int, ...], dtype: str) -> torch.Tensor:
-    return pattern(shape, dtype, lambda i, j: (i * 3 + j) % 29 - 14)
+    return index_pattern(shape, (3, 1), 29, -14, dtype)
 
 
 def transposed(x: torch.Tensor) -> torch.Tensor:
