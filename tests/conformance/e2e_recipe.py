@@ -41,7 +41,9 @@ class Recipe:
     expected result: for a kernel that returns data, the returned tensor (or a tuple of
     them); for a ``void`` kernel that writes parameters in place, a dict
     ``{argument index: expected tensor}``. Comparison is elementwise with ``rtol``/``atol``
-    (both 0 means exact).
+    (both 0 means exact). A NaN in a floating-point reference marks an element the kernel
+    may leave anything in (unspecified upstream: never written, or raced on); it is not
+    compared.
     """
 
     args: Callable[[torch.Generator], list[Any]]

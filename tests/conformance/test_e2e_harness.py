@@ -209,3 +209,15 @@ def test_message_shape_keeps_constructs_and_drops_names() -> None:
     assert "'.sqz'" in shape("not supported yet: '.sqz'")
     assert "'__sinh'" in shape("the built-in '__sinh'") and "'yield'" in shape("x: 'yield'")
     assert shape("index 'i' reaches 3, outside [0, 3)") == "index '_' reaches N, outside [N, N)"
+
+
+def test_nan_in_a_reference_is_not_compared(checkout: Path) -> None:
+    scaled = e2e.discover(checkout)[2]
+
+    def partly(x: torch.Tensor) -> torch.Tensor:
+        expected = (x * 3).to(torch.float64)
+        expected[4:] = float("nan")  # unspecified
+        expected[0] += 1             # wrong on purpose
+        return expected
+    result = e2e.run_kernel(scaled, Recipe(args=lambda g: [arange((8,), "s32")], reference=partly))
+    assert result.status == e2e.WRONG and result.bad == 1 and result.total == 4
