@@ -442,7 +442,9 @@ def _compare_one(what: str, want: Any, got: Any, recipe: Recipe, result: Result)
     if not count:
         return ""
     index = tuple(int(i) for i in bad.nonzero()[0])
-    return (f"{what}: {count}/{want_t.numel()} elements off (max abs {float(diff.max()):.3g}); "
+    worst_rel = float(rel.nan_to_num(float("inf")).max())
+    return (f"{what}: {count}/{want_t.numel()} elements off (max abs {float(diff.max()):.3g}, "
+            f"max rel {worst_rel:.3g}); "
             f"first at {list(index)}: got {got_t[index].item()!r}, "
             f"expected {want_t[index].item()!r}")
 
