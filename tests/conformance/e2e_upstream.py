@@ -654,6 +654,23 @@ def merge(paths: Sequence[Path]) -> tuple[list[Result], str, str, list[Key]]:
     return results, device, engine, sorted(stale)
 
 
+def changes(results: list[Result], baseline: list[Result]) -> list[str]:
+    """Kernels whose status differs from an earlier run's: fixed ones first, then the
+    ones that broke, then other changes (one failure turned into another)."""
+    before = {r.kernel.key: r for r in baseline}
+    fixed, broke, other = [], [], []
+    for r in results:
+        old = before.get(r.kernel.key)
+        if old is None or (old.status, old.code) == (r.status, r.code):
+            continue
+        line = f"  {old.status}{'/' + old.code if old.code else ''} -> {r.status}" \
+               f"{'/' + r.code if r.code else ''}  {r.kernel.name}"
+        (fixed if r.status == PASS else broke if old.status == PASS else other).append(line)
+    out = [f"== Changes since the baseline: {len(fixed)} fixed, {len(broke)} broken, "
+           f"{len(other)} other =="]
+    return out + fixed + broke + other
+
+
 def shard_of(kernels: list[Kernel], shard: str) -> list[Kernel]:
     """Every n-th kernel from the i-th (``shard`` is ``"i/n"``, i from 0), so that several
     processes can share a run."""
@@ -677,6 +694,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--shard", metavar="I/N", help="run every N-th kernel from the I-th")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="report the results of earlier --json runs (shards) together")
+    parser.add_argument("--baseline", type=Path, metavar="JSON",
+                        help="an earlier --json run: list the kernels whose status changed")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds per kernel, compile and run (0: no limit)")
     parser.add_argument("--json", type=Path, help="also write the full result as JSON")
@@ -689,6 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.merge:
         results, device, engine, stale = merge(args.merge)
         print(render(results, device, stale, args.verbose, engine))
+        _print_changes(results, args.baseline)
         return 0
     if args.root is None or not (args.root / "tests").is_dir():
         print(f"error: {args.root} has no tests/ folder", file=sys.stderr)
@@ -707,10 +727,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.tutorial:
         sources.append(f"tutorial: {args.tutorial} {_revision(args.tutorial)}".rstrip())
     print(render(results, args.device, stale, args.verbose, args.engine, sources))
+    _print_changes(results, args.baseline)
     if args.json:
         data = to_json(results, args.device, stale, args.engine)
         args.json.write_text(json.dumps(data, indent=2) + "\n")
     return 0
+
+
+def _print_changes(results: list[Result], baseline: Path | None) -> None:
+    if baseline is not None:
+        print("\n" + "\n".join(changes(results, merge([baseline])[0])))
 
 
 if __name__ == "__main__":

@@ -221,3 +221,15 @@ def test_nan_in_a_reference_is_not_compared(checkout: Path) -> None:
         return expected
     result = e2e.run_kernel(scaled, Recipe(args=lambda g: [arange((8,), "s32")], reference=partly))
     assert result.status == e2e.WRONG and result.bad == 1 and result.total == 4
+
+
+def test_changes_against_a_baseline() -> None:
+    def result(name: str, status: str, code: str = "") -> e2e.Result:
+        return e2e.Result(e2e.Kernel("f.co", name, "", (0, 0)), status, code=code)
+    old = [result("a", e2e.WRONG), result("b", e2e.PASS), result("c", e2e.COMPILE_ERROR, "CQ0701")]
+    new = [result("a", e2e.PASS), result("b", e2e.COMPILE_ERROR, "CQ0704"),
+           result("c", e2e.COMPILE_ERROR, "CQ0701")]
+    lines = e2e.changes(new, old)
+    assert lines[0].endswith("1 fixed, 1 broken, 0 other ==")
+    assert lines[1].strip() == "WRONG -> PASS  f.co::a"
+    assert lines[2].strip() == "PASS -> COMPILE-ERROR/CQ0704  f.co::b"
