@@ -29,6 +29,7 @@ import re
 import signal
 import sys
 import tarfile
+import threading
 import time
 import warnings
 from contextlib import contextmanager
@@ -255,7 +256,8 @@ class KernelTimeout(Exception):
 @contextmanager
 def time_limit(seconds: float) -> Iterator[None]:
     """Raise ``KernelTimeout`` after ``seconds`` (main thread, POSIX; else no limit)."""
-    if seconds <= 0 or not hasattr(signal, "SIGALRM"):
+    if seconds <= 0 or not hasattr(signal, "SIGALRM") or \
+            threading.current_thread() is not threading.main_thread():
         yield
         return
 
