@@ -652,7 +652,11 @@ def merge(paths: Sequence[Path]) -> tuple[list[Result], str, str, list[Key]]:
         data = json.loads(path.read_text())
         results += results_from_json(data)
         stale |= {(rel, name) for rel, name in data.get("stale_recipes", [])}
-        device, engine = data["device"], data.get("engine", "triton")
+        kind = (data["device"], data.get("engine", "triton"))
+        if device and kind != (device, engine):
+            raise ValueError(f"{path} is a {kind[0]}/{kind[1]} run, the others {device}/{engine}: "
+                             "merge the shards of one run only")
+        device, engine = kind
     return results, device, engine, sorted(stale)
 
 
