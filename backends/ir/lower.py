@@ -23,6 +23,7 @@ from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFuncti
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
+from . import builtins
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
@@ -928,23 +929,15 @@ class KernelLowering:
             return b.binary("//", b.binary("-", b.add(num, den), b.const(1)), den)
         info = self.fn.exprs[id(e)]
         dtype = b.dtype_of(info.type.elem) if isinstance(info.type, ScalarType) else b.I32
-        fn = _MATH.get(e.name)
-        if fn is None:
+        if e.name not in builtins.SUPPORTED:
             raise unsupported(e.span, f"the built-in '{e.name}'")
-        args = [b.cast(a, dtype) for a in args]
-        return ir.Call(b.merged(*args), dtype, fn, tuple(args))
+        return builtins.lower_builtin(self, e.name, args, dtype, e.span)
 
 
 _ATOMICS = {
     "__atomic_add": "add", "__atomic_sub": "sub", "__atomic_exch": "xchg",
     "__atomic_min": "min", "__atomic_max": "max", "__atomic_and": "and", "__atomic_or": "or",
     "__atomic_xor": "xor", "__atomic_cas": "cas",
-}
-
-_MATH = {
-    "__exp": "exp", "__exp2f": "exp2", "__log": "log", "__sqrt": "sqrt", "__rsqrt": "rsqrt",
-    "__fabs": "abs", "__sin": "sin", "__cos": "cos", "__floor": "floor", "__ceil": "ceil",
-    "__max": "maximum", "__min": "minimum", "__fmaf": "fma", "__sigmoid": "sigmoid",
 }
 
 
