@@ -432,26 +432,26 @@ __co__ void add(global f32 [64] x, global f32 [64] w, global f32 [64] y) {
     ),
     "CQ0203": Example(
         bad="""\
-__co__ void rowsum(global f32 [64, 8] x, global f32 [64] y) {
+__co__ void count(global s32 [64, 8] x, global s32 [64] y) {
   parallel p by 64 {
-    f32 acc = 0.0f;
+    int n = 0;
     foreach k in [8]
-      acc = acc + x.at(p, k);
-    y.at(p) = acc;
+      n = n + x.at(p, k);
+    y.at(p) = n;
   }
 }
 """,
         fixed="""\
-__co__ void rowsum(global f32 [64, 8] x, global f32 [64] y) {
+__co__ void count(global s32 [64, 8] x, global s32 [64] y) {
   parallel p by 64 {
-    mutable f32 acc = 0.0f;
+    mutable int n = 0;
     foreach k in [8]
-      acc = acc + x.at(p, k);
-    y.at(p) = acc;
+      n = n + x.at(p, k);
+    y.at(p) = n;
   }
 }
 """,
-        message="only mutable variables can be re-assigned ('acc')",
+        message="only mutable variables can be re-assigned ('n')",
     ),
     "CQ0204": Example(
         bad="""\

@@ -235,13 +235,13 @@ def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
                                             dtype, pointer, mask)))
     current = ir.Var(pointer.axes, dtype, name)
 
-    wide = kl._promoted(elem, item.value)  # each update rounds once (spec 3.6)
+    wide = kl.promoted(elem, item.value)  # each update rounds once (spec 3.6)
 
     def accumulate(value: ir.Expr) -> None:
         if set(value.axes) - set(pointer.axes):
             raise unsupported(item.span, "accumulating values of several threads into one "
                                          "element", "give each thread its own element")
-        new = kl._arith(item.op[:-1], current, value, wide)
+        new = kl.arith(item.op[:-1], current, value, wide)
         kl.emit(ir.Let(item.span, name, b.cast(new, dtype)))
 
     if _reducible(sequential, pointer):

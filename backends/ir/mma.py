@@ -304,5 +304,5 @@ def acc_arith(kl: KernelLowering, acc: Acc, item: ast.Assign) -> None:
         raise unsupported(item.value.span, "accumulator arithmetic with a per-thread value")
     dtype = b.dtype_of(acc.elem)
     current = ir.Var((acc.layout.m, acc.layout.n), dtype, acc.name)
-    result = kl._arith(item.op[:-1], current, b.cast(value, dtype), acc.elem)
+    result = kl.arith(item.op[:-1], current, b.cast(value, dtype), acc.elem)
     kl.emit(ir.Let(item.span, acc.name, b.cast(result, dtype)))

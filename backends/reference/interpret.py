@@ -569,8 +569,7 @@ def _phases(body: ast.Block, has_blocks: bool) -> list[list[ast.Stmt]]:
     phases: list[list[ast.Stmt]] = [[]]
     for stmt in body.stmts:
         if _is_barrier(stmt):
-            if isinstance(stmt, ast.SyncStmt) and stmt.level in ("device", "block") \
-                    and not has_blocks:
+            if isinstance(stmt, ast.SyncStmt) and stmt.level == "device" and not has_blocks:
                 raise not_implemented("a grid-wide barrier inside an inner parallel level")
             phases.append([])
         elif _has_barrier(stmt):

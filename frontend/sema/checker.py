@@ -399,11 +399,14 @@ class Checker:
             item_elem = elem
             if item_elem is None:
                 item_elem = info.type.elem if info and isinstance(info.type, ScalarType) else dtypes.INT
-            mutable = stmt.mutable or (item.init is None and stmt.type not in ("int", "bool"))
+            # control scalars (`int`, `bool`, untyped) are immutable unless declared
+            # `mutable`; element-typed scalars (`s32 acc = 0;`) are variables, as in the
+            # reference compiler
+            mutable = stmt.mutable or stmt.type not in (None, "int", "bool")
             if item.init is None and not mutable:
                 self._error("CQ0204", item.span, name=item.name, actual="not initialised",
                             expected="an initial value for an immutable scalar")
-            value = info.static if info is not None and not stmt.mutable else None
+            value = info.static if info is not None and not mutable else None
             if info is not None and elem is not None:
                 self._check_convert(info, elem, item.init.span if item.init else item.span,
                                     item.init)
