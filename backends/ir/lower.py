@@ -24,7 +24,7 @@ from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
-from .errors import LoweringError, unsupported
+from .errors import LoweringError, NeedsSpecialization, static_extent, unsupported
 from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
                      padding_mask)
 
@@ -72,10 +72,15 @@ class FunctionLowering:
         with recursion_headroom():  # statements and expressions nest up to MAX_DEPTH deep
             return self._lower()
 
-    def _lower(self) -> ir.Function:
-        node = self.fn.node
+    def host_params(self) -> list[ir.HostParam]:
+        """The parameters the host function binds (without lowering the body)."""
         for sym in self.fn.params:
             self._param(sym)
+        return self.params
+
+    def _lower(self) -> ir.Function:
+        node = self.fn.node
+        self.host_params()
         for stmt in node.body.stmts:
             self._host_stmt(stmt)
         clones = [p.name for p in self.params
@@ -260,9 +265,7 @@ class KernelLowering:
         return axis
 
     def tile_axis(self, extent: Sym, base: str, span: Span) -> ir.Axis:
-        if extent.value is None:
-            raise LoweringError("CQ0704", span, extent=extent)
-        return self.axis(object(), extent.value, base)
+        return self.axis(object(), static_extent(extent, span), base)
 
     # ------------------------------------------------------------------ parameters
     def use_tensor(self, tensor: TensorRef) -> TensorRef:
@@ -400,7 +403,7 @@ class KernelLowering:
             raise unsupported(stmt.span, _describe(stmt))
         try:
             method(stmt)
-        except LoweringError:
+        except (LoweringError, NeedsSpecialization):
             raise
         except Exception as exc:  # a lowering bug: report it at the statement, not line 1
             if isinstance(stmt, (ast.Block, ast.Parallel, ast.Foreach, ast.With, ast.If)):
@@ -819,8 +822,8 @@ class KernelLowering:
         sym = self.fn.refs.get(id(e))
         if sym is None:
             raise unsupported(e.span, f"the name '{e.name}' here")
-        if sym.kind is SymKind.DIM:
-            return self.sym(Sym.var(sym.name))
+        if sym.kind is SymKind.DIM:  # (a constant in a compile specialised on it)
+            return self.sym(sym.value if sym.value is not None else Sym.var(sym.name))
         value = self.env.get(sym)
         if isinstance(value, Scalar) and sym.is_param:
             self.use_scalar(sym)

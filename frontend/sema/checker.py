@@ -8,7 +8,7 @@ walk continues with an ``ERROR`` type so that one mistake gives one message.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from .. import syntax as ast
 from ..diagnostics import Reporter
@@ -71,9 +71,16 @@ class _Context:
 
 
 class Checker:
-    def __init__(self, reporter: Reporter, target: Target | None = None) -> None:
+    """``specialize`` gives parameter dimensions their values from one call's arguments:
+    they become constants, so shapes and bounds built from them are static. Without it,
+    a symbolic dimension used where a constant is needed (a shared buffer's shape, a group
+    bound) is recorded in ``CheckedFunction.specialize_on`` instead of being an error."""
+
+    def __init__(self, reporter: Reporter, target: Target | None = None,
+                 specialize: Mapping[str, int] | None = None) -> None:
         self.reporter = reporter
         self.target = target or TARGETS[DEFAULT_TARGET]
+        self.specialize = dict(specialize or {})
         self.scopes: list[dict[str, Symbol]] = []
         self.fn: CheckedFunction | None = None
         self.ctx = _Context()
@@ -217,9 +224,23 @@ class Checker:
         """``?``/``??`` and ``mdspan<N>`` dimensions: bound from the argument like a named
         dimension, under a name no program can write (``__arg3_0``)."""
         name = f"__arg{len(self._fn().params)}_{index}"
-        dims.setdefault(name, Symbol(name, SymKind.DIM, span, elem=dtypes.INT,
-                                     value=Sym.var(name)))
-        return Sym.var(name)
+        value = self._dim_value(name)
+        dims.setdefault(name, Symbol(name, SymKind.DIM, span, elem=dtypes.INT, value=value))
+        return value
+
+    def _dim_value(self, name: str) -> Sym:
+        """A parameter dimension: its call's value when specialising, else the symbol."""
+        value = self.specialize.get(name)
+        return Sym.var(name) if value is None else Sym(value)
+
+    def _specialisable(self, value: Sym) -> bool:
+        """``value`` is built from parameter dimensions only: it becomes a constant when
+        the function is compiled for one call's shapes, so it is recorded, not rejected."""
+        names = value.free_vars()
+        if not names or not names <= set(self._fn().dims):
+            return False
+        self._fn().specialize_on |= names
+        return True
 
     def _param_shape(self, spec: ast.ShapeSpec, dims: dict[str, Symbol]) -> tuple[Sym, ...]:
         if spec.dims is None:
@@ -229,9 +250,9 @@ class Checker:
             if isinstance(dim, ast.Ident):
                 if dim.name not in dims:
                     dims[dim.name] = Symbol(dim.name, SymKind.DIM, dim.span, elem=dtypes.INT,
-                                            value=Sym.var(dim.name))
+                                            value=self._dim_value(dim.name))
                 self._fn().refs[id(dim)] = dims[dim.name]
-                shape.append(Sym.var(dim.name))
+                shape.append(self._dim_value(dim.name))
             elif isinstance(dim, ast.AnonDim):
                 shape.append(self._anonymous_dim(dims, i, dim.span))
             else:
@@ -323,7 +344,7 @@ class Checker:
         for var in stmt.vars:
             if self.ctx.on_device:
                 for dim in shape:
-                    if not dim.is_const:
+                    if not dim.is_const and not self._specialisable(dim):
                         self._error("CQ0307", var.span, name=var.name, dim=dim)
                         break
             array_dims = tuple(self._static_int(d, "an array dimension") for d in var.array_dims)
@@ -791,12 +812,14 @@ class Checker:
             self._error("CQ0622", node.span, what="<cooperative>", where="on a block level")
         if level is not Level.BLOCK:
             for bound in bounds:
-                if not bound.is_const:
+                if not bound.is_const and not self._specialisable(bound):
                     self._error("CQ0610", node.span, level=level.value, bound=bound)
         syms = []
-        names = node.vars or tuple(f"_anon{i}" for i in range(len(bounds)))
+        # an anonymous level (`parallel by 1, by 1`) cannot be referenced: each of its
+        # variables gets a fresh name no program can write and no duplicate check
+        names = node.vars or tuple(f"__anon{len(seen) + i}" for i in range(len(bounds)))
         for name, bound in zip(names, bounds):
-            if name in seen:
+            if name in seen and node.vars:
                 self._error("CQ0602", node.span, name=name)
             seen.add(name)
             if name == "_":

@@ -296,6 +296,10 @@ class CheckedFunction:
     returned: Symbol | None = None
     runtime_checks: list[RuntimeCheck] = field(default_factory=list)
     host_asserts: set[int] = field(default_factory=set)  # id(assert) decided before launch
+    # dimensions that must be constants where they are used (a shared buffer's shape, a
+    # group bound): the function is compiled per call, with their values from the
+    # arguments (see ``Checker.specialize``); empty when one compile serves every call
+    specialize_on: set[str] = field(default_factory=set)
 
     def info(self, expr: ast.Expr) -> ExprInfo:
         return self.exprs[id(expr)]

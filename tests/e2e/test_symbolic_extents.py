@@ -1,0 +1,197 @@
+"""Symbolic sizes where Triton needs constants: a staged tile or shared buffer shaped by
+parameter dimensions, group and thread bounds from them, anonymous parallel levels.
+
+Such a function is compiled per call, specialised on the dimensions of its arguments
+(one compile per distinct shape); the per-block limits are checked then and reported as
+``ArgumentError``. Every program runs through the Triton path (Triton's CPU interpreter)
+and the reference interpreter against float64 torch references, and its kernels compile
+for sm_90."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import croqtile
+from croqtile.backends.reference import interpret_source
+
+from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
+from .checks import assert_close, poison, random
+
+
+
+@dataclass(frozen=True)
+class Case:
+    """``inputs`` are the arguments before the output (written in place, last)."""
+
+    source: str
+    function: str
+    inputs: Callable[[], list[torch.Tensor]]
+    out_shape: Callable[[list[torch.Tensor]], tuple[int, ...]]
+    reference: Callable[[list[torch.Tensor]], torch.Tensor]
+    dtype: torch.dtype
+
+
+ANONYMOUS = """
+__co__ void twice(global s32 [R, C] x, global s32 [R, C] y) {
+  parallel by 1, by 1 {
+    f = dma.copy x.subspan(4, 16).at(0, 0) => shared;
+    dma.copy f.data => y.subspan(4, 16).at(0, 0);
+  }
+  parallel by 1 : block, by 1 : thread {
+    g = dma.copy x.subspan(4, 16).at(1, 0) => shared;
+    dma.copy g.data => y.subspan(4, 16).at(1, 0);
+  }
+}
+"""
+
+WHOLE_TILE = """
+__co__ void stage3(global f32 [A, B, C] x, global f32 [A, B, C] y) {
+  parallel p by 1 : block
+    parallel q by 32 : thread {
+      t = dma.copy x.subspan(A, B, C) => shared;
+      dma.copy t => y;
+    }
+}
+"""
+
+SHARED_SYMBOLIC = """
+__co__ void stage_async(global f16 [M, N] x, global f16 [M, N] y) {
+  parallel p by 1 : block
+    parallel q by 64 : thread {
+      shared f16 [M, N] buf;
+      f = dma.copy.async x.subspan(M, N) => buf.subspan(M, N);
+      wait f;
+      dma.copy buf.subspan(M, N) => y;
+    }
+}
+"""
+
+GROUP_BOUND = """
+__co__ void rows(global f32 [R, 32] x, global f32 [R, 32] bias, global f32 [R, 32] y) {
+  parallel p by 1 : block
+    parallel q by x.span(0) : group
+      parallel t by 32 : thread
+        y.at(q, t) = x.at(q, t) * 3.0f + bias.at(q, t);
+}
+"""
+
+THREAD_BOUND = """
+__co__ void scale(global s32 [N] x, global s32 [N] y) {
+  parallel t by N : thread
+    y.at(t) = x.at(t) * 5 - 1;
+}
+"""
+
+DERIVED = """
+__co__ void halves(global f32 [K, N] x, global f32 [K, N] y) {
+  parallel p by 8 : block {
+    s = dma.copy x.chunkat(p, _) => shared;
+    shared f32 [s.span] keep;
+    dma.copy s.data => keep;
+    parallel t by 16 : thread
+      foreach i in [keep.span(0)]
+        y.at(p # i, t) = keep.at(i, t) + 1.0f;
+  }
+}
+"""
+
+CASES = {
+    "anonymous levels": Case(
+        ANONYMOUS, "twice", lambda: [random((2, 16), torch.int32)],
+        lambda a: (2, 16), lambda a: a[0], torch.int32),
+    "whole tile of symbolic dims": Case(
+        WHOLE_TILE, "stage3", lambda: [random((3, 5, 7), torch.float32)],
+        lambda a: tuple(a[0].shape), lambda a: a[0], torch.float32),
+    "shared buffer of symbolic dims": Case(
+        SHARED_SYMBOLIC, "stage_async", lambda: [random((6, 20), torch.float16)],
+        lambda a: tuple(a[0].shape), lambda a: a[0], torch.float16),
+    "group bound from a dimension": Case(
+        GROUP_BOUND, "rows",
+        lambda: [random((5, 32), torch.float32), random((5, 32), torch.float32)],
+        lambda a: (5, 32), lambda a: a[0] * 3 + a[1], torch.float32),
+    "thread bound from a dimension": Case(
+        THREAD_BOUND, "scale", lambda: [random((100,), torch.int32)],
+        lambda a: (100,), lambda a: a[0] * 5 - 1, torch.int32),
+    "derived extent K / 8": Case(
+        DERIVED, "halves", lambda: [random((24, 16), torch.float32)],
+        lambda a: (24, 16), lambda a: a[0] + 1, torch.float32),
+}
+
+
+def _args(case: Case) -> list[Any]:
+    inputs = case.inputs()
+    out = poison(torch.empty(case.out_shape(inputs), dtype=case.dtype))
+    return inputs + [out]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_triton_path(name: str) -> None:
+    case = CASES[name]
+    args = _args(case)
+    fn = getattr(croqtile.compile(case.source), case.function)
+    fn(*args)
+    reference = case.reference([a.double() for a in args[:-1]])
+    assert_close(args[-1], reference, case.dtype)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_reference_interpreter(name: str) -> None:
+    case = CASES[name]
+    args = _args(case)
+    interpret_source(case.source, args, function=case.function)
+    reference = case.reference([a.double() for a in args[:-1]])
+    assert_close(args[-1], reference, case.dtype)
+
+
+@pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
+@pytest.mark.parametrize("name", CASES)
+def test_kernels_compile_for_sm90(name: str) -> None:
+    case = CASES[name]
+    fn = getattr(croqtile.compile(case.source), case.function)
+    artifact = fn.artifact_for(*_args(case))
+    for index in range(len(artifact.kernels)):
+        compile_for_sm90(artifact, index, f"{name}:{case.function}")
+
+
+def test_one_compile_per_shape() -> None:
+    """The function is specialised per distinct dimensions; a repeated shape reuses it."""
+    fn = croqtile.compile(WHOLE_TILE).stage3
+    assert fn.specialize_on == ("A", "B", "C")
+    for shape in [(3, 5, 7), (2, 3, 4), (3, 5, 7)]:
+        x = random(shape, torch.float32)
+        y = poison(torch.empty(shape))
+        fn(x, y)
+        assert_close(y, x.double(), torch.float32)
+    assert fn.loads == 2
+    source = fn.triton_source  # the last shape's: 5 and 7 padded to 8, masked
+    assert "tl.arange(0, 8)" in source and "< 7)" in source and "< 5)" in source
+
+
+def test_static_functions_are_not_specialised() -> None:
+    fn = croqtile.compile(THREAD_BOUND.replace("[N]", "[64]").replace("by N", "by 64")).scale
+    assert fn.specialize_on == ()
+
+
+def test_too_many_threads_for_the_shape() -> None:
+    fn = croqtile.compile(THREAD_BOUND).scale
+    x = random((2000,), torch.int32)
+    with pytest.raises(croqtile.ArgumentError, match=r"N = 2000.*CQ0604 2000 threads"):
+        fn(x, torch.empty_like(x))
+
+
+def test_too_much_shared_memory_for_the_shape() -> None:
+    fn = croqtile.compile(SHARED_SYMBOLIC).stage_async
+    x = random((400, 400), torch.float16)
+    with pytest.raises(croqtile.ArgumentError, match=r"M = 400, N = 400.*CQ0612"):
+        fn(x, torch.empty_like(x))
+
+
+def test_group_bound_limit_for_the_shape() -> None:
+    fn = croqtile.compile(GROUP_BOUND).rows
+    x = random((40, 32), torch.float32)
+    with pytest.raises(croqtile.ArgumentError, match=r"R = 40.*1280 threads"):
+        fn(x, x, torch.empty_like(x))
