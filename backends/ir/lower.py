@@ -16,7 +16,7 @@ from typing import Iterator
 from ...frontend import syntax as ast
 from ...frontend.parser import recursion_headroom
 from ...frontend.sema import dtypes
-from ...frontend.sema.levels import threads_per_block
+from ...frontend.sema.levels import is_device_scope, threads_per_block
 from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFunction, IndexItem,
                                     Level, LevelInfo, ScalarType, Symbol, SymKind, TupleType,
                                     ViewInfo)
@@ -107,11 +107,15 @@ class FunctionLowering:
             self.params.append(ir.HostParam(sym.name, "scalar", elem.name))
 
     def _host_stmt(self, stmt: ast.Stmt) -> None:
-        if isinstance(stmt, (ast.Empty, ast.MmaCommit)):
-            return
+        if isinstance(stmt, (ast.Empty, ast.MmaCommit, ast.SyncStmt)):
+            return  # (launches finish before the host goes on: a host sync has nothing to do)
         if isinstance(stmt, ast.SpannedDecl):
             for sym in self.fn.decls.get(id(stmt), []):
                 self._alloc(stmt, sym)
+            return
+        if isinstance(stmt, ast.Parallel) and is_device_scope(stmt):
+            for inner in stmt.body.stmts:  # host code choosing a device: see the checker
+                self._host_stmt(inner)
             return
         if isinstance(stmt, ast.Parallel):
             index = len(self.kernels)

@@ -23,6 +23,7 @@ import torch
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.dtypes import ElemType
+from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
 from ...frontend.source import Span
 from . import arith, dma, mma
@@ -428,6 +429,9 @@ class Interpreter(Evaluator):
         """Every instance of every level of this statement runs the body. Statements of
         the body separated by a barrier (``sync.shared``, ``sync.barrier``) run as phases:
         every instance finishes one phase before any starts the next."""
+        if is_device_scope(stmt):  # picks the device of the kernels inside: host code
+            self.block(stmt.body)
+            return
         if self.lanes:
             raise not_implemented("a parallel level nested in a vectorised level")
         levels = self.fn.parallels[id(stmt)]

@@ -16,7 +16,7 @@ from ..parser import recursion_headroom
 from ..source import Span
 from . import dtypes
 from .dtypes import ElemType
-from .levels import infer_levels
+from .levels import infer_levels, is_device_scope
 from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgram, DataType,
                     EventType, ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
                     RuntimeCheck, ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType,
@@ -680,6 +680,9 @@ class Checker:
 
     # ------------------------------------------------------------------ parallel / loops
     def _stmt_Parallel(self, stmt: ast.Parallel) -> None:
+        if not self.ctx.on_device and is_device_scope(stmt):
+            self._device_scope(stmt)
+            return
         outermost = not self.ctx.on_device
         if outermost:
             level_of, problems = infer_levels(stmt)
@@ -713,6 +716,22 @@ class Checker:
         self._check_launch_attributes(stmt, infos[0].level if infos else Level.THREAD)
         if outermost:
             self._check_shared_budget(stmt)
+
+    def _device_scope(self, stmt: ast.Parallel) -> None:
+        """``parallel by 1 : device(cpu) { ... }`` (spec 5.2 [ext]): which device runs the
+        kernels inside. With one instance it is a scope of host code (the kernels run on
+        the tensors' device); its variables are 0."""
+        self.scopes.append({})
+        for node in stmt.levels:
+            bounds = self._bounds(node.bounds, len(node.vars), node.span, parallel=True)
+            if any(bound.value != 1 for bound in bounds):
+                self._error("CQ0701", node.span, hint="give the device level the bound 1",
+                            construct="a device level with more than one instance")
+            for name in node.vars:
+                self._declare(Symbol(name, SymKind.SCALAR, node.span, elem=dtypes.INT,
+                                     value=Sym(0)))
+        self._block(stmt.body, new_scope=False)
+        self.scopes.pop()
 
     def _check_stream(self, stmt: ast.Parallel, level: Level) -> None:
         """``parallel<s>`` binds a stream: a `stream` variable, on a block level."""

@@ -195,3 +195,40 @@ def test_group_bound_limit_for_the_shape() -> None:
     x = random((40, 32), torch.float32)
     with pytest.raises(croqtile.ArgumentError, match=r"R = 40.*1280 threads"):
         fn(x, x, torch.empty_like(x))
+
+
+DEVICE_SCOPE = """
+__co__ void bump(global s32 [R] a, global f32 [R] b) {
+  parallel.async by 1 : device(cpu) {
+    parallel p by R : block
+      a.at(p) = a.at(p) * 2 + 7;
+  }
+  parallel d by 1 : device(cpu) {
+    parallel q by R : block
+      b.at(q) = b.at(q) - 0.5f + d;
+  }
+  sync.global;
+}
+"""
+
+
+def test_device_scope() -> None:
+    """``: device`` levels of one instance pick where the kernels inside run: host code."""
+    a, b = random((9,), torch.int32), random((9,), torch.float32)
+    expected = [a.double() * 2 + 7, b.double() - 0.5]
+    for run in (croqtile.compile(DEVICE_SCOPE).bump,
+                lambda *args: interpret_source(DEVICE_SCOPE, list(args))):
+        got = [a.clone(), b.clone()]
+        run(*got)
+        assert_close(got[0], expected[0], torch.int32)
+        assert_close(got[1], expected[1], torch.float32)
+    if HAVE_CUDA_BACKEND:
+        artifact = croqtile.compile(DEVICE_SCOPE).bump.artifact_for(a, b)
+        for index in range(len(artifact.kernels)):
+            compile_for_sm90(artifact, index, "device scope")
+
+
+def test_device_scope_of_several_instances_is_rejected() -> None:
+    source = DEVICE_SCOPE.replace("parallel d by 1", "parallel d by 2")
+    with pytest.raises(croqtile.CompileError, match="CQ0701.*device level with more than one"):
+        croqtile.compile(source)
