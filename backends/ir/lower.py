@@ -67,6 +67,17 @@ class FunctionLowering:
         self.kernels: list[ir.Kernel] = []
         self.written: set[str] = set()
         self.params: list[ir.HostParam] = []
+        self.scratch: set[str] = set()  # host tensors standing for written shared buffers
+
+    def fresh_host_name(self, base: str) -> str:
+        """A host variable name no parameter, allocation or scratch tensor has."""
+        taken = set(self.tensors) | {p.name for p in self.params} | self.scratch
+        name = base
+        for i in itertools.count(1):
+            if name not in taken:
+                return name
+            name = f"{base}_{i}"
+        raise AssertionError("unreachable")
 
     def lower(self) -> ir.Function:
         with recursion_headroom():  # statements and expressions nest up to MAX_DEPTH deep
@@ -215,6 +226,8 @@ class KernelLowering:
         self.loop_depth = 0  # sequential loops around the statement being lowered
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
+        self.grid: tuple[Sym, ...] = (Sym(1),)  # the launch grid (set before the body)
+        self.program: ir.Var | None = None  # the program's linear index, once needed
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -320,6 +333,7 @@ class KernelLowering:
         grid: tuple[Sym, ...] = (Sym(1),)
         if levels and levels[0].level is Level.BLOCK:
             grid = self._program_ids(levels.pop(0))
+        self.grid = grid
         with self.nested_levels(levels):
             self.block(self.root.body)
         body = self.prologue + self.scopes[0]
@@ -452,7 +466,8 @@ class KernelLowering:
             buffer = Buffer(sym, sym.shape or (), elem)
             var = next(v for v in stmt.vars if v.name == sym.name)
             if var.init is not None:
-                buffer.content = self._filled_tile(buffer, var.init)
+                buffer.content = buffer.initial = self._filled_tile(buffer, var.init)
+                buffer.fill = _literal_value(var.init, self.fn.exprs.get(id(var.init)))
             self.env[sym] = buffer
 
     def _filled_tile(self, buffer: Buffer, init: ast.Expr) -> Tile:
@@ -541,9 +556,12 @@ class KernelLowering:
         return self._arith(op[:-1], current, rhs, elem)
 
     def _store_element(self, stmt: ast.AssignStmt, target: ast.ElemAccess, item: ast.Assign) -> None:
-        region, index, elem = self.element(target)
+        region, index, elem = self.element(target, write=True)
         if isinstance(region, Tile):
             raise unsupported(target.span, "writing single elements of a register-resident buffer")
+        scratch = self._scratch_of(region)
+        if scratch:  # other threads may read or write these elements around this store
+            self.emit(ir.Barrier(stmt.span))
         self.fl.written.add(region.tensor.name)
         pointer, mask = access(region, index)
         rhs = self.value(item.value)
@@ -555,6 +573,51 @@ class KernelLowering:
             value = b.cast(self._arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
+        if scratch:
+            self.emit(ir.Barrier(stmt.span))
+
+    def _scratch_of(self, region: Region) -> bool:
+        return region.tensor.name in self.fl.scratch
+
+    def scratch(self, buffer: Buffer, span: Span) -> Region:
+        """The fallback of arch 3.3 for a buffer written element by element: a region of
+        global memory per program (``programs x rows`` stacked on dimension 0), filled
+        with the buffer's initialiser; stores into it are fenced by barriers."""
+        if buffer.symbol.storage != "shared" and self.active:
+            raise unsupported(span, f"writing single elements of the per-thread buffer "
+                                    f"'{buffer.symbol.name}'", "declare it shared")
+        if not buffer.shape:
+            raise unsupported(span, f"writing elements of the scalar buffer "
+                                    f"'{buffer.symbol.name}'")
+        programs = Sym(1)
+        for bound in self.grid:
+            programs = programs * bound
+        rows = buffer.shape[0]
+        name = self.fl.fresh_host_name(f"scratch_{self.name}_{buffer.symbol.name}")
+        tensor = TensorRef(name, buffer.elem, (programs * rows,) + tuple(buffer.shape[1:]))
+        self.fl.scratch.add(name)
+        self.fl.body.append(ir.HostAlloc(name, tensor.dims, buffer.elem.torch or "float32",
+                                         buffer.fill, span))
+        whole = Region.whole(self.use_tensor(tensor))
+        first = b.mul(self.program_index(), self.sym(rows))
+        limits = ((b.sym(tensor.dims[0]), b.add(first, self.sym(rows))),) + whole.limits[1:]
+        region = whole._replace(origin=(first,) + whole.origin[1:], extents=buffer.shape,
+                                limits=limits)
+        buffer.content = region
+        return region
+
+    def program_index(self) -> ir.Expr:
+        """This program's row-major index in the launch grid."""
+        if self.program is None:
+            index: ir.Expr = b.const(0)
+            for axis in range(len(self.grid)):
+                pid = ir.Call((), b.I32, "program_id", (b.const(axis),))
+                count = ir.Call((), b.I32, "num_programs", (b.const(axis),))
+                index = b.add(b.mul(index, count), pid)
+            name = self.fresh("prog")
+            self.prologue.append(ir.Let(None, name, index))
+            self.program = b.var(name)
+        return self.program
 
     # ------------------------------------------------------------------ loops
     def _s_With(self, stmt: ast.With) -> None:
@@ -776,7 +839,8 @@ class KernelLowering:
         raise unsupported(expr.span, "this tuple expression")
 
     # ------------------------------------------------------------------ element access
-    def element(self, e: ast.ElemAccess) -> tuple[Region | Tile, list[ir.Expr], dtypes.ElemType]:
+    def element(self, e: ast.ElemAccess, write: bool = False,
+                ) -> tuple[Region | Tile, list[ir.Expr], dtypes.ElemType]:
         base = e.base
         if isinstance(base, ast.Member) and base.member in ("data", "mdata"):
             base = base.obj
@@ -788,6 +852,8 @@ class KernelLowering:
             source: Region | Tile = Region.whole(self.use_tensor(value))
             elem = value.elem
         elif isinstance(value, Buffer):
+            if write and (value.content is None or value.content is value.initial):
+                self.scratch(value, e.span)
             if value.content is None:
                 raise unsupported(e.span, f"reading '{base.name}' before it holds data")
             source = value.content

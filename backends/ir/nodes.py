@@ -290,6 +290,12 @@ class Print(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Barrier(Stmt):
+    """``tl.debug_barrier()``: every thread of the program reaches it before any goes on
+    (orders the element writes and reads of a scratch buffer between threads)."""
+
+
+@dataclass(frozen=True, eq=False)
 class Comment(Stmt):
     text: str
 

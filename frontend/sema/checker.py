@@ -724,12 +724,14 @@ class Checker:
         self.scopes.append({})
         for node in stmt.levels:
             bounds = self._bounds(node.bounds, len(node.vars), node.span, parallel=True)
-            if any(bound.value != 1 for bound in bounds):
+            if node.level == "device" and any(bound.value != 1 for bound in bounds):
                 self._error("CQ0701", node.span, hint="give the device level the bound 1",
                             construct="a device level with more than one instance")
+            # a block's rank in its cluster has no value here: using it is a backend gap
+            value = Sym(0) if node.level == "device" else None
             for name in node.vars:
                 self._declare(Symbol(name, SymKind.SCALAR, node.span, elem=dtypes.INT,
-                                     value=Sym(0)))
+                                     value=value))
         self._block(stmt.body, new_scope=False)
         self.scopes.pop()
 

@@ -69,9 +69,11 @@ def _child_blocks(node: ast.Node) -> list[ast.Block]:
 
 
 def is_device_scope(stmt: ast.Parallel) -> bool:
-    """A parallel statement whose levels are all ``: device`` levels: it chooses where the
-    kernels inside it run and is no kernel itself."""
-    return bool(stmt.levels) and all(node.level == "device" for node in stmt.levels)
+    """A parallel statement whose levels are all ``: device`` or ``: cluster`` levels: it
+    chooses where the kernels inside it run (a device; clusters of their blocks, which
+    only multicast TMA uses -- ignored, spec 8) and is no kernel itself."""
+    return bool(stmt.levels) and all(node.level in ("device", "cluster")
+                                     for node in stmt.levels)
 
 
 def infer_levels(stmt: ast.Parallel) -> tuple[dict[int, Level], list[LevelProblem]]:

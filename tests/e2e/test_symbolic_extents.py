@@ -99,6 +99,34 @@ __co__ void halves(global f32 [K, N] x, global f32 [K, N] y) {
 }
 """
 
+SCRATCH_INIT = """
+__co__ void combine(global s32 [R, C] a, global s32 [R, C] b, global s32 [R, C] out) {
+  parallel p by 2 : block {
+    shared s32 [R / 2, C] acc{3};
+    parallel t by C : thread
+      foreach i in [R / 2] {
+        acc.at(i, t) += a.at(p * (R / 2) + i, t) * 2;
+        acc.at(i, t) = acc.at(i, t) - b.at(p * (R / 2) + i, t);
+      }
+    dma.copy acc => out.chunkat(p, _);
+  }
+}
+"""
+
+SCRATCH_GROUPS = """
+__co__ void mix(global f32 [G, 3, 32] x, global f32 [G, 3, 32] y) {
+  parallel g by x.span(0) : group {
+    s = dma.copy.async x => shared;
+    wait s;
+    shared f32 [s.span] t;
+    foreach k in [3]
+      parallel {j} by [32]
+        t.at(g, k, j) = s.data.at(g, k, j) * s.data.at(g, 2 - k, j);
+    dma.copy t => y;
+  }
+}
+"""
+
 CASES = {
     "anonymous levels": Case(
         ANONYMOUS, "twice", lambda: [random((2, 16), torch.int32)],
@@ -119,6 +147,13 @@ CASES = {
     "derived extent K / 8": Case(
         DERIVED, "halves", lambda: [random((24, 16), torch.float32)],
         lambda a: (24, 16), lambda a: a[0] + 1, torch.float32),
+    "element writes into an initialised shared buffer": Case(
+        SCRATCH_INIT, "combine",
+        lambda: [random((6, 20), torch.int32), random((6, 20), torch.int32)],
+        lambda a: (6, 20), lambda a: 3 + 2 * a[0] - a[1], torch.int32),
+    "element writes into a shared buffer, one group per row": Case(
+        SCRATCH_GROUPS, "mix", lambda: [random((3, 3, 32), torch.float32)],
+        lambda a: (3, 3, 32), lambda a: a[0] * a[0].flip(1), torch.float32),
 }
 
 
