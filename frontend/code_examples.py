@@ -3155,6 +3155,8 @@ MEANINGS: dict[str, str] = {
     "CQ0703": "The Triton backend fuses the MMAs of all warps into one `tl.dot`; that needs "
               "operand offsets that are affine in the parallel and loop indices.",
     "CQ0704": "Triton tiles have shapes fixed when the kernel is compiled; this tile's "
-              "extent is only known at run time.",
+              "extent is only known at run time, and nothing bounds it (an extent such as "
+              "`(T < rest) ? T : rest` or `c ? 2 : 3` is bounded: the tile takes the bound "
+              "and masks the rest).",
     "CQ0901": "A bug inside the compiler, reported instead of a Python traceback.",
 }

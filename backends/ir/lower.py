@@ -181,6 +181,18 @@ class FunctionLowering:
         self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
 
 
+def _limited(region: Region, ends: list[tuple[int, ir.Expr]]) -> Region:
+    """``region`` masked past runtime extents: ``ends`` holds, per view dimension, an
+    end offset from the region's origin (``view(1, X, _).from(...)``)."""
+    if not ends:
+        return region
+    limits = list(region.limits)
+    for d, end in ends:
+        t = region.axis_of(d)
+        limits[t] = limits[t] + (b.add(region.origin[t], end),)
+    return region._replace(limits=tuple(limits))
+
+
 def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
     for param in fn.node.params:
         if param.name == sym.name:
@@ -795,18 +807,23 @@ class KernelLowering:
         elif not isinstance(root, (Region, Tile)):
             raise unsupported(view.span, f"'{info.root.name}' as a view")
         offsets = [b.const(0) for _ in extents]
+        ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
             if step.kind == "span_as":
                 raise unsupported(step.span, "'span_as'")
             for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
                 offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
             extents = step.extents
+            for d, runtime in enumerate(step.dynamic):
+                if runtime is not None:
+                    ends.append((d, b.add(offsets[d], self.value(runtime))))
         if isinstance(base, Buffer):
+            # (a copy into a runtime-sized part: the source's own masks say what arrives)
             return BufferSlot(base, tuple(offsets), tuple(extents))
         if isinstance(base, Region):
             if len(base.origin) != len(offsets):
                 raise unsupported(view.span, "views that change the rank of their data")
-            return base.shifted(offsets, tuple(extents))
+            return _limited(base, ends).shifted(offsets, tuple(extents))
         assert isinstance(base, Tile)
         if all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == d.extent for e, d in zip(extents, base.dims)):

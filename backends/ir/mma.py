@@ -69,6 +69,8 @@ def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
         value = kl.env.get(sym) if sym is not None else None
         if isinstance(value, Operand):
             source = value.source
+        elif isinstance(value, (Region, Tile)):
+            source = value  # a named view (`ma = buf.chunkat(_, k);`), resolved when named
         else:
             source = kl.resolve_view_read(expr)
     else:

@@ -390,8 +390,10 @@ class Interpreter(Evaluator):
         loops = self.fn.loops[id(stmt)]
         plan: list[tuple[Symbol, range]] = []
         for item, loop in zip(stmt.items, loops):
-            for sym, bound in zip(loop.vars, loop.bounds):
+            for i, (sym, bound) in enumerate(zip(loop.vars, loop.bounds)):
                 start, stop, step = 0, self.sym_value(bound), 1
+                if i < len(loop.dynamic) and loop.dynamic[i] is not None:
+                    stop = int(self.eval(loop.dynamic[i]))  # `foreach y in X`: X trips
                 if isinstance(item, ast.RangeItem):
                     if item.lb is not None:
                         start = int(self.eval(item.lb))

@@ -7,7 +7,7 @@ walk continues with an ``ERROR`` type so that one mistake gives one message.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Mapping
 
 from .. import syntax as ast
@@ -98,6 +98,7 @@ class Checker:
         self._in_tma = False
         self.swap_groups: list[set[Symbol]] = []
         self.kernel_threads: tuple[int, Span] | None = None
+        self.scalar_bounds: dict[Symbol, int] = {}  # runtime ints with a static upper bound
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
@@ -554,6 +555,10 @@ class Checker:
         elif isinstance(t, ScalarType):
             sym = Symbol(target.name, SymKind.SCALAR, span, elem=t.elem,
                          value=info.static if t.elem.is_int else None)
+            if t.elem.is_int and info.static is None:
+                high = self._static_bound(value)
+                if high is not None:
+                    self.scalar_bounds[sym] = high
         else:
             sym = Symbol(target.name, SymKind.SCALAR, span, elem=dtypes.INT)
         sym.decl_node = stmt
@@ -908,6 +913,7 @@ class Checker:
 
     def _within(self, item: ast.Within, level: Level) -> LoopInfo:
         info = self._expr(item.shape)
+        dynamic: tuple[ast.Expr | None, ...] = ()
         if isinstance(info.type, ShapeType):
             bounds = list(info.type.dims)
             for bound in bounds:
@@ -918,6 +924,10 @@ class Checker:
             bounds = [info.static]
         elif isinstance(info.type, _Error):
             bounds = [Sym(1)]
+        elif self._static_bound(item.shape) is not None and _is_intlike(info):
+            # `foreach y in X`, X a runtime integer with a static bound: X trips
+            bounds = [Sym(max(1, self._static_bound(item.shape) or 1))]
+            dynamic = (item.shape,)
         else:
             self._error("CQ0209", item.shape.span, what="a loop bound",
                         actual=info.type.describe())
@@ -950,7 +960,8 @@ class Checker:
             tup = Symbol(item.tuple_name, SymKind.BOUNDED_TUPLE, item.span, members=tuple(syms),
                          level=level)
             self._declare(tup)
-        return LoopInfo(tuple(syms), tuple(bounds[:len(syms)]), tup)
+        return LoopInfo(tuple(syms), tuple(bounds[:len(syms)]), tup,
+                        dynamic=dynamic[:len(syms)])
 
     def _range_item(self, item: ast.RangeItem) -> LoopInfo:
         """``foreach y(lb : ub : step)`` over an existing bounded variable: from ``lb``
@@ -1407,20 +1418,69 @@ class Checker:
             args = [TileArg(item, f, op.span) for item, f in zip(at, factors)]
             return chunkat_step(shape, args, op.span)
         if op.kind in ("subspan", "modspan"):
-            extents = [None if _is_wildcard(a) else self._extent(a, "a subspan extent")
-                       for a in op.args]
+            # a runtime extent cannot scale `.at` indices (the tile's position would vary)
+            fixed = op.step is not None or op.at is not None or op.kind == "modspan"
+            extents, dynamic = self._view_extents(op.args, "a subspan extent", fixed)
             step = [self._static_int(s, "a step") for s in op.step] if op.step else None
             at = self._index_items(op.at) if op.at is not None else None
-            return subspan_step(op.kind, shape, extents, step, at, op.span)
+            return _with_dynamic(subspan_step(op.kind, shape, extents, step, at, op.span),
+                                 dynamic)
         if op.kind == "view":
-            extents = [self._extent(a, "a view extent") for a in op.args]
+            extents, dynamic = self._view_extents(op.args, "a view extent", False)
             origin = self._index_items(op.at) if op.at is not None else None
-            return view_from_step(shape, extents, origin, op.span)
+            return _with_dynamic(view_from_step(shape, extents, origin, op.span), dynamic)
         if op.kind == "span_as":
             new_shape = self._shape_items(op.args, op.span)
             return None if new_shape is None else span_as_step(shape, list(new_shape), op.span)
         self._error("CQ0701", op.span, construct=f"'.{op.kind}'", hint=None)
         return None
+
+    def _view_extents(self, args: tuple[ast.Expr, ...], what: str, fixed: bool,
+                      ) -> tuple[list[Sym | None], list[ast.Expr | None]]:
+        """Extents of ``subspan``/``view``: ``_`` is the whole dimension (None); unless
+        ``fixed``, runtime integers with a static bound are allowed (see _view_extent)."""
+        extents: list[Sym | None] = []
+        dynamic: list[ast.Expr | None] = []
+        for arg in args:
+            if _is_wildcard(arg):
+                extents.append(None)
+                dynamic.append(None)
+            elif fixed:
+                extents.append(self._extent(arg, what))
+                dynamic.append(None)
+            else:
+                extent, runtime = self._view_extent(arg, what)
+                extents.append(extent)
+                dynamic.append(runtime)
+        return extents, dynamic
+
+    def _static_bound(self, expr: ast.Expr) -> int | None:
+        """The largest value a runtime integer can take, when the program makes it plain:
+        constants, ``c ? a : b`` (the larger bound), ``(a < b) ? a : b`` (a minimum: the
+        smaller bound) and names declared from those."""
+        info = self._fn().exprs.get(id(expr))
+        if info is not None and info.static is not None:
+            return info.static.value
+        if isinstance(expr, ast.Ident):
+            sym = self._fn().refs.get(id(expr))
+            return self.scalar_bounds.get(sym) if sym is not None else None
+        if isinstance(expr, ast.Ternary):
+            then, other = self._static_bound(expr.then), self._static_bound(expr.other)
+            if _is_minimum(expr):
+                known = [b for b in (then, other) if b is not None]
+                return min(known) if known else None
+            return max(then, other) if then is not None and other is not None else None
+        return None
+
+    def _view_extent(self, expr: ast.Expr, what: str) -> tuple[Sym, ast.Expr | None]:
+        """A view extent; a runtime integer with a static bound gives the bound and
+        itself (elements past its value are masked)."""
+        info = self._expr(expr)
+        if info.static is None and isinstance(info.type, ScalarType) and info.type.elem.is_int:
+            high = self._static_bound(expr)
+            if high is not None and high > 0:
+                return Sym(high), expr
+        return self._extent(expr, what), None
 
     def _extent(self, expr: ast.Expr, what: str) -> Sym:
         """A tile extent: known when the program is compiled or from parameter sizes.
@@ -2226,6 +2286,21 @@ def _scalar_elem(info: ExprInfo) -> ElemType | None:
 def _is_intlike(info: ExprInfo) -> bool:
     elem = _scalar_elem(info)
     return elem is not None and elem.is_int
+
+
+def _is_minimum(expr: ast.Ternary) -> bool:
+    """``(a < b) ? a : b`` and its mirror forms: the smaller of a and b."""
+    cond = expr.cond
+    if not isinstance(cond, ast.Binary) or cond.op not in ("<", "<=", ">", ">="):
+        return False
+    pair = (_text(cond.lhs), _text(cond.rhs))
+    chosen = (_text(expr.then), _text(expr.other))
+    return chosen == (pair if cond.op in ("<", "<=") else pair[::-1])
+
+
+def _with_dynamic(step: ViewStep, dynamic: list[ast.Expr | None]) -> ViewStep:
+    return replace(step, dynamic=tuple(dynamic)) if any(d is not None for d in dynamic) \
+        else step
 
 
 def _is_wildcard(expr: ast.Expr) -> bool:

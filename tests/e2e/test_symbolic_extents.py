@@ -127,6 +127,60 @@ __co__ void mix(global f32 [G, 3, 32] x, global f32 [G, 3, 32] y) {
 }
 """
 
+RUNTIME_EXTENT_MIN = """
+__co__ void rowtail(global f32 [37, 48] x, global f32 [37, 48] y) {
+  parallel p by 3 : block {
+    int rest = 37 - p * 16;
+    n = (16 < rest) ? 16 : rest;
+    shared f32 [16, 48] out;
+    f = dma.copy.async x.view(n, _).from(p * 16, 0) => shared;
+    wait f;
+    parallel t by 48 : thread
+      foreach r in n
+        out.at(r, t) = f.data.at(r, t) * 2.0f + 1.0f;
+    dma.copy out.subspan(n, _) => y.view(n, _).from(p * 16, 0);
+  }
+}
+"""
+
+RUNTIME_EXTENT_CHOICE = """
+__co__ void pieces(global s32 [4, 11, 32] a, global s32 [4, 11, 32] b) {
+  parallel p by 4 : block {
+    foreach k in 3 {
+      w = (k == 2) ? 3 : 4;
+      shared s32 [1, 4, 32] sa, sb;
+      f = dma.copy a.view(1, w, _).from(p, 4 * k, 0) => sa.subspan(1, w, _);
+      parallel q by 32
+        foreach r in w
+          sb.at(0, r, q) = sa.at(0, r, q) - q;
+      dma.copy sb => b.view(1, w, _).from(p, 4 * k, 0);
+    }
+  }
+}
+"""
+
+NAMED_SLICES = """
+__co__ void gemm(global f16 [M, K] a, global f16 [N, K] b, global f32 [M, N] c) {
+  parallel {bm, bn} by [cdiv(M, 64), cdiv(N, 64)] : block {
+    acc = mma.fill.f32 0.0f;
+    foreach {kk} in [cdiv(K, 64)] {
+      sa = dma.copy a.subspan(64, 64).at(bm, kk) => shared;
+      sb = dma.copy b.subspan(64, 64).at(bn, kk) => shared;
+      foreach {s} in [4] {
+        parallel by 1 : group-4 {
+          va = sa.data.chunkat(_, s);
+          vb = sb.data.chunkat(_, s);
+          mma.row.row acc, va, vb;
+        }
+      }
+    }
+    shared f32 [64, 64] cs;
+    mma.store acc, cs;
+    dma.copy cs => c.subspan(64, 64).at(bm, bn);
+  }
+}
+"""
+
 CASES = {
     "anonymous levels": Case(
         ANONYMOUS, "twice", lambda: [random((2, 16), torch.int32)],
@@ -154,6 +208,17 @@ CASES = {
     "element writes into a shared buffer, one group per row": Case(
         SCRATCH_GROUPS, "mix", lambda: [random((3, 3, 32), torch.float32)],
         lambda a: (3, 3, 32), lambda a: a[0] * a[0].flip(1), torch.float32),
+    "runtime extent: the smaller of a tile and the rest": Case(
+        RUNTIME_EXTENT_MIN, "rowtail", lambda: [random((37, 48), torch.float32)],
+        lambda a: (37, 48), lambda a: a[0] * 2 + 1, torch.float32),
+    "runtime extent chosen by a condition, runtime loop bound": Case(
+        RUNTIME_EXTENT_CHOICE, "pieces", lambda: [random((4, 11, 32), torch.int32)],
+        lambda a: (4, 11, 32), lambda a: a[0] - torch.arange(32, dtype=torch.float64),
+        torch.int32),
+    "MMA operands named per K slice under an anonymous group-4 level": Case(
+        NAMED_SLICES, "gemm",
+        lambda: [random((64, 128), torch.float16), random((128, 128), torch.float16)],
+        lambda a: (64, 128), lambda a: a[0] @ a[1].T, torch.float32),
 }
 
 
@@ -266,4 +331,18 @@ def test_device_scope() -> None:
 def test_device_scope_of_several_instances_is_rejected() -> None:
     source = DEVICE_SCOPE.replace("parallel d by 1", "parallel d by 2")
     with pytest.raises(croqtile.CompileError, match="CQ0701.*device level with more than one"):
+        croqtile.compile(source)
+
+
+def test_runtime_extent_without_a_static_bound_is_rejected() -> None:
+    source = RUNTIME_EXTENT_MIN.replace("n = (16 < rest) ? 16 : rest;", "n = rest + 0;")
+    with pytest.raises(croqtile.CompileError,
+                       match=r"CQ0704\]: tile extent 'n' has no static bound"):
+        croqtile.compile(source)
+
+
+def test_runtime_extent_that_would_move_its_tile_is_rejected() -> None:
+    """``subspan(n).at(i)`` places the tile at ``i * n``: a runtime n would move it."""
+    source = RUNTIME_EXTENT_MIN.replace("out.subspan(n, _) =>", "out.subspan(n, _).at(0, 0) =>")
+    with pytest.raises(croqtile.CompileError, match="CQ0704"):
         croqtile.compile(source)
