@@ -16,7 +16,7 @@ from typing import Iterator
 from ...frontend import syntax as ast
 from ...frontend.parser import recursion_headroom
 from ...frontend.sema import dtypes
-from ...frontend.sema.levels import threads_per_block
+from ...frontend.sema.levels import is_device_scope, threads_per_block
 from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFunction, IndexItem,
                                     Level, LevelInfo, ScalarType, Symbol, SymKind, TupleType,
                                     ViewInfo)
@@ -25,7 +25,7 @@ from ...frontend.source import Span
 from . import build as b
 from . import builtins, scratch
 from . import nodes as ir
-from .errors import LoweringError, unsupported
+from .errors import LoweringError, NeedsSpecialization, static_extent, unsupported
 from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
                      padding_mask)
 
@@ -73,10 +73,15 @@ class FunctionLowering:
         with recursion_headroom():  # statements and expressions nest up to MAX_DEPTH deep
             return self._lower()
 
-    def _lower(self) -> ir.Function:
-        node = self.fn.node
+    def host_params(self) -> list[ir.HostParam]:
+        """The parameters the host function binds (without lowering the body)."""
         for sym in self.fn.params:
             self._param(sym)
+        return self.params
+
+    def _lower(self) -> ir.Function:
+        node = self.fn.node
+        self.host_params()
         for stmt in node.body.stmts:
             self._host_stmt(stmt)
         clones = [p.name for p in self.params
@@ -113,11 +118,15 @@ class FunctionLowering:
             self.params.append(ir.HostParam(sym.name, "scalar", elem.name))
 
     def _host_stmt(self, stmt: ast.Stmt) -> None:
-        if isinstance(stmt, (ast.Empty, ast.MmaCommit)):
-            return
+        if isinstance(stmt, (ast.Empty, ast.MmaCommit, ast.SyncStmt)):
+            return  # (launches finish before the host goes on: a host sync has nothing to do)
         if isinstance(stmt, ast.SpannedDecl):
             for sym in self.fn.decls.get(id(stmt), []):
                 self._alloc(stmt, sym)
+            return
+        if isinstance(stmt, ast.Parallel) and is_device_scope(stmt):
+            for inner in stmt.body.stmts:  # host code choosing a device: see the checker
+                self._host_stmt(inner)
             return
         if isinstance(stmt, ast.Parallel):
             index = len(self.kernels)
@@ -170,6 +179,18 @@ class FunctionLowering:
             if fill is None:
                 raise unsupported(var.init.span, "a buffer initialiser that is not a constant")
         self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
+
+
+def _limited(region: Region, ends: list[tuple[int, ir.Expr]]) -> Region:
+    """``region`` masked past runtime extents: ``ends`` holds, per view dimension, an
+    end offset from the region's origin (``view(1, X, _).from(...)``)."""
+    if not ends:
+        return region
+    limits = list(region.limits)
+    for d, end in ends:
+        t = region.axis_of(d)
+        limits[t] = limits[t] + (b.add(region.origin[t], end),)
+    return region._replace(limits=tuple(limits))
 
 
 def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
@@ -275,9 +296,7 @@ class KernelLowering:
         return axis
 
     def tile_axis(self, extent: Sym, base: str, span: Span) -> ir.Axis:
-        if extent.value is None:
-            raise LoweringError("CQ0704", span, extent=extent)
-        return self.axis(object(), extent.value, base)
+        return self.axis(object(), static_extent(extent, span), base)
 
     # ------------------------------------------------------------------ parameters
     def use_tensor(self, tensor: TensorRef) -> TensorRef:
@@ -421,7 +440,7 @@ class KernelLowering:
             raise unsupported(stmt.span, _describe(stmt))
         try:
             method(stmt)
-        except LoweringError:
+        except (LoweringError, NeedsSpecialization):
             raise
         except Exception as exc:  # a lowering bug: report it at the statement, not line 1
             if isinstance(stmt, (ast.Block, ast.Parallel, ast.Foreach, ast.With, ast.If)):
@@ -771,18 +790,23 @@ class KernelLowering:
         elif not isinstance(root, (Region, Tile)):
             raise unsupported(view.span, f"'{info.root.name}' as a view")
         offsets = [b.const(0) for _ in extents]
+        ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
             if step.kind == "span_as":
                 raise unsupported(step.span, "'span_as'")
             for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
                 offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
             extents = step.extents
+            for d, runtime in enumerate(step.dynamic):
+                if runtime is not None:
+                    ends.append((d, b.add(offsets[d], self.value(runtime))))
         if isinstance(base, Buffer):
+            # (a copy into a runtime-sized part: the source's own masks say what arrives)
             return BufferSlot(base, tuple(offsets), tuple(extents))
         if isinstance(base, Region):
             if base.rank != len(offsets):
                 raise unsupported(view.span, "views that change the rank of their data")
-            return base.shifted(offsets, tuple(extents))
+            return _limited(base, ends).shifted(offsets, tuple(extents))
         assert isinstance(base, Tile)
         if all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == d.extent for e, d in zip(extents, base.dims)):
@@ -878,8 +902,8 @@ class KernelLowering:
         sym = self.fn.refs.get(id(e))
         if sym is None:
             raise unsupported(e.span, f"the name '{e.name}' here")
-        if sym.kind is SymKind.DIM:
-            return self.sym(Sym.var(sym.name))
+        if sym.kind is SymKind.DIM:  # (a constant in a compile specialised on it)
+            return self.sym(sym.value if sym.value is not None else Sym.var(sym.name))
         value = self.env.get(sym)
         if isinstance(value, Scalar) and sym.is_param:
             self.use_scalar(sym)
