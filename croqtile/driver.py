@@ -12,16 +12,17 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Callable, Mapping
 
-from .backends.ir.errors import LoweringError
+from .backends.ir.errors import LoweringError, NeedsSpecialization
 from .backends.ir.lower import FunctionLowering, Options
+from .backends.ir.nodes import HostParam
 from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
 from .frontend.diagnostics import Diagnostic, Reporter
 from .frontend.lexer import gc_paused
-from .frontend.parser import parse_program
+from .frontend.parser import parse_program, recursion_headroom
 from .frontend.preprocessor import preprocess
 from .frontend.regions import find_co_functions
 from .frontend.sema.checker import Checker
@@ -31,11 +32,25 @@ from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import NO_SPAN, Source, SourceMap, Span
 
 
+Specializer = Callable[[Mapping[str, int]], Artifact]
+
+
 @dataclass(frozen=True)
 class CompiledFunction:
+    """One function's artifact -- or, when it needs dimensions as constants (``M`` as a
+    shared buffer's extent), ``artifact`` is None and ``specialize`` compiles it for the
+    dimensions of one call (raising ``CompileError`` when those values break a rule)."""
+
     name: str
-    artifact: Artifact
+    artifact: Artifact | None
     checked: CheckedFunction
+    params: tuple[HostParam, ...] = ()
+    specialize: Specializer | None = None
+
+    @property
+    def specialize_on(self) -> tuple[str, ...]:
+        """The dimensions a specialised compile fixes: all of them (one key per shape)."""
+        return tuple(sorted(self.checked.dims)) if self.artifact is None else ()
 
 
 @dataclass
@@ -96,7 +111,7 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
         try:
             with gc_paused():  # a big source makes millions of objects: no rescans of them all
                 return fn(*args)
-        except (CompileError, LoweringError):
+        except (CompileError, LoweringError, NeedsSpecialization):
             raise
         except RecursionError:
             reporter.report("CQ0115", NO_SPAN, depth="too many")
@@ -127,11 +142,42 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
     functions = []
     for fn in checked.functions:
         try:
+            if fn.specialize_on:
+                raise NeedsSpecialization(fn.specialize_on)
             lowered = stage("lower", FunctionLowering(fn, options).lower)
             artifact = stage("codegen", generate, lowered, locate, filename)
+        except NeedsSpecialization:
+            functions.append(_deferred(fn, reporter, options, locate, filename))
+            continue
         except LoweringError as err:  # (codegen reports what Python cannot write: CQ0702)
             reporter.report(err.code, err.span, **err.fields)
             continue
         functions.append(CompiledFunction(fn.node.name, artifact, fn))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)
+
+
+def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,
+              locate: Callable[[Span], str], filename: str) -> CompiledFunction:
+    """A function compiled per call: the checker runs again with every parameter
+    dimension fixed to the call's value, so tile shapes, shared buffers and group bounds
+    are constants (Triton pads them to powers of two and masks). Thread counts and shared
+    memory are checked then, for those values."""
+    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+
+    def specialize(dims: Mapping[str, int]) -> Artifact:
+        local = Reporter(reporter.source_map)
+        with recursion_headroom(), gc_paused():
+            checked = Checker(local, target, specialize=dims).check_function(fn.node)
+            local.raise_if_errors()
+            try:
+                lowered = FunctionLowering(checked, options).lower()
+                return generate(lowered, locate, filename)
+            except LoweringError as err:
+                local.report(err.code, err.span, **err.fields)
+            except NeedsSpecialization as err:  # pragma: no cover - every dimension is fixed
+                local.report("CQ0901", NO_SPAN, detail=f"lower: unspecialised extent {err}")
+        raise CompileError(local.errors)
+
+    params = tuple(FunctionLowering(fn, options).host_params())
+    return CompiledFunction(fn.node.name, None, fn, params, specialize)

@@ -7,9 +7,11 @@ from types import ModuleType
 from typing import Any
 
 from . import settings
+from .backends.triton.codegen import Artifact
 from .backends.triton.launcher import Launcher, load_module
 from .binding import bind
 from .driver import CompiledFunction
+from .errors import ArgumentError, CompileError
 
 
 class Function:
@@ -17,39 +19,99 @@ class Function:
 
     def __init__(self, compiled: CompiledFunction) -> None:
         self._compiled = compiled
-        self._module: ModuleType | None = None
         self._launcher = Launcher()
         self.name = compiled.name
-        self.loads = 0  # how many times the generated module was loaded (1 after a call)
+        self.loads = 0  # how many times a generated module was loaded (1 after a call)
+        # artifacts and loaded modules by specialisation key (() when not specialised)
+        self._artifacts: dict[tuple[int, ...], Artifact] = {}
+        self._modules: dict[tuple[int, ...], ModuleType] = {}
+        self._last: tuple[int, ...] | None = None
+        if compiled.artifact is not None:
+            self._artifacts[()] = compiled.artifact
 
     @property
     def triton_source(self) -> str:
-        """The generated Python module: the Triton kernels and the host function."""
-        return self._compiled.artifact.source
+        """The generated Python module: the Triton kernels and the host function. A
+        function specialised per call on its dimensions has one per shape: this is the
+        last one called (a comment saying so before the first call)."""
+        if self._last is not None or () in self._artifacts:
+            return self._artifacts[self._last or ()].source
+        dims = ", ".join(self._compiled.specialize_on)
+        return (f"# '{self.name}' is compiled per call, specialised on the dimensions {dims}; "
+                "call it to generate its kernels\n")
+
+    @property
+    def specialize_on(self) -> tuple[str, ...]:
+        """Dimensions the kernels are specialised on (one compile per distinct value)."""
+        return self._compiled.specialize_on
 
     @property
     def params(self) -> list[str]:
-        return [p.name for p in self._compiled.artifact.params]
+        return [p.name for p in self._host_params()]
 
     @property
     def launches(self) -> int:
         return self._launcher.launches
 
-    def _load(self) -> ModuleType:
-        if self._module is None:
-            self._module = load_module(self._compiled.artifact, settings.cache_dir())
+    def _host_params(self) -> tuple[Any, ...]:
+        artifact = self._compiled.artifact
+        return artifact.params if artifact is not None else self._compiled.params
+
+    def _load(self, key: tuple[int, ...]) -> ModuleType:
+        module = self._modules.get(key)
+        if module is None:
+            module = load_module(self._artifacts[key], settings.cache_dir())
+            self._modules[key] = module
             self.loads += 1
-        return self._module
+        return module
+
+    def _bind(self, args: tuple[Any, ...]) -> tuple[tuple[int, ...], Any]:
+        """Bind the arguments; the key of the artifact for their shapes (compiled now
+        when this shape is new)."""
+        compiled = self._compiled
+        checks = compiled.artifact.checks if compiled.artifact is not None else \
+            compiled.checked.runtime_checks
+        bound = bind(self.name, self._host_params(), args, checks)
+        if compiled.artifact is not None:
+            return (), bound
+        dims = {name: bound.dims[name] for name in compiled.specialize_on
+                if name in bound.dims}
+        key = tuple(dims.get(name, 0) for name in compiled.specialize_on)
+        if key not in self._artifacts:
+            assert compiled.specialize is not None
+            try:
+                self._artifacts[key] = compiled.specialize(dims)
+            except CompileError as err:
+                if all(d.code.startswith(("CQ07", "CQ09")) for d in err.diagnostics):
+                    raise  # a construct the backend cannot lower, whatever the shapes
+                raise ArgumentError(_specialisation_problem(self.name, dims, err)) from None
+        self._last = key
+        return key, bound
+
+    def artifact_for(self, *args: Any) -> Artifact:
+        """The generated artifact that a call with ``args`` runs (compiled if needed)."""
+        key, _ = self._bind(args)
+        return self._artifacts[key]
 
     def __call__(self, *args: Any) -> Any:
-        artifact = self._compiled.artifact
-        bound = bind(self.name, artifact.params, args, artifact.checks)
-        host = getattr(self._load(), artifact.function)
+        key, bound = self._bind(args)
+        artifact = self._artifacts[key]
+        host = getattr(self._load(key), artifact.function)
         dims = [bound.dims[d] for d in artifact.dims]
         return host(self._launcher, bound.device, *bound.args, *dims)
 
     def __repr__(self) -> str:
         return f"<croqtile.Function {self.name}({', '.join(self.params)})>"
+
+
+def _specialisation_problem(name: str, dims: dict[str, int], err: CompileError) -> str:
+    """The message of an ``ArgumentError`` for shapes that break a rule of the kernel
+    compiled for them (too many threads, too much shared memory...)."""
+    values = ", ".join(f"{d} = {v}" for d, v in dims.items() if not d.startswith("__"))
+    problems = "; ".join(f"{d.code} {d.message} ({d.location.filename}:{d.location.line})"
+                         for d in err.diagnostics)
+    return (f"{name}(): the kernel is compiled for the argument shapes ({values}), and with "
+            f"these dimensions: {problems}")
 
 
 class Module:

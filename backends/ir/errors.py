@@ -3,6 +3,7 @@ span to report it at and the message fields. The driver turns it into a diagnost
 
 from __future__ import annotations
 
+from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 
 
@@ -17,3 +18,24 @@ class LoweringError(Exception):
 def unsupported(span: Span, construct: str, hint: str | None = None) -> LoweringError:
     """CQ0701: a construct this backend does not lower yet."""
     return LoweringError("CQ0701", span, construct=construct, hint=hint)
+
+
+class NeedsSpecialization(Exception):
+    """A tile extent built from parameter dimensions (``M``, ``K / 8``): Triton needs it
+    constant, so the function is compiled per call with those dimensions' values from the
+    arguments (the driver catches this and defers the compile to the call)."""
+
+    def __init__(self, names: set[str]) -> None:
+        super().__init__(", ".join(sorted(names)))
+        self.names = frozenset(names)
+
+
+def static_extent(extent: Sym, span: Span) -> int:
+    """The value of a tile extent; one that depends on parameter dimensions asks for a
+    specialised compile (every free name of a ``Sym`` is a parameter dimension)."""
+    if extent.value is not None:
+        return extent.value
+    names = extent.free_vars()
+    if names:
+        raise NeedsSpecialization(names)
+    raise LoweringError("CQ0704", span, extent=extent)

@@ -61,6 +61,9 @@ def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int
     bound = loop.bounds[i]
     start: ir.Expr = b.const(0)
     stop: ir.Expr = kl.sym(bound)
+    runtime = loop.dynamic[i] if i < len(loop.dynamic) else None
+    if runtime is not None:  # `foreach y in X`: X trips (bound: the static bound of X)
+        stop = kl.value(runtime)
     if loop.lower and loop.lower[i] is not None:
         start = kl.value(loop.lower[i])
     if loop.upper and loop.upper[i] is not None:
@@ -70,7 +73,7 @@ def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int
         step = kl.value(loop.step[i])
     high = bound.value - 1 if bound.value is not None else None
     if (loop.upper and loop.upper[i] is not None) or (loop.lower and loop.lower[i] is not None):
-        high = None
+        high = None  # (a runtime trip count stays below the bound: `high` holds)
     kl.env[sym] = Bounded(b.var(name, high=high), bound)
     with kl.nested() as inner:
         if len(sequential) == 1:
@@ -98,6 +101,9 @@ def _is_mma_slice_loop(stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
             execs += 1
         elif isinstance(inner, ast.MmaLoad) and inner.declares:
             continue
+        elif isinstance(inner, ast.AssignStmt) and all(
+                isinstance(item.value, ast.View) for item in inner.items):
+            continue  # `ma = buf.chunkat(_, k);`: operand views named for the MMA
         elif not isinstance(inner, (ast.Parallel, ast.Block, ast.Empty, ast.MmaCommit)):
             return False
     return execs > 0
@@ -144,8 +150,8 @@ def _vectorizable(kl: KernelLowering, stmt: ast.Foreach,
         return set()
     chosen: set[Symbol] = set()
     for loop in loops:
-        if loop.lower or loop.upper or loop.step:
-            continue
+        if loop.lower or loop.upper or loop.step or any(loop.dynamic):
+            continue  # (a runtime trip count: a scalar loop)
         for sym, bound in zip(loop.vars, loop.bounds):
             if bound.value is None or bound.value > 1024:
                 continue
@@ -235,13 +241,13 @@ def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
                                             dtype, pointer, mask)))
     current = ir.Var(pointer.axes, dtype, name)
 
-    wide = kl._promoted(elem, item.value)  # each update rounds once (spec 3.6)
+    wide = kl.promoted(elem, item.value)  # each update rounds once (spec 3.6)
 
     def accumulate(value: ir.Expr) -> None:
         if set(value.axes) - set(pointer.axes):
             raise unsupported(item.span, "accumulating values of several threads into one "
                                          "element", "give each thread its own element")
-        new = kl._arith(item.op[:-1], current, value, wide)
+        new = kl.arith(item.op[:-1], current, value, wide)
         kl.emit(ir.Let(item.span, name, b.cast(new, dtype)))
 
     if _reducible(sequential, pointer):

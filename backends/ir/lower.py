@@ -16,15 +16,16 @@ from typing import Iterator
 from ...frontend import syntax as ast
 from ...frontend.parser import recursion_headroom
 from ...frontend.sema import dtypes
-from ...frontend.sema.levels import threads_per_block
+from ...frontend.sema.levels import is_device_scope, threads_per_block
 from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFunction, IndexItem,
                                     Level, LevelInfo, ScalarType, Symbol, SymKind, TupleType,
                                     ViewInfo)
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
+from . import builtins, scratch
 from . import nodes as ir
-from .errors import LoweringError, unsupported
+from .errors import LoweringError, NeedsSpecialization, static_extent, unsupported
 from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
                      padding_mask)
 
@@ -72,10 +73,15 @@ class FunctionLowering:
         with recursion_headroom():  # statements and expressions nest up to MAX_DEPTH deep
             return self._lower()
 
-    def _lower(self) -> ir.Function:
-        node = self.fn.node
+    def host_params(self) -> list[ir.HostParam]:
+        """The parameters the host function binds (without lowering the body)."""
         for sym in self.fn.params:
             self._param(sym)
+        return self.params
+
+    def _lower(self) -> ir.Function:
+        node = self.fn.node
+        self.host_params()
         for stmt in node.body.stmts:
             self._host_stmt(stmt)
         clones = [p.name for p in self.params
@@ -84,6 +90,16 @@ class FunctionLowering:
         return ir.Function(node.name, self.params, self.body, self.fn.returns,
                            sorted(self.fn.dims), self.kernels, clones,
                            list(self.fn.runtime_checks))
+
+    def fresh_tensor(self, base: str) -> str:
+        """A host tensor name no parameter or buffer uses (scratch memory)."""
+        names = set(self.tensors) | {p.name for p in self.params}
+        name = base
+        for i in itertools.count(1):
+            if name not in names:
+                return name
+            name = f"{base}_{i}"
+        raise AssertionError("unreachable")
 
     def _param(self, sym: Symbol) -> None:
         elem = sym.elem or dtypes.F32
@@ -102,11 +118,15 @@ class FunctionLowering:
             self.params.append(ir.HostParam(sym.name, "scalar", elem.name))
 
     def _host_stmt(self, stmt: ast.Stmt) -> None:
-        if isinstance(stmt, (ast.Empty, ast.MmaCommit)):
-            return
+        if isinstance(stmt, (ast.Empty, ast.MmaCommit, ast.SyncStmt)):
+            return  # (launches finish before the host goes on: a host sync has nothing to do)
         if isinstance(stmt, ast.SpannedDecl):
             for sym in self.fn.decls.get(id(stmt), []):
                 self._alloc(stmt, sym)
+            return
+        if isinstance(stmt, ast.Parallel) and is_device_scope(stmt):
+            for inner in stmt.body.stmts:  # host code choosing a device: see the checker
+                self._host_stmt(inner)
             return
         if isinstance(stmt, ast.Parallel):
             index = len(self.kernels)
@@ -161,6 +181,18 @@ class FunctionLowering:
         self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
 
 
+def _limited(region: Region, ends: list[tuple[int, ir.Expr]]) -> Region:
+    """``region`` masked past runtime extents: ``ends`` holds, per view dimension, an
+    end offset from the region's origin (``view(1, X, _).from(...)``)."""
+    if not ends:
+        return region
+    limits = list(region.limits)
+    for d, end in ends:
+        t = region.axis_of(d)
+        limits[t] = limits[t] + (b.add(region.origin[t], end),)
+    return region._replace(limits=tuple(limits))
+
+
 def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
     for param in fn.node.params:
         if param.name == sym.name:
@@ -206,6 +238,10 @@ class KernelLowering:
         self.loop_depth = 0  # sequential loops around the statement being lowered
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
+        self.grid: tuple[Sym, ...] = (Sym(1),)
+        self.program_index: ir.Expr = b.const(0)  # this program's row-major launch index
+        self.element_targets: set[object] | None = None  # see scratch.element_written
+        self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -260,9 +296,7 @@ class KernelLowering:
         return axis
 
     def tile_axis(self, extent: Sym, base: str, span: Span) -> ir.Axis:
-        if extent.value is None:
-            raise LoweringError("CQ0704", span, extent=extent)
-        return self.axis(object(), extent.value, base)
+        return self.axis(object(), static_extent(extent, span), base)
 
     # ------------------------------------------------------------------ parameters
     def use_tensor(self, tensor: TensorRef) -> TensorRef:
@@ -313,6 +347,7 @@ class KernelLowering:
         grid: tuple[Sym, ...] = (Sym(1),)
         if levels and levels[0].level is Level.BLOCK:
             grid = self._program_ids(levels.pop(0))
+        self.grid = grid
         with self.nested_levels(levels):
             self.block(self.root.body)
         body = self.prologue + self.scopes[0]
@@ -333,6 +368,10 @@ class KernelLowering:
                 self.emit(ir.Let(level.node.span if level.node else None, name,
                                  ir.Call((), b.I32, "program_id", (b.const(i),))))
                 self.env[sym] = Bounded(b.var(name, high=_high(sym.bound)), sym.bound or Sym(1))
+            index: ir.Expr = b.const(0)
+            for name, bound in zip(names, bounds):
+                index = b.add(b.mul(index, b.sym(bound)), b.var(name))
+            self.program_index = index
             self._bind_tuple(level)
             return tuple(bounds)
         # more than three grid axes: one flat axis, decomposed row-major
@@ -344,6 +383,7 @@ class KernelLowering:
             self.emit(ir.Let(None, name, b.binary("%", rest, size)))
             rest = b.binary("//", rest, size)
             self.env[sym] = Bounded(b.var(name, high=_high(bound)), bound)
+        self.program_index = b.var(flat)
         self._bind_tuple(level)
         total = Sym(1)
         for bound in bounds:
@@ -400,7 +440,7 @@ class KernelLowering:
             raise unsupported(stmt.span, _describe(stmt))
         try:
             method(stmt)
-        except LoweringError:
+        except (LoweringError, NeedsSpecialization):
             raise
         except Exception as exc:  # a lowering bug: report it at the statement, not line 1
             if isinstance(stmt, (ast.Block, ast.Parallel, ast.Foreach, ast.With, ast.If)):
@@ -418,11 +458,21 @@ class KernelLowering:
         pass
 
     def _s_SyncStmt(self, stmt: ast.SyncStmt) -> None:
-        if stmt.kind == "barrier" and stmt.level in ("device", "block"):
+        if stmt.kind == "barrier" and (stmt.level == "device" or (
+                stmt.level == "block" and self._cooperative())):
             raise LoweringError("CQ0702", stmt.span, construct="a grid-wide barrier",
                                 reason="Triton programs cannot wait for each other; split the "
                                        "work into two parallel blocks (two launches)")
-        # block-level barriers and fences: Triton orders memory within a program
+        # a block barrier (`sync.barrier : block` outside cooperative launches, as in the
+        # reference compiler), thread barriers, fences: tile values need no ordering, but
+        # scratch memory does
+        if stmt.kind in ("barrier", "shared") and self.scratch_used:
+            self.emit(ir.Barrier(stmt.span))
+
+    def _cooperative(self) -> bool:
+        """Whether the blocks of this kernel are launched cooperatively (grid barriers)."""
+        return any(info.node is not None and getattr(info.node, "cooperative", False)
+                   for info in self.fn.parallels[id(self.root)])
 
     def _s_WaitStmt(self, stmt: ast.WaitStmt) -> None:
         pass  # copies are performed when issued; waiting has nothing left to do
@@ -442,10 +492,13 @@ class KernelLowering:
                 raise LoweringError("CQ0214", stmt.span, elem=elem.name)
             if sym.array_dims:
                 raise unsupported(stmt.span, "arrays of buffers")
-            buffer = Buffer(sym, sym.shape or (), elem)
+            buffer = Buffer(sym, sym.shape or (), elem, scope=self.scopes[-1],
+                            lanes=scratch.private_lanes(self, sym.storage))
             var = next(v for v in stmt.vars if v.name == sym.name)
             if var.init is not None:
                 buffer.content = self._filled_tile(buffer, var.init)
+                if scratch.element_written(self, sym):
+                    scratch.scratch(self, buffer, stmt.span)  # filled, then written piecewise
             self.env[sym] = buffer
 
     def _filled_tile(self, buffer: Buffer, init: ast.Expr) -> Tile:
@@ -531,9 +584,13 @@ class KernelLowering:
         rhs = b.cast(self.value(value), current.dtype)
         if op == "=":
             return rhs
-        return self._arith(op[:-1], current, rhs, elem)
+        return self.arith(op[:-1], current, rhs, elem)
 
     def _store_element(self, stmt: ast.AssignStmt, target: ast.ElemAccess, item: ast.Assign) -> None:
+        buffer = self._element_buffer(target)
+        if buffer is not None:
+            scratch.store_element(self, buffer, target, item, stmt.span)
+            return
         region, index, elem = self.element(target)
         if isinstance(region, Tile):
             raise unsupported(target.span, "writing single elements of a register-resident buffer")
@@ -544,8 +601,8 @@ class KernelLowering:
             value = b.cast(rhs, region.tensor.dtype)
         else:  # computed in the promoted type of both sides, rounded once (spec 3.6)
             current = ir.Load(pointer.axes, pointer.dtype, pointer, mask)
-            wide = self._promoted(elem, item.value)
-            value = b.cast(self._arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
+            wide = self.promoted(elem, item.value)
+            value = b.cast(self.arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
 
@@ -578,7 +635,13 @@ class KernelLowering:
             target = target.operand
         if not isinstance(target, ast.ElemAccess):
             raise unsupported(call.span, "an atomic on something other than an element")
-        source, index, elem = self.element(target)
+        buffer = self._element_buffer(target)
+        if buffer is not None:
+            source: Region | Tile = scratch.scratch(self, buffer, call.span)
+            index = self.element_index(target)
+            self.emit(ir.Barrier(span))
+        else:
+            source, index, _ = self.element(target)
         if isinstance(source, Tile):
             raise unsupported(call.span, "atomics on a register-resident buffer",
                               "update shared or global data that no copy forwards")
@@ -595,6 +658,8 @@ class KernelLowering:
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         result = self.fresh("old") if want_result else None
         self.emit(ir.Atomic(span, op, pointer, value, mask, cmp, result))
+        if buffer is not None:
+            self.emit(ir.Barrier(span))
         axes = b.merged(pointer, value)
         return ir.Var(axes, dtype, result) if result else b.const(0)
 
@@ -725,18 +790,23 @@ class KernelLowering:
         elif not isinstance(root, (Region, Tile)):
             raise unsupported(view.span, f"'{info.root.name}' as a view")
         offsets = [b.const(0) for _ in extents]
+        ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
             if step.kind == "span_as":
                 raise unsupported(step.span, "'span_as'")
             for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
                 offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
             extents = step.extents
+            for d, runtime in enumerate(step.dynamic):
+                if runtime is not None:
+                    ends.append((d, b.add(offsets[d], self.value(runtime))))
         if isinstance(base, Buffer):
+            # (a copy into a runtime-sized part: the source's own masks say what arrives)
             return BufferSlot(base, tuple(offsets), tuple(extents))
         if isinstance(base, Region):
-            if len(base.origin) != len(offsets):
+            if base.rank != len(offsets):
                 raise unsupported(view.span, "views that change the rank of their data")
-            return base.shifted(offsets, tuple(extents))
+            return _limited(base, ends).shifted(offsets, tuple(extents))
         assert isinstance(base, Tile)
         if all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == d.extent for e, d in zip(extents, base.dims)):
@@ -783,13 +853,17 @@ class KernelLowering:
         elif isinstance(value, Buffer):
             if value.content is None:
                 raise unsupported(e.span, f"reading '{base.name}' before it holds data")
-            source = value.content
-            elem = value.elem
+            index = self.element_index(e)
+            return scratch.readable(self, value, index, e.span), index, value.elem
         elif isinstance(value, (Region, Tile)):
             source = value
             elem = value.tensor.elem if isinstance(value, Region) else value.elem
         else:
             raise unsupported(e.span, "this element access")
+        return source, self.element_index(e), elem
+
+    def element_index(self, e: ast.ElemAccess) -> list[ir.Expr]:
+        """The indices of ``x.at(...)``, a bounded ituple supplying several."""
         index: list[ir.Expr] = []
         for expr in e.indices:
             info = self.fn.exprs.get(id(expr))
@@ -797,7 +871,16 @@ class KernelLowering:
                 index.extend(self.members(expr))
             else:
                 index.append(self.value(expr))
-        return source, index, elem
+        return index
+
+    def _element_buffer(self, e: ast.ElemAccess) -> Buffer | None:
+        """The shared/local buffer (or future's data) ``e`` writes into, if any."""
+        base = e.base
+        if isinstance(base, ast.Member) and base.member in ("data", "mdata"):
+            base = base.obj
+        sym = self.fn.refs.get(id(base)) if isinstance(base, ast.Ident) else None
+        value = self.env.get(sym) if sym is not None else None
+        return value if isinstance(value, Buffer) else None
 
     # ------------------------------------------------------------------ expressions
     def value(self, e: ast.Expr) -> ir.Expr:
@@ -819,8 +902,8 @@ class KernelLowering:
         sym = self.fn.refs.get(id(e))
         if sym is None:
             raise unsupported(e.span, f"the name '{e.name}' here")
-        if sym.kind is SymKind.DIM:
-            return self.sym(Sym.var(sym.name))
+        if sym.kind is SymKind.DIM:  # (a constant in a compile specialised on it)
+            return self.sym(sym.value if sym.value is not None else Sym.var(sym.name))
         value = self.env.get(sym)
         if isinstance(value, Scalar) and sym.is_param:
             self.use_scalar(sym)
@@ -869,20 +952,20 @@ class KernelLowering:
                 common = ir.DType.F32
             return b.binary(e.op, b.cast(lhs, common), b.cast(rhs, common), b.I1)
         elem = info.type.elem if isinstance(info.type, ScalarType) else dtypes.INT
-        return self._arith(e.op, lhs, rhs, elem)
+        return self.arith(e.op, lhs, rhs, elem)
 
-    def _promoted(self, elem: dtypes.ElemType, value: ast.Expr) -> dtypes.ElemType:
+    def promoted(self, elem: dtypes.ElemType, value: ast.Expr) -> dtypes.ElemType:
         """The type ``x op= value`` computes in: x's type promoted with the value's."""
         info = self.fn.exprs.get(id(value))
         other = info.type.elem if info is not None and isinstance(info.type, ScalarType) else elem
         return dtypes.promote(elem, other) or elem
 
-    def _arith(self, op: str, lhs: ir.Expr, rhs: ir.Expr, elem: dtypes.ElemType) -> ir.Expr:
+    def arith(self, op: str, lhs: ir.Expr, rhs: ir.Expr, elem: dtypes.ElemType) -> ir.Expr:
         dtype = b.dtype_of(elem)
         if dtype is ir.DType.BF16:
             # bf16 arithmetic is computed in f32 and rounded once (what the hardware does;
             # Triton 3.6's interpreter would otherwise compute on the raw 16-bit patterns)
-            wide = self._arith(op, lhs, rhs, dtypes.F32)
+            wide = self.arith(op, lhs, rhs, dtypes.F32)
             return b.cast(wide, dtype)
         lhs, rhs = b.cast(lhs, dtype), b.cast(rhs, dtype)
         if op == "/":
@@ -928,23 +1011,15 @@ class KernelLowering:
             return b.binary("//", b.binary("-", b.add(num, den), b.const(1)), den)
         info = self.fn.exprs[id(e)]
         dtype = b.dtype_of(info.type.elem) if isinstance(info.type, ScalarType) else b.I32
-        fn = _MATH.get(e.name)
-        if fn is None:
+        if e.name not in builtins.SUPPORTED:
             raise unsupported(e.span, f"the built-in '{e.name}'")
-        args = [b.cast(a, dtype) for a in args]
-        return ir.Call(b.merged(*args), dtype, fn, tuple(args))
+        return builtins.lower_builtin(self, e.name, args, dtype, e.span)
 
 
 _ATOMICS = {
     "__atomic_add": "add", "__atomic_sub": "sub", "__atomic_exch": "xchg",
     "__atomic_min": "min", "__atomic_max": "max", "__atomic_and": "and", "__atomic_or": "or",
     "__atomic_xor": "xor", "__atomic_cas": "cas",
-}
-
-_MATH = {
-    "__exp": "exp", "__exp2f": "exp2", "__log": "log", "__sqrt": "sqrt", "__rsqrt": "rsqrt",
-    "__fabs": "abs", "__sin": "sin", "__cos": "cos", "__floor": "floor", "__ceil": "ceil",
-    "__max": "maximum", "__min": "minimum", "__fmaf": "fma", "__sigmoid": "sigmoid",
 }
 
 

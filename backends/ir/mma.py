@@ -19,7 +19,7 @@ from ...frontend.sema.model import Symbol
 from ...frontend.sema.symbolic import Sym
 from . import build as b
 from . import nodes as ir
-from .errors import LoweringError, unsupported
+from .errors import LoweringError, static_extent, unsupported
 from .lower import BufferSlot, KernelLowering
 from .tiles import load_tile, store_tile
 from .values import Acc, AccLayout, Buffer, Operand, Region, Tile
@@ -69,6 +69,8 @@ def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
         value = kl.env.get(sym) if sym is not None else None
         if isinstance(value, Operand):
             source = value.source
+        elif isinstance(value, (Region, Tile)):
+            source = value  # a named view (`ma = buf.chunkat(_, k);`), resolved when named
         else:
             source = kl.resolve_view_read(expr)
     else:
@@ -151,9 +153,7 @@ def _tile_bytes(tile: Tile, region: Region) -> int:
 
 
 def _static(extent: Sym, node: ast.Node) -> int:
-    if extent.value is None:
-        raise LoweringError("CQ0704", node.span, extent=extent)
-    return extent.value
+    return static_extent(extent, node.span)
 
 
 def _linear(expr: ir.Expr, node: ast.Expr) -> b.Linear:
@@ -304,5 +304,5 @@ def acc_arith(kl: KernelLowering, acc: Acc, item: ast.Assign) -> None:
         raise unsupported(item.value.span, "accumulator arithmetic with a per-thread value")
     dtype = b.dtype_of(acc.elem)
     current = ir.Var((acc.layout.m, acc.layout.n), dtype, acc.name)
-    result = kl._arith(item.op[:-1], current, b.cast(value, dtype), acc.elem)
+    result = kl.arith(item.op[:-1], current, b.cast(value, dtype), acc.elem)
     kl.emit(ir.Let(item.span, acc.name, b.cast(result, dtype)))

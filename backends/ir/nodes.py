@@ -290,6 +290,12 @@ class Print(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Barrier(Stmt):
+    """``tl.debug_barrier()``: the threads of the program wait for each other, so that
+    what one wrote to scratch memory is what another reads."""
+
+
+@dataclass(frozen=True, eq=False)
 class Comment(Stmt):
     text: str
 

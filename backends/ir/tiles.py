@@ -65,6 +65,8 @@ def _descriptor(kl: KernelLowering, region: Region,
     tensor = region.tensor
     if not kl.fl.options.descriptors or not 2 <= len(tensor.dims) <= 5:
         return None
+    if len(region.extents) != len(tensor.dims):
+        return None  # a view of fewer dimensions than its tensor (scratch slices)
     if any(d.padded or d.size > MAX_BOX for d in dims):
         return None
     if any(e.value != d.size for e, d in zip(region.extents, dims)):

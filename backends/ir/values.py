@@ -183,6 +183,11 @@ class Buffer:
     shape: tuple[Sym, ...]
     elem: ElemType
     content: Region | Tile | None = None
+    # element-wise writes (scratch.py): the statement list the buffer was declared in,
+    # the vector axes it has one copy per, whether ``content`` is its own scratch memory
+    scope: list | None = None
+    lanes: tuple[ir.Axis, ...] = ()
+    owned: bool = False
 
 
 @dataclass

@@ -296,9 +296,12 @@ _UNARY_MATH = {
     "__frcp_rn": torch.reciprocal, "__fabs": torch.abs, "__sin": torch.sin, "__cos": torch.cos,
     "__tan": torch.tan, "__asin": torch.asin, "__acos": torch.acos, "__atan": torch.atan,
     "__sinh": torch.sinh, "__cosh": torch.cosh, "__tanh": torch.tanh, "__ceil": torch.ceil,
-    "__floor": torch.floor, "__round": torch.round, "__sign": torch.sign,
-    "__sigmoid": torch.sigmoid,
-    "__gelu": torch.nn.functional.gelu, "__softplus": torch.nn.functional.softplus,
+    # C's round: halfway cases away from zero
+    "__floor": torch.floor, "__round": lambda x: torch.sign(x) * torch.floor(x.abs() + 0.5),
+    "__sign": torch.sign, "__sigmoid": torch.sigmoid,
+    # the reference compiler's GELU is the tanh approximation; softplus is log1p(exp(x))
+    "__gelu": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "__softplus": lambda x: torch.log1p(torch.exp(x)),
 }
 
 

@@ -7,6 +7,8 @@ element access, arithmetic in the checker's promoted types, built-ins, views.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Any, Callable
 
 import torch
@@ -462,7 +464,14 @@ class Evaluator:
         # view.from: the element offset itself), extents from the checker
         offsets = [self._index_item(item) * self.sym_value(scale)
                    for item, scale in zip(step.indices, step.scales)]
-        return data.tiled(offsets, extents)
+        tile = data.tiled(offsets, extents)
+        if any(d is not None for d in step.dynamic):
+            # runtime extents (`view(1, X, _)`): the tile has the static bound's shape and
+            # holds data only up to X -- the rest is like a tail (spec 5.6)
+            valid = [v if d is None else max(0, min(v, int(self.eval(d))))
+                     for v, d in zip(tile.valid, step.dynamic)]
+            tile = replace(tile, valid=tuple(valid))
+        return tile
 
     def _index_item(self, item: IndexItem) -> int:
         if item.expr is None:

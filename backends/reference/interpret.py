@@ -23,6 +23,7 @@ import torch
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.dtypes import ElemType
+from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
 from ...frontend.source import Span
 from . import arith, dma, mma
@@ -389,8 +390,10 @@ class Interpreter(Evaluator):
         loops = self.fn.loops[id(stmt)]
         plan: list[tuple[Symbol, range]] = []
         for item, loop in zip(stmt.items, loops):
-            for sym, bound in zip(loop.vars, loop.bounds):
+            for i, (sym, bound) in enumerate(zip(loop.vars, loop.bounds)):
                 start, stop, step = 0, self.sym_value(bound), 1
+                if i < len(loop.dynamic) and loop.dynamic[i] is not None:
+                    stop = int(self.eval(loop.dynamic[i]))  # `foreach y in X`: X trips
                 if isinstance(item, ast.RangeItem):
                     if item.lb is not None:
                         start = int(self.eval(item.lb))
@@ -428,6 +431,9 @@ class Interpreter(Evaluator):
         """Every instance of every level of this statement runs the body. Statements of
         the body separated by a barrier (``sync.shared``, ``sync.barrier``) run as phases:
         every instance finishes one phase before any starts the next."""
+        if is_device_scope(stmt):  # picks the device of the kernels inside: host code
+            self.block(stmt.body)
+            return
         if self.lanes:
             raise not_implemented("a parallel level nested in a vectorised level")
         levels = self.fn.parallels[id(stmt)]
@@ -569,8 +575,7 @@ def _phases(body: ast.Block, has_blocks: bool) -> list[list[ast.Stmt]]:
     phases: list[list[ast.Stmt]] = [[]]
     for stmt in body.stmts:
         if _is_barrier(stmt):
-            if isinstance(stmt, ast.SyncStmt) and stmt.level in ("device", "block") \
-                    and not has_blocks:
+            if isinstance(stmt, ast.SyncStmt) and stmt.level == "device" and not has_blocks:
                 raise not_implemented("a grid-wide barrier inside an inner parallel level")
             phases.append([])
         elif _has_barrier(stmt):

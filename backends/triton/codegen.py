@@ -175,6 +175,8 @@ class KernelWriter:
         elif isinstance(stmt, ir.Print):
             values = "".join(f", {self.expr(v, v.axes)}" for v in stmt.values)
             w.line(f"tl.device_print({stmt.label!r}{values})")
+        elif isinstance(stmt, ir.Barrier):
+            w.line("tl.debug_barrier()")
         elif isinstance(stmt, ir.Comment):
             w.line(f"# {stmt.text}")
         else:  # pragma: no cover - every IR statement has a rule above
@@ -260,7 +262,8 @@ class KernelWriter:
                     f"{self.expr(e.other, e.axes)})")
         if isinstance(e, ir.Call):
             args = ", ".join(self.expr(a, e.axes) for a in e.args)
-            return f"tl.{e.fn}({args})"
+            module = "" if e.fn.startswith("libdevice.") else "tl."
+            return f"{module}{e.fn}({args})"
         if isinstance(e, ir.Load):
             axes = e.axes
             ptr = self.pointer(e.pointer, axes)
@@ -338,6 +341,7 @@ def _generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
     w.line("import torch")
     w.line("import triton")
     w.line("import triton.language as tl")
+    w.line("from triton.language.extra import libdevice")
     w.line()
     for kernel in fn.kernels:
         w.line()

@@ -7,8 +7,8 @@ walk continues with an ``ERROR`` type so that one mistake gives one message.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Mapping
 
 from .. import syntax as ast
 from ..diagnostics import Reporter
@@ -16,7 +16,7 @@ from ..parser import recursion_headroom
 from ..source import Span
 from . import dtypes
 from .dtypes import ElemType
-from .levels import infer_levels
+from .levels import infer_levels, is_device_scope
 from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgram, DataType,
                     EventType, ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
                     RuntimeCheck, ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType,
@@ -71,9 +71,16 @@ class _Context:
 
 
 class Checker:
-    def __init__(self, reporter: Reporter, target: Target | None = None) -> None:
+    """``specialize`` gives parameter dimensions their values from one call's arguments:
+    they become constants, so shapes and bounds built from them are static. Without it,
+    a symbolic dimension used where a constant is needed (a shared buffer's shape, a group
+    bound) is recorded in ``CheckedFunction.specialize_on`` instead of being an error."""
+
+    def __init__(self, reporter: Reporter, target: Target | None = None,
+                 specialize: Mapping[str, int] | None = None) -> None:
         self.reporter = reporter
         self.target = target or TARGETS[DEFAULT_TARGET]
+        self.specialize = dict(specialize or {})
         self.scopes: list[dict[str, Symbol]] = []
         self.fn: CheckedFunction | None = None
         self.ctx = _Context()
@@ -91,6 +98,7 @@ class Checker:
         self._in_tma = False
         self.swap_groups: list[set[Symbol]] = []
         self.kernel_threads: tuple[int, Span] | None = None
+        self.scalar_bounds: dict[Symbol, int] = {}  # runtime ints with a static upper bound
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
@@ -217,9 +225,23 @@ class Checker:
         """``?``/``??`` and ``mdspan<N>`` dimensions: bound from the argument like a named
         dimension, under a name no program can write (``__arg3_0``)."""
         name = f"__arg{len(self._fn().params)}_{index}"
-        dims.setdefault(name, Symbol(name, SymKind.DIM, span, elem=dtypes.INT,
-                                     value=Sym.var(name)))
-        return Sym.var(name)
+        value = self._dim_value(name)
+        dims.setdefault(name, Symbol(name, SymKind.DIM, span, elem=dtypes.INT, value=value))
+        return value
+
+    def _dim_value(self, name: str) -> Sym:
+        """A parameter dimension: its call's value when specialising, else the symbol."""
+        value = self.specialize.get(name)
+        return Sym.var(name) if value is None else Sym(value)
+
+    def _specialisable(self, value: Sym) -> bool:
+        """``value`` is built from parameter dimensions only: it becomes a constant when
+        the function is compiled for one call's shapes, so it is recorded, not rejected."""
+        names = value.free_vars()
+        if not names or not names <= set(self._fn().dims):
+            return False
+        self._fn().specialize_on |= names
+        return True
 
     def _param_shape(self, spec: ast.ShapeSpec, dims: dict[str, Symbol]) -> tuple[Sym, ...]:
         if spec.dims is None:
@@ -229,9 +251,9 @@ class Checker:
             if isinstance(dim, ast.Ident):
                 if dim.name not in dims:
                     dims[dim.name] = Symbol(dim.name, SymKind.DIM, dim.span, elem=dtypes.INT,
-                                            value=Sym.var(dim.name))
+                                            value=self._dim_value(dim.name))
                 self._fn().refs[id(dim)] = dims[dim.name]
-                shape.append(Sym.var(dim.name))
+                shape.append(self._dim_value(dim.name))
             elif isinstance(dim, ast.AnonDim):
                 shape.append(self._anonymous_dim(dims, i, dim.span))
             else:
@@ -323,7 +345,7 @@ class Checker:
         for var in stmt.vars:
             if self.ctx.on_device:
                 for dim in shape:
-                    if not dim.is_const:
+                    if not dim.is_const and not self._specialisable(dim):
                         self._error("CQ0307", var.span, name=var.name, dim=dim)
                         break
             array_dims = tuple(self._static_int(d, "an array dimension") for d in var.array_dims)
@@ -399,11 +421,14 @@ class Checker:
             item_elem = elem
             if item_elem is None:
                 item_elem = info.type.elem if info and isinstance(info.type, ScalarType) else dtypes.INT
-            mutable = stmt.mutable or (item.init is None and stmt.type not in ("int", "bool"))
+            # control scalars (`int`, `bool`, untyped) are immutable unless declared
+            # `mutable`; element-typed scalars (`s32 acc = 0;`) are variables, as in the
+            # reference compiler
+            mutable = stmt.mutable or stmt.type not in (None, "int", "bool")
             if item.init is None and not mutable:
                 self._error("CQ0204", item.span, name=item.name, actual="not initialised",
                             expected="an initial value for an immutable scalar")
-            value = info.static if info is not None and not stmt.mutable else None
+            value = info.static if info is not None and not mutable else None
             if info is not None and elem is not None:
                 self._check_convert(info, elem, item.init.span if item.init else item.span,
                                     item.init)
@@ -533,6 +558,10 @@ class Checker:
         elif isinstance(t, ScalarType):
             sym = Symbol(target.name, SymKind.SCALAR, span, elem=t.elem,
                          value=info.static if t.elem.is_int else None)
+            if t.elem.is_int and info.static is None:
+                high = self._static_bound(value)
+                if high is not None:
+                    self.scalar_bounds[sym] = high
         else:
             sym = Symbol(target.name, SymKind.SCALAR, span, elem=dtypes.INT)
         sym.decl_node = stmt
@@ -659,6 +688,9 @@ class Checker:
 
     # ------------------------------------------------------------------ parallel / loops
     def _stmt_Parallel(self, stmt: ast.Parallel) -> None:
+        if not self.ctx.on_device and is_device_scope(stmt):
+            self._device_scope(stmt)
+            return
         outermost = not self.ctx.on_device
         if outermost:
             level_of, problems = infer_levels(stmt)
@@ -692,6 +724,24 @@ class Checker:
         self._check_launch_attributes(stmt, infos[0].level if infos else Level.THREAD)
         if outermost:
             self._check_shared_budget(stmt)
+
+    def _device_scope(self, stmt: ast.Parallel) -> None:
+        """``parallel by 1 : device(cpu) { ... }`` (spec 5.2 [ext]): which device runs the
+        kernels inside. With one instance it is a scope of host code (the kernels run on
+        the tensors' device); its variables are 0."""
+        self.scopes.append({})
+        for node in stmt.levels:
+            bounds = self._bounds(node.bounds, len(node.vars), node.span, parallel=True)
+            if node.level == "device" and any(bound.value != 1 for bound in bounds):
+                self._error("CQ0701", node.span, hint="give the device level the bound 1",
+                            construct="a device level with more than one instance")
+            # a block's rank in its cluster has no value here: using it is a backend gap
+            value = Sym(0) if node.level == "device" else None
+            for name in node.vars:
+                self._declare(Symbol(name, SymKind.SCALAR, node.span, elem=dtypes.INT,
+                                     value=value))
+        self._block(stmt.body, new_scope=False)
+        self.scopes.pop()
 
     def _check_stream(self, stmt: ast.Parallel, level: Level) -> None:
         """``parallel<s>`` binds a stream: a `stream` variable, on a block level."""
@@ -791,12 +841,14 @@ class Checker:
             self._error("CQ0622", node.span, what="<cooperative>", where="on a block level")
         if level is not Level.BLOCK:
             for bound in bounds:
-                if not bound.is_const:
+                if not bound.is_const and not self._specialisable(bound):
                     self._error("CQ0610", node.span, level=level.value, bound=bound)
         syms = []
-        names = node.vars or tuple(f"_anon{i}" for i in range(len(bounds)))
+        # an anonymous level (`parallel by 1, by 1`) cannot be referenced: each of its
+        # variables gets a fresh name no program can write and no duplicate check
+        names = node.vars or tuple(f"__anon{len(seen) + i}" for i in range(len(bounds)))
         for name, bound in zip(names, bounds):
-            if name in seen:
+            if name in seen and node.vars:
                 self._error("CQ0602", node.span, name=name)
             seen.add(name)
             if name == "_":
@@ -864,6 +916,7 @@ class Checker:
 
     def _within(self, item: ast.Within, level: Level) -> LoopInfo:
         info = self._expr(item.shape)
+        dynamic: tuple[ast.Expr | None, ...] = ()
         if isinstance(info.type, ShapeType):
             bounds = list(info.type.dims)
             for bound in bounds:
@@ -874,6 +927,10 @@ class Checker:
             bounds = [info.static]
         elif isinstance(info.type, _Error):
             bounds = [Sym(1)]
+        elif self._static_bound(item.shape) is not None and _is_intlike(info):
+            # `foreach y in X`, X a runtime integer with a static bound: X trips
+            bounds = [Sym(max(1, self._static_bound(item.shape) or 1))]
+            dynamic = (item.shape,)
         else:
             self._error("CQ0209", item.shape.span, what="a loop bound",
                         actual=info.type.describe())
@@ -906,7 +963,8 @@ class Checker:
             tup = Symbol(item.tuple_name, SymKind.BOUNDED_TUPLE, item.span, members=tuple(syms),
                          level=level)
             self._declare(tup)
-        return LoopInfo(tuple(syms), tuple(bounds[:len(syms)]), tup)
+        return LoopInfo(tuple(syms), tuple(bounds[:len(syms)]), tup,
+                        dynamic=dynamic[:len(syms)])
 
     def _range_item(self, item: ast.RangeItem) -> LoopInfo:
         """``foreach y(lb : ub : step)`` over an existing bounded variable: from ``lb``
@@ -1363,20 +1421,69 @@ class Checker:
             args = [TileArg(item, f, op.span) for item, f in zip(at, factors)]
             return chunkat_step(shape, args, op.span)
         if op.kind in ("subspan", "modspan"):
-            extents = [None if _is_wildcard(a) else self._extent(a, "a subspan extent")
-                       for a in op.args]
+            # a runtime extent cannot scale `.at` indices (the tile's position would vary)
+            fixed = op.step is not None or op.at is not None or op.kind == "modspan"
+            extents, dynamic = self._view_extents(op.args, "a subspan extent", fixed)
             step = [self._static_int(s, "a step") for s in op.step] if op.step else None
             at = self._index_items(op.at) if op.at is not None else None
-            return subspan_step(op.kind, shape, extents, step, at, op.span)
+            return _with_dynamic(subspan_step(op.kind, shape, extents, step, at, op.span),
+                                 dynamic)
         if op.kind == "view":
-            extents = [self._extent(a, "a view extent") for a in op.args]
+            extents, dynamic = self._view_extents(op.args, "a view extent", False)
             origin = self._index_items(op.at) if op.at is not None else None
-            return view_from_step(shape, extents, origin, op.span)
+            return _with_dynamic(view_from_step(shape, extents, origin, op.span), dynamic)
         if op.kind == "span_as":
             new_shape = self._shape_items(op.args, op.span)
             return None if new_shape is None else span_as_step(shape, list(new_shape), op.span)
         self._error("CQ0701", op.span, construct=f"'.{op.kind}'", hint=None)
         return None
+
+    def _view_extents(self, args: tuple[ast.Expr, ...], what: str, fixed: bool,
+                      ) -> tuple[list[Sym | None], list[ast.Expr | None]]:
+        """Extents of ``subspan``/``view``: ``_`` is the whole dimension (None); unless
+        ``fixed``, runtime integers with a static bound are allowed (see _view_extent)."""
+        extents: list[Sym | None] = []
+        dynamic: list[ast.Expr | None] = []
+        for arg in args:
+            if _is_wildcard(arg):
+                extents.append(None)
+                dynamic.append(None)
+            elif fixed:
+                extents.append(self._extent(arg, what))
+                dynamic.append(None)
+            else:
+                extent, runtime = self._view_extent(arg, what)
+                extents.append(extent)
+                dynamic.append(runtime)
+        return extents, dynamic
+
+    def _static_bound(self, expr: ast.Expr) -> int | None:
+        """The largest value a runtime integer can take, when the program makes it plain:
+        constants, ``c ? a : b`` (the larger bound), ``(a < b) ? a : b`` (a minimum: the
+        smaller bound) and names declared from those."""
+        info = self._fn().exprs.get(id(expr))
+        if info is not None and info.static is not None:
+            return info.static.value
+        if isinstance(expr, ast.Ident):
+            sym = self._fn().refs.get(id(expr))
+            return self.scalar_bounds.get(sym) if sym is not None else None
+        if isinstance(expr, ast.Ternary):
+            then, other = self._static_bound(expr.then), self._static_bound(expr.other)
+            if _is_minimum(expr):
+                known = [b for b in (then, other) if b is not None]
+                return min(known) if known else None
+            return max(then, other) if then is not None and other is not None else None
+        return None
+
+    def _view_extent(self, expr: ast.Expr, what: str) -> tuple[Sym, ast.Expr | None]:
+        """A view extent; a runtime integer with a static bound gives the bound and
+        itself (elements past its value are masked)."""
+        info = self._expr(expr)
+        if info.static is None and isinstance(info.type, ScalarType) and info.type.elem.is_int:
+            high = self._static_bound(expr)
+            if high is not None and high > 0:
+                return Sym(high), expr
+        return self._extent(expr, what), None
 
     def _extent(self, expr: ast.Expr, what: str) -> Sym:
         """A tile extent: known when the program is compiled or from parameter sizes.
@@ -2182,6 +2289,21 @@ def _scalar_elem(info: ExprInfo) -> ElemType | None:
 def _is_intlike(info: ExprInfo) -> bool:
     elem = _scalar_elem(info)
     return elem is not None and elem.is_int
+
+
+def _is_minimum(expr: ast.Ternary) -> bool:
+    """``(a < b) ? a : b`` and its mirror forms: the smaller of a and b."""
+    cond = expr.cond
+    if not isinstance(cond, ast.Binary) or cond.op not in ("<", "<=", ">", ">="):
+        return False
+    pair = (_text(cond.lhs), _text(cond.rhs))
+    chosen = (_text(expr.then), _text(expr.other))
+    return chosen == (pair if cond.op in ("<", "<=") else pair[::-1])
+
+
+def _with_dynamic(step: ViewStep, dynamic: list[ast.Expr | None]) -> ViewStep:
+    return replace(step, dynamic=tuple(dynamic)) if any(d is not None for d in dynamic) \
+        else step
 
 
 def _is_wildcard(expr: ast.Expr) -> bool:

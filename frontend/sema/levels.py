@@ -68,6 +68,14 @@ def _child_blocks(node: ast.Node) -> list[ast.Block]:
     return blocks
 
 
+def is_device_scope(stmt: ast.Parallel) -> bool:
+    """A parallel statement whose levels are all ``: device`` or ``: cluster`` levels: it
+    chooses where the kernels inside it run (a device; clusters of their blocks, which
+    only multicast TMA uses -- ignored, spec 8) and is no kernel itself."""
+    return bool(stmt.levels) and all(node.level in ("device", "cluster")
+                                     for node in stmt.levels)
+
+
 def infer_levels(stmt: ast.Parallel) -> tuple[dict[int, Level], list[LevelProblem]]:
     """Level of every ParallelLevel node in the nest rooted at ``stmt`` (by node id)."""
     assigned: dict[int, Level] = {}

@@ -215,6 +215,9 @@ class ViewStep:
     span: Span
     ceil: tuple[bool, ...] = ()
     factors: tuple[Sym | None, ...] = ()  # chunkat: the tiling factor of each dimension
+    # per dimension, an extent known only at run time (``view(1, X, _)``, ``X`` a scalar
+    # with a static bound): ``extents`` holds the bound, elements past the value are masked
+    dynamic: tuple[ast.Expr | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -251,6 +254,9 @@ class LoopInfo:
     lower: tuple[ast.Expr | None, ...] = ()  # foreach ranges: lb expressions
     upper: tuple[ast.Expr | None, ...] = ()  # foreach ranges: ub offsets
     step: tuple[ast.Expr | None, ...] = ()  # foreach ranges: strides
+    # per variable, a trip count known only at run time (``foreach y in X``, ``X`` a scalar
+    # with a static bound, which ``bounds`` holds)
+    dynamic: tuple[ast.Expr | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -296,6 +302,10 @@ class CheckedFunction:
     returned: Symbol | None = None
     runtime_checks: list[RuntimeCheck] = field(default_factory=list)
     host_asserts: set[int] = field(default_factory=set)  # id(assert) decided before launch
+    # dimensions that must be constants where they are used (a shared buffer's shape, a
+    # group bound): the function is compiled per call, with their values from the
+    # arguments (see ``Checker.specialize``); empty when one compile serves every call
+    specialize_on: set[str] = field(default_factory=set)
 
     def info(self, expr: ast.Expr) -> ExprInfo:
         return self.exprs[id(expr)]

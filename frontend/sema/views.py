@@ -100,18 +100,20 @@ def subspan_step(kind: str, shape: tuple[Sym, ...], extents: list[Sym | None],
     return ViewStep(kind, resolved, indices, scales, span, tuple(False for _ in shape))
 
 
-def view_from_step(shape: tuple[Sym, ...], extents: list[Sym], origin: list[IndexItem] | None,
-                   span: Span) -> ViewStep:
-    """``x.view(E...).from(o...)``: explicit extents and element offsets."""
+def view_from_step(shape: tuple[Sym, ...], extents: list[Sym | None],
+                   origin: list[IndexItem] | None, span: Span) -> ViewStep:
+    """``x.view(E...).from(o...)``: explicit extents (``_``, None here: the whole
+    dimension) and element offsets."""
     if len(extents) != len(shape):
         raise ViewError("CQ0311", span, what="view", expected=len(shape), actual=len(extents))
     if origin is not None and len(origin) != len(shape):
         raise ViewError("CQ0311", span, what="from", expected=len(shape), actual=len(origin))
-    for extent in extents:
+    resolved = tuple(size if e is None else e for e, size in zip(extents, shape))
+    for extent in resolved:
         if extent.value is not None and extent.value <= 0:
             raise ViewError("CQ0306", span, value=extent.value)
     indices = tuple(origin) if origin is not None else tuple(IndexItem(None) for _ in shape)
-    return ViewStep("view", tuple(extents), indices, tuple(Sym(1) for _ in shape), span,
+    return ViewStep("view", resolved, indices, tuple(Sym(1) for _ in shape), span,
                     tuple(False for _ in shape))
 
 

@@ -1,0 +1,223 @@
+"""Shared/local buffers written element by element (arch 3.3).
+
+A buffer that a copy fills is a view of the copy's source; one written by computation
+needs storage of its own. Two representations, the cheaper first:
+
+- a register tile, when a statement writes the whole buffer at once: the indices are
+  exactly the tensor axes of the enclosing parallel levels or vectorised loops
+  (``parallel p by 64 { out.at(p) = ...; }``);
+- otherwise a per-program scratch region in global memory, allocated by the host next to
+  the launch: one slice per program (and per thread for ``local`` buffers declared under
+  thread axes). Writes are stores, reads are loads, and barriers around every write keep
+  the threads of a program in step (``sync.barrier`` becomes one too). Correct for any
+  access pattern, slower than registers.
+
+A buffer moves from a tile (or a forwarded view) to scratch at the first write or read
+that the tile cannot express; its current content is stored into the scratch first. That
+move must happen in the block where the content was made (not inside a nested loop or
+branch, which would move it on one path only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from ...frontend import syntax as ast
+from ...frontend.sema.symbolic import Sym
+from ...frontend.source import Span
+from . import build as b
+from . import nodes as ir
+from .errors import unsupported
+from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
+
+
+def element_written(kl: KernelLowering, sym: object) -> bool:
+    """Whether some statement of the kernel writes single elements of ``sym`` (an
+    element assignment or an atomic)."""
+    if kl.element_targets is None:
+        targets: set[object] = set()
+        for node in _walk(kl.root):
+            target = None
+            if isinstance(node, ast.Assign) and isinstance(node.target, ast.ElemAccess):
+                target = node.target
+            elif isinstance(node, ast.CallExpr) and node.name.startswith("__atomic_") \
+                    and node.args:
+                target = node.args[0]
+                if isinstance(target, ast.Unary) and target.op == "&":
+                    target = target.operand
+            if isinstance(target, ast.ElemAccess):
+                base = target.base
+                if isinstance(base, ast.Member):
+                    base = base.obj
+                if isinstance(base, ast.Ident):
+                    targets.add(kl.fn.refs.get(id(base)))
+        kl.element_targets = targets
+    return sym in kl.element_targets
+
+
+def _walk(node: object):
+    """Every AST node under ``node`` (statements and expressions)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (list, tuple)):
+            stack.extend(current)
+            continue
+        if not isinstance(current, ast.Node):
+            continue
+        yield current
+        for f in dataclasses.fields(current):
+            value = getattr(current, f.name)
+            if isinstance(value, (ast.Node, list, tuple)):
+                stack.append(value)
+
+
+def store_element(kl: KernelLowering, buffer: Buffer, target: ast.ElemAccess,
+                  item: ast.Assign, span: Span | None) -> None:
+    """``buf.at(i...) op= value`` for a shared/local buffer."""
+    index = kl.element_index(target)
+    if _tile_write(kl, buffer, index, item):
+        return
+    region = scratch(kl, buffer, span)
+    pointer, mask = access(region, index)
+    rhs = kl.value(item.value)
+    if item.op == "=":
+        value = b.cast(rhs, region.tensor.dtype)
+    else:
+        current = ir.Load(pointer.axes, pointer.dtype, pointer, mask)
+        wide = kl.promoted(buffer.elem, item.value)
+        value = b.cast(kl.arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
+    mask = kl.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
+    kl.emit(ir.Barrier(span))  # readers of the old values first
+    kl.emit(ir.Store(span, pointer, value, mask))
+    kl.emit(ir.Barrier(span))
+
+
+def _tile_write(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
+                item: ast.Assign) -> bool:
+    """Write the whole buffer as a register tile when the indices are its own axes."""
+    content = buffer.content
+    if buffer.owned or not (content is None or isinstance(content, Tile)):
+        return False
+    if kl.scopes[-1] is not buffer.scope:
+        return False
+    dims = _whole_axes(buffer, index)
+    if dims is None or (isinstance(content, Tile) and content.dims != dims):
+        return False
+    if content is None and (item.op != "=" or kl.predicate() is not None):
+        return False  # a partial first write: the other elements would hold nothing
+    dtype = b.dtype_of(buffer.elem)
+    rhs = kl.value(item.value)
+    if item.op == "=":
+        value = b.cast(rhs, dtype)
+    else:
+        assert isinstance(content, Tile)
+        value = b.cast(kl.arith(item.op[:-1], content.expr, rhs,
+                                kl.promoted(buffer.elem, item.value)), dtype)
+    private = set(dims) | set(buffer.lanes)
+    if not set(value.axes) <= private:
+        return False  # the value differs along lanes that share this buffer
+    predicate = kl.predicate()
+    if predicate is not None:
+        assert isinstance(content, Tile)
+        old = content.expr
+        value = ir.Where(b.merged(predicate, value, old), dtype, predicate, value, old)
+    axes = ir.sort_axes(tuple(set(value.axes) | set(dims)))
+    if axes != value.axes:
+        value = b.binary("+", value, ir.Full(axes, dtype, 0), dtype)
+    name = kl.fresh(buffer.symbol.name)
+    kl.emit(ir.Let(item.span, name, value))
+    buffer.content = Tile(ir.Var(axes, dtype, name), dims, buffer.elem)
+    return True
+
+
+def _whole_axes(buffer: Buffer, index: list[ir.Expr]) -> tuple[ir.Axis, ...] | None:
+    """The axes of ``index`` when each index walks one whole dimension of the buffer."""
+    if len(index) != len(buffer.shape):
+        return None
+    dims = []
+    for idx, extent in zip(index, buffer.shape):
+        if not isinstance(idx, ir.AxisIndex) or idx.axis.extent != extent.value:
+            return None
+        dims.append(idx.axis)
+    if len(set(dims)) != len(dims):
+        return None
+    return tuple(dims)
+
+
+def readable(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
+             span: Span | None) -> Region | Tile:
+    """What an element read of ``buffer`` at ``index`` reads from: its tile when the
+    indices are the tile's axes, its scratch otherwise."""
+    content = buffer.content
+    if isinstance(content, Tile) and not all(
+            isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, content.dims)):
+        if element_written(kl, buffer.symbol) and kl.scopes[-1] is buffer.scope:
+            return scratch(kl, buffer, span)
+    assert content is not None
+    return content
+
+
+def scratch(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
+    """The buffer's scratch region, allocated (and filled with its current content) on
+    first use."""
+    from .tiles import load_tile, store_tile  # tiles imports the lowering, which imports us
+
+    if buffer.owned:
+        assert isinstance(buffer.content, Region)
+        return buffer.content
+    content = buffer.content
+    if content is not None and kl.scopes[-1] is not buffer.scope:
+        raise unsupported(span, f"writing single elements of '{buffer.symbol.name}' inside a "
+                                "loop or branch when its content was made outside it",
+                          "write the buffer in the block where it is filled, or fill it "
+                          "element by element as well")
+    region = _allocate(kl, buffer, span)
+    if content is not None:
+        if isinstance(content, Region):
+            dims = tuple(kl.tile_axis(e, buffer.symbol.name, span or Span(0, 0))
+                         for e in buffer.shape)
+            content = load_tile(kl, content, dims, span, f"{buffer.symbol.name}_tile")
+        saved, kl.predicates = kl.predicates, []  # the whole content moves, on every lane
+        try:
+            store_tile(kl, region, content, span)
+        finally:
+            kl.predicates = saved
+        kl.emit(ir.Barrier(span))
+    buffer.content = region
+    buffer.owned = True
+    return region
+
+
+def _allocate(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
+    """A host allocation of [programs, lanes..., shape...] and this program's slice."""
+    elem = buffer.elem
+    if elem.torch is None:  # pragma: no cover - declarations reject these earlier
+        raise unsupported(span, f"scratch memory of '{elem.name}'")
+    programs = Sym(1)
+    for bound in kl.grid:
+        programs = programs * bound
+    lanes = tuple(Sym(axis.extent) for axis in buffer.lanes)
+    dims = (programs, *lanes, *buffer.shape)
+    name = kl.fl.fresh_tensor(f"{buffer.symbol.name}_scratch")
+    tensor = TensorRef(name, elem, dims)
+    kl.fl.tensors[name] = tensor
+    kl.fl.body.append(ir.HostAlloc(name, dims, elem.torch, None, span))
+    kl.use_tensor(tensor)
+    kl.scratch_used = True
+    origin = (kl.program_index, *(b.axis_index(a) for a in buffer.lanes),
+              *(b.const(0) for _ in buffer.shape))
+    first = 1 + len(lanes)
+    return Region(tensor, origin, buffer.shape, tuple((b.sym(d),) for d in dims),
+                  axes=tuple(range(first, len(dims))))
+
+
+def private_lanes(kl: KernelLowering, storage: str | None) -> tuple[ir.Axis, ...]:
+    """The vector axes a buffer declared here has one copy per: a ``local`` buffer belongs
+    to one thread, a ``shared`` one to the whole program."""
+    return tuple(kl.active) if storage == "local" else ()
+

@@ -1,0 +1,30 @@
+"""Compiling generated kernels for sm_90 with Triton's real compiler, without a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from croqtile import settings
+from croqtile.backends.triton.codegen import Artifact
+from croqtile.backends.triton.launcher import load_module
+
+HAVE_CUDA_BACKEND = importlib.util.find_spec("triton.backends.nvidia") is not None
+
+
+def compile_for_sm90(artifact: Artifact, index: int, what: str) -> None:
+    """Compile kernel ``index`` of ``artifact`` to sm_90 machine code (no GPU needed)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    module = load_module(artifact, settings.cache_dir())
+    kernel = getattr(module, artifact.kernels[index])
+    signature = artifact.signatures[index]
+    for flags in (False, True):  # both the pointer and the tensor-descriptor variants
+        constants = {(kernel.arg_names.index(n),): flags and n != "ON_CPU"
+                     for n, kind in signature.items() if kind == "constexpr"}
+        source = ASTSource(kernel, signature, constants)
+        compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": artifact.num_warps[index],
+                                           "num_stages": artifact.num_stages[index]})
+        assert compiled.asm["cubin"], f"{what}: no machine code"
