@@ -21,7 +21,7 @@ from .e2e_recipe import Recipe
 Key = tuple[str, str]
 
 ARCHIVE = "tutorial/optimization/assets/matmul_tutorial_kernels.tar.gz:"
-GEMM_M, GEMM_N, GEMM_K = 128, 256, 256
+GEMM_M, GEMM_N, GEMM_K = 64, 128, 256
 LEGACY = ("written in a dialect the compiler no longer accepts (event-bound "
           "tma.copy.async<...>, mma.commit)")
 
