@@ -56,11 +56,41 @@ def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
     sym = kl.fn.frags.get(id(stmt))
     if sym is None or not stmt.declares:
         raise unsupported(stmt.span, "'mma.load' into an existing fragment")
-    current = kl.env.get(sym)
-    if isinstance(current, Acc) or sym.frag_role == "acc":
-        raise unsupported(stmt.span, "loading an accumulator from memory ('mc = mma.load ...')")
+    if sym.frag_role == "acc":
+        _load_accumulator(kl, stmt, sym)
+        return
     source = kl.resolve_view_read(stmt.src)
     kl.env[sym] = Operand(source, sym.elem or dtypes.F16)
+
+
+def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> None:
+    """``mc = mma.load out.chunkat(...)``: the accumulator starts from memory (C input).
+    The instances' views must sit side by side as their MMA tiles will, so the fused
+    accumulator is one tile load; its layout is fixed here rather than at the first mma."""
+    source = kl.resolve_view_read(stmt.src)
+    if isinstance(source, Tile):
+        raise unsupported(stmt.src.span, "an accumulator loaded from a register-resident buffer",
+                          "load it from the global or shared data it was copied from")
+    acc = kl.env.get(sym)
+    if not isinstance(acc, Acc):
+        acc = Acc(sym, kl.fresh(sym.name), sym.elem or dtypes.F32, 0)
+        kl.env[sym] = acc
+    row_t, col_t = source.axis_of(0), source.axis_of(1)
+    em, en = _static(source.extents[0], stmt.src), _static(source.extents[1], stmt.src)
+    lin_row = _linear(source.origin[row_t], stmt.src)
+    lin_col = _linear(source.origin[col_t], stmt.src)
+    if lin_row.collapsed or lin_col.collapsed:
+        raise _fail(stmt.src, "a collapsed K loop selects the accumulator tile")
+    m_parts, m_total = _fuse(lin_row, em, stmt.src, "M")
+    n_parts, n_total = _fuse(lin_col, en, stmt.src, "N")
+    layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
+    region = replace(source, origin=_replace(source.origin, {row_t: lin_row.rest,
+                                                             col_t: lin_col.rest}),
+                     extents=(Sym(m_total), Sym(n_total)), fill=0, filled=True)
+    if kl.loop_depth:  # the previous iteration may have stored this tile from other threads
+        kl.emit(ir.Barrier(stmt.span))
+    tile = load_tile(kl, region, (layout.m, layout.n), stmt.span, f"{acc.name}_in")
+    kl.emit(ir.Let(stmt.span, acc.name, b.cast(tile.expr, b.dtype_of(acc.elem))))
 
 
 def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
@@ -197,7 +227,7 @@ def _fuse(lin: b.Linear, tile: int, node: ast.Expr, what: str) -> tuple[tuple[ir
 
 def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
             n_parts: tuple[ir.Axis, ...], em: int, en: int, m_total: int, n_total: int,
-            stmt: ast.MmaExec) -> AccLayout:
+            stmt: ast.MmaExec | ast.MmaLoad) -> AccLayout:
     layout = acc.layout
     if layout is None:
         m = kl.axis(object(), m_total, "m", DOT_MIN)

@@ -290,6 +290,12 @@ class Print(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Barrier(Stmt):
+    """``tl.debug_barrier()``: global-memory writes of the program's threads become
+    visible to its other threads (a tile stored and read back by a later iteration)."""
+
+
+@dataclass(frozen=True, eq=False)
 class Comment(Stmt):
     text: str
 

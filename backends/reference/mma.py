@@ -90,9 +90,14 @@ def exec_load(it: Any, stmt: ast.MmaLoad) -> None:
         return
     assert sym is not None
     name = stmt.target.name if isinstance(stmt.target, ast.Ident) else sym.name
-    if sym.frag_role == "acc":  # reload an accumulator from memory
+    if sym.frag_role == "acc":  # an accumulator (re)loaded from memory: C input
+        elem = sym.elem or data.elem
+        value = tile.to(arith.torch_dtype(elem))
+        if it.owner(sym, name) is None:
+            it.define(sym, name, PrivateCell(Frag(elem, value), name))
+            return
         target = it.lookup(sym, name)
-        target.value = tile.to(arith.torch_dtype(target.elem))
+        target.value, target.part, target.pending = value, None, False
         return
     it.bind(sym, name, Frag(data.elem, tile))
 

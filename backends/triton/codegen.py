@@ -175,6 +175,8 @@ class KernelWriter:
         elif isinstance(stmt, ir.Print):
             values = "".join(f", {self.expr(v, v.axes)}" for v in stmt.values)
             w.line(f"tl.device_print({stmt.label!r}{values})")
+        elif isinstance(stmt, ir.Barrier):
+            w.line("tl.debug_barrier()")
         elif isinstance(stmt, ir.Comment):
             w.line(f"# {stmt.text}")
         else:  # pragma: no cover - every IR statement has a rule above

@@ -1513,6 +1513,7 @@ class Checker:
             sym = self._lookup(expr.base.name)
             if sym is not None and sym.kind is SymKind.FRAG:
                 self._fn().refs[id(expr.base)] = sym
+                sym.frag_as_operand = True
                 if sym.shape is None or sym.elem is None:
                     self._error("CQ0505", expr.span, usage="used as an operand before mma.load",
                                 name=sym.name)
@@ -1534,9 +1535,10 @@ class Checker:
             self._expr(extra)
         if acc is None or a is None or b is None:
             return
-        if acc.frag_role != "acc":
+        if acc.frag_role != "acc" and not _loaded_as_accumulator(acc):
             self._error("CQ0505", stmt.acc.span, usage="accumulated into", name=acc.name)
             return
+        acc.frag_role = "acc"
         (ea, sa), (eb, sb) = a, b
         m, ka = (sa[0], sa[1]) if stmt.layout_a == "row" else (sa[1], sa[0])
         n, kb = (sb[0], sb[1]) if stmt.layout_b == "row" else (sb[1], sb[0])
@@ -2033,6 +2035,12 @@ class Checker:
 
 
 # ---------------------------------------------------------------------- module helpers
+
+
+def _loaded_as_accumulator(sym: Symbol) -> bool:
+    """``mc = mma.load out.chunkat(...)`` followed by ``mma ... mc, ...``: a fragment loaded
+    from memory that no MMA has read as an operand becomes the accumulator (C input)."""
+    return isinstance(sym.decl_node, ast.MmaLoad) and not sym.frag_as_operand
 
 
 def default_accumulator(a: ElemType) -> ElemType:
