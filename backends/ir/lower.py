@@ -695,6 +695,11 @@ class KernelLowering:
 
         lower_store(self, stmt)
 
+    def _s_MmaScale(self, stmt: ast.MmaScale) -> None:
+        from .mma import lower_scale
+
+        lower_scale(self, stmt)
+
     def _acc_arith(self, acc: Acc, item: ast.Assign) -> None:
         from .mma import acc_arith
 

@@ -17,12 +17,13 @@ from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import Symbol
 from ...frontend.sema.symbolic import Sym
+from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .lower import BufferSlot, KernelLowering
+from .lower import BufferSlot, KernelLowering, iter_stmts
 from .tiles import load_tile, store_tile
-from .values import Acc, AccLayout, Buffer, Operand, Region, Tile
+from .values import Acc, AccLayout, Buffer, Operand, Region, Tile, access, padding_mask
 
 
 DOT_MIN = 16  # tl.dot needs every dimension >= 16: smaller MMA tiles (m8n8k4) are padded
@@ -33,23 +34,50 @@ def lower_fill(kl: KernelLowering, stmt: ast.MmaFill) -> None:
     fill = kl.value(stmt.value)
     if not isinstance(fill, ir.Const):
         raise unsupported(stmt.value.span, "an accumulator fill value that is not a constant")
+    acc = _acc(kl, sym, fill.value)
+    acc.fill = fill.value
+    _start(kl, acc, stmt.span, with_value=True)
+
+
+def _acc(kl: KernelLowering, sym: Symbol, fill: float | int) -> Acc:
+    """The accumulator of ``sym``, created at its first fill or load."""
     acc = kl.env.get(sym)
     if not isinstance(acc, Acc):
-        elem = sym.elem or dtypes.F32
-        acc = Acc(sym, kl.fresh(sym.name), elem, fill.value)
+        acc = Acc(sym, kl.fresh(sym.name), sym.elem or dtypes.F32, fill)
+        if sym in _scaled_symbols(kl):
+            acc.part = kl.fresh(f"{sym.name}_part")
         kl.env[sym] = acc
-    acc.fill = fill.value
-    if acc.layout is not None:
-        kl.emit(ir.Let(stmt.span, acc.name, _full(acc)))
-    else:
-        kl.body.append(ir.Comment(stmt.span, f"{acc.name}: accumulator (shape from its first mma)"))
-        acc.pending.append((kl.body, len(kl.body) - 1))
+    return acc
 
 
-def _full(acc: Acc) -> ir.Expr:
-    assert acc.layout is not None
-    axes = (acc.layout.m, acc.layout.n)
-    return ir.Full(axes, b.dtype_of(acc.elem), acc.fill)
+def _scaled_symbols(kl: KernelLowering) -> set[Symbol]:
+    """Accumulators that some ``mma.scale`` scales: they keep two tiles (spec 5.8)."""
+    found = set()
+    for stmt in iter_stmts(kl.fn.node.body):
+        if isinstance(stmt, ast.MmaScale) and id(stmt) in kl.fn.frags:
+            found.add(kl.fn.frags[id(stmt)])
+    return found
+
+
+def _start(kl: KernelLowering, acc: Acc, span: Span, with_value: bool) -> None:
+    """(Re)initialise the accumulator to its fill value (``with_value``) and its raw partial
+    products to zero; before the first mma fixes the shape, placeholders stand in."""
+    inits = [(acc.name, b.dtype_of(acc.elem), acc.fill)] if with_value else []
+    if acc.part is not None:
+        inits.append((acc.part, _part_dtype(acc), 0))
+    for name, dtype, value in inits:
+        if acc.layout is not None:
+            kl.emit(ir.Let(span, name, ir.Full((acc.layout.m, acc.layout.n), dtype, value)))
+        else:
+            kl.body.append(ir.Comment(span, f"{name}: accumulator (shape from its first mma)"))
+            acc.pending.append((kl.body, len(kl.body) - 1, name, dtype, value))
+
+
+def _part_dtype(acc: Acc) -> ir.DType:
+    """Raw products waiting for ``mma.scale`` are summed in f32 (f64, s32 alike)."""
+    if acc.elem.is_int:
+        return ir.DType.I32
+    return ir.DType.F64 if acc.elem.name == "f64" else ir.DType.F32
 
 
 def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
@@ -71,10 +99,7 @@ def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> Non
     if isinstance(source, Tile):
         raise unsupported(stmt.src.span, "an accumulator loaded from a register-resident buffer",
                           "load it from the global or shared data it was copied from")
-    acc = kl.env.get(sym)
-    if not isinstance(acc, Acc):
-        acc = Acc(sym, kl.fresh(sym.name), sym.elem or dtypes.F32, 0)
-        kl.env[sym] = acc
+    acc = _acc(kl, sym, 0)
     row_t, col_t = source.axis_of(0), source.axis_of(1)
     em, en = _static(source.extents[0], stmt.src), _static(source.extents[1], stmt.src)
     lin_row = _linear(source.origin[row_t], stmt.src)
@@ -91,6 +116,7 @@ def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> Non
         kl.emit(ir.Barrier(stmt.span))
     tile = load_tile(kl, region, (layout.m, layout.n), stmt.span, f"{acc.name}_in")
     kl.emit(ir.Let(stmt.span, acc.name, b.cast(tile.expr, b.dtype_of(acc.elem))))
+    _start(kl, acc, stmt.span, with_value=False)
 
 
 def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
@@ -110,7 +136,7 @@ def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
 
 
 def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
-    if stmt.kind != "plain":
+    if stmt.kind not in ("plain", "scale"):
         raise unsupported(stmt.span, f"'mma.{stmt.layout_a}.{stmt.layout_b}.{stmt.kind}'")
     sym: Symbol = kl.fn.frags[id(stmt)]
     acc = kl.env.get(sym)
@@ -155,14 +181,69 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
         _widen_bf16_on_cpu(kl, tile.expr)
         kl.stage_bytes += _tile_bytes(tile, region)
     kl.has_dot = True
-    acc_dtype = b.dtype_of(acc.elem)
-    current = ir.Var((layout.m, layout.n), acc_dtype, acc.name)
     precision = None
     if a.tensor.elem.name in ("f32", "tf32"):
         precision = kl.fl.options.f32_precision
-    dot = ir.Dot((layout.m, layout.n), acc_dtype, a_tile.expr, b_tile.expr, current,
-                 layout.m, layout.n, k_axis, precision)
-    kl.emit(ir.Let(stmt.span, acc.name, dot))
+    axes = (layout.m, layout.n)
+    # with mma.scale later, products collect in the raw partial sum until the scale point
+    target, dtype = (acc.part, _part_dtype(acc)) if acc.part else (acc.name, b.dtype_of(acc.elem))
+    current = ir.Var(axes, dtype, target)
+    if stmt.kind == "scale":  # acc += (A·B)[m, n] * sa[m] * sb, in f32
+        factor = _scale_factor(kl, stmt.extra[0], stmt.extra[1], layout)
+        wide = _part_dtype(acc)
+        dot: ir.Expr = ir.Dot(axes, wide, a_tile.expr, b_tile.expr, ir.Full(axes, wide, 0),
+                              layout.m, layout.n, k_axis, precision)
+        value = b.cast(b.add(b.cast(current, wide), b.mul(dot, factor)), dtype)
+    else:
+        value = ir.Dot(axes, dtype, a_tile.expr, b_tile.expr, current, layout.m, layout.n,
+                       k_axis, precision)
+    kl.emit(ir.Let(stmt.span, target, value))
+
+
+def lower_scale(kl: KernelLowering, stmt: ast.MmaScale) -> None:
+    """``mma.scale mc, sa, sb``: the raw products since the last scale point, times
+    ``sa[m] * sb``, join the running result; the raw sum starts again from zero."""
+    acc = kl.env.get(kl.fn.frags[id(stmt)])
+    if not isinstance(acc, Acc) or acc.layout is None or acc.part is None:
+        raise unsupported(stmt.span, "'mma.scale' of an accumulator that no MMA in this "
+                                     "kernel updated")
+    axes = (acc.layout.m, acc.layout.n)
+    factor = _scale_factor(kl, stmt.scale_a, stmt.scale_b, acc.layout)
+    wide = _part_dtype(acc)
+    dtype = b.dtype_of(acc.elem)
+    scaled = b.mul(ir.Var(axes, wide, acc.part), factor)
+    kl.emit(ir.Let(stmt.span, acc.name,
+                   b.cast(b.add(b.cast(ir.Var(axes, dtype, acc.name), wide), scaled), dtype)))
+    _start(kl, acc, stmt.span, with_value=False)
+
+
+def _scale_factor(kl: KernelLowering, sa: ast.Expr, sb: ast.Expr, layout: AccLayout) -> ir.Expr:
+    """``sa[m] * sb`` over the accumulator rows: ``sa`` a ``[M, 1]`` or ``[1, M]`` view of
+    per-row scales (each instance's rows where its tile sits), ``sb`` one scalar. A scale
+    that changes along a collapsed K loop stops the collapse (CQ0703)."""
+    region = kl.resolve_view_read(sa)
+    if isinstance(region, Tile):
+        raise unsupported(sa.span, "MMA scales held in a register-resident buffer",
+                          "pass a view of the global or staged scales")
+    rows = 1 if region.extents[0] == Sym(1) and region.extents[1] != Sym(1) else 0
+    row_t, other_t = region.axis_of(rows), region.axis_of(1 - rows)
+    lin = _linear(region.origin[row_t], sa)
+    other = _linear(region.origin[other_t], sa)
+    if lin.collapsed or other.has_leaves():
+        raise _fail(sa, "the scales change along the K slices of one MMA")
+    _unfuse(lin, layout.m_parts, layout.tile_m, sa, "rows")
+    origin = _replace(region.origin, {row_t: lin.rest})
+    index: list[ir.Expr] = [b.const(0), b.const(0)]
+    index[rows] = b.axis_index(layout.m)
+    pointer, mask = access(replace(region, origin=origin), index)
+    mask = b.and_(mask, padding_mask((layout.m,)))
+    kl.use_tensor(region.tensor)
+    row_scales = ir.Load((layout.m,), region.tensor.dtype, pointer, mask, 0)
+    scalar = kl.value(sb)
+    leaves = b.linearize(scalar)
+    if leaves is None or leaves.has_leaves():
+        raise _fail(sb, "the scalar scale differs between instances or K slices")
+    return b.mul(b.cast(row_scales, ir.DType.F32), b.cast(scalar, ir.DType.F32))
 
 
 def _widen_bf16_on_cpu(kl: KernelLowering, operand: ir.Expr) -> None:
@@ -234,8 +315,8 @@ def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
         n = kl.axis(object(), n_total, "n", DOT_MIN)
         layout = AccLayout(m, n, m_parts, n_parts, em, en)
         acc.layout = layout
-        for body, index in acc.pending:
-            body[index] = ir.Let(body[index].span, acc.name, _full(acc))
+        for body, index, name, dtype, value in acc.pending:
+            body[index] = ir.Let(body[index].span, name, ir.Full((m, n), dtype, value))
         acc.pending.clear()
         return layout
     if (layout.m_parts, layout.n_parts, layout.tile_m, layout.tile_n) != (m_parts, n_parts, em, en):

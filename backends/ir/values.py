@@ -207,8 +207,12 @@ class Acc:
     elem: ElemType
     fill: float | int
     layout: AccLayout | None = None
-    # where the initialising `tl.full` goes once the shape is known
-    pending: list[tuple[list[ir.Stmt], int]] = field(default_factory=list)
+    # where each initialising `tl.full` goes once the shape is known: the statement list,
+    # the index of its placeholder, the variable, its type and its value
+    pending: list[tuple[list[ir.Stmt], int, str, ir.DType, float | int]] = field(
+        default_factory=list)
+    # with `mma.scale`: the raw products since the last scale point (spec 5.8)
+    part: str | None = None
 
 
 @dataclass

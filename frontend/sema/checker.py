@@ -1246,6 +1246,10 @@ class Checker:
         root, data, array_index = root_info
         steps: list[ViewStep] = []
         shape = data.shape
+        alias = self._fn().refs.get(id(_view_base_name(view.base)))
+        if alias is not None and alias.kind is SymKind.VIEW and alias.view is not None:
+            steps = list(alias.view.steps)  # a view of a view alias continues the alias's steps
+            array_index = alias.view.array_index
         for op in view.ops:
             try:
                 step = self._view_step(op, shape)
@@ -1607,6 +1611,8 @@ class Checker:
         acc = self._frag_ref(stmt.frag)
         self._expr(stmt.scale_a)
         self._expr(stmt.scale_b)
+        if acc is not None:
+            self._fn().frags[id(stmt)] = acc
         if acc is not None and acc.shape is not None:
             self._check_scale_operand(stmt.scale_a, acc.shape[0])
 
@@ -2035,6 +2041,13 @@ class Checker:
 
 
 # ---------------------------------------------------------------------- module helpers
+
+
+def _view_base_name(base: ast.Expr) -> ast.Expr:
+    """The identifier under ``buf[i][j]`` (the name a view starts from)."""
+    while isinstance(base, ast.Index):
+        base = base.base
+    return base
 
 
 def _loaded_as_accumulator(sym: Symbol) -> bool:
