@@ -695,6 +695,11 @@ class KernelLowering:
 
         lower_store(self, stmt)
 
+    def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
+        from .mma import lower_frag_decl
+
+        lower_frag_decl(self, stmt)
+
     def _s_MmaScale(self, stmt: ast.MmaScale) -> None:
         from .mma import lower_scale
 

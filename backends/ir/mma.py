@@ -11,6 +11,7 @@ which index breaks the pattern.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 from ...frontend import syntax as ast
@@ -23,7 +24,8 @@ from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .lower import BufferSlot, KernelLowering, iter_stmts
 from .tiles import load_tile, store_tile
-from .values import Acc, AccLayout, Buffer, Operand, Region, Tile, access, padding_mask
+from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
+                     padding_mask)
 
 
 DOT_MIN = 16  # tl.dot needs every dimension >= 16: smaller MMA tiles (m8n8k4) are padded
@@ -31,23 +33,115 @@ DOT_MIN = 16  # tl.dot needs every dimension >= 16: smaller MMA tiles (m8n8k4) a
 
 def lower_fill(kl: KernelLowering, stmt: ast.MmaFill) -> None:
     sym = kl.fn.frags[id(stmt)]
-    fill = kl.value(stmt.value)
-    if not isinstance(fill, ir.Const):
-        raise unsupported(stmt.value.span, "an accumulator fill value that is not a constant")
-    acc = _acc(kl, sym, fill.value)
-    acc.fill = fill.value
+    fill = _fill_value(kl, stmt.value)
+    acc = _acc(kl, sym, fill, stmt.target)
+    acc.fill = fill
     _start(kl, acc, stmt.span, with_value=True)
 
 
-def _acc(kl: KernelLowering, sym: Symbol, fill: float | int) -> Acc:
-    """The accumulator of ``sym``, created at its first fill or load."""
-    acc = kl.env.get(sym)
-    if not isinstance(acc, Acc):
-        acc = Acc(sym, kl.fresh(sym.name), sym.elem or dtypes.F32, fill)
-        if sym in _scaled_symbols(kl):
-            acc.part = kl.fresh(f"{sym.name}_part")
-        kl.env[sym] = acc
+def _fill_value(kl: KernelLowering, expr: ast.Expr) -> float | int:
+    fill = kl.value(expr)
+    if not isinstance(fill, ir.Const):
+        raise unsupported(expr.span, "an accumulator fill value that is not a constant")
+    return fill.value
+
+
+def lower_frag_decl(kl: KernelLowering, stmt: ast.FragDecl) -> None:
+    """``frag[.T] mc {v};`` is ``mc = mma.fill[.T] v;``; ``frag mc[2][3] {v};`` reserves
+    the initialisation of each element here, made when the element is first used."""
+    sym = kl.fn.frags[id(stmt)]
+    fill = _fill_value(kl, stmt.value)
+    if not sym.array_dims:
+        _start(kl, _acc(kl, sym, fill, None), stmt.span, with_value=True)
+        return
+    dims = [d.value or 1 for d in sym.array_dims]
+    per_element = 2 if sym in _scaled_symbols(kl) else 1
+    slots: dict[tuple[int, ...], list[tuple[list[ir.Stmt], int]]] = {}
+    for index in itertools.product(*(range(d) for d in dims)):
+        slots[index] = []
+        for _ in range(per_element):
+            kl.body.append(ir.Comment(stmt.span, f"{sym.name}{list(index)}: not used"))
+            slots[index].append((kl.body, len(kl.body) - 1))
+    kl.env[sym] = FragArray(sym, fill, slots)
+
+
+def _acc(kl: KernelLowering, sym: Symbol, fill: float | int, expr: ast.Expr | None) -> Acc:
+    """The accumulator ``expr`` names (``sym``, or an element of the array ``sym``),
+    created at its first fill or load."""
+    current = kl.env.get(sym)
+    if isinstance(current, FragArray):
+        assert expr is not None
+        return _element(kl, current, expr)
+    if not isinstance(current, Acc):
+        current = _new_acc(kl, sym, fill, sym.name)
+        kl.env[sym] = current
+    return current
+
+
+def _new_acc(kl: KernelLowering, sym: Symbol, fill: float | int, base: str) -> Acc:
+    acc = Acc(sym, kl.fresh(base), sym.elem or dtypes.F32, fill)
+    if sym in _scaled_symbols(kl):
+        acc.part = kl.fresh(f"{base}_part")
     return acc
+
+
+def _named_acc(kl: KernelLowering, sym: Symbol, expr: ast.Expr) -> Acc | None:
+    """The accumulator an MMA, store or scale statement names, if it has one."""
+    current = kl.env.get(sym)
+    if isinstance(current, FragArray):
+        return _element(kl, current, expr)
+    return current if isinstance(current, Acc) else None
+
+
+def _element(kl: KernelLowering, array: FragArray, expr: ast.Expr) -> Acc:
+    """``mc[i][j]``: constant indices name distinct accumulators; one runtime index that
+    stays the same through the kernel (scalar parameters) may select the element instead,
+    when it is the only way the array is indexed."""
+    indices: list[ast.Expr] = []
+    while isinstance(expr, ast.Index):
+        indices.insert(0, expr.index)
+        expr = expr.base
+    values = [kl.value(i) for i in indices]
+    dynamic = not all(isinstance(v, ir.Const) for v in values)
+    if dynamic:
+        if any(not _kernel_invariant(kl, v) for v in values):
+            raise unsupported(indices[0].span, "a fragment selected by an index that changes "
+                                               "within the kernel",
+                              "index fragment arrays with constants or scalar parameters")
+        key: object = tuple(b.key(v) for v in values)
+        slot = tuple(0 for _ in values)
+    else:
+        slot = tuple(int(v.value) for v in values)  # type: ignore[attr-defined]
+        key = slot
+    if array.dynamic is not None and (array.dynamic != dynamic or (dynamic and key not in
+                                                                   array.elements)):
+        raise unsupported(indices[0].span, "a fragment array indexed both by constants and by "
+                                           "a runtime value (or by two runtime values)")
+    array.dynamic = dynamic
+    acc = array.elements.get(key)
+    if acc is None:
+        if slot not in array.slots:
+            raise unsupported(indices[0].span, "an index outside the fragment array")
+        sym = array.symbol
+        acc = _new_acc(kl, sym, array.fill, f"{sym.name}_{'_'.join(map(str, slot))}")
+        names = [(acc.name, b.dtype_of(acc.elem), array.fill)]
+        if acc.part is not None:
+            names.append((acc.part, _part_dtype(acc), 0))
+        for (body, index), (name, dtype, value) in zip(array.slots[slot], names):
+            body[index] = ir.Comment(body[index].span, f"{name}: accumulator (shape from its "
+                                                       "first mma)")
+            acc.pending.append((body, index, name, dtype, value))
+        array.elements[key] = acc
+    return acc
+
+
+def _kernel_invariant(kl: KernelLowering, e: ir.Expr) -> bool:
+    """Whether ``e`` only reads scalar parameters of the kernel (one value throughout)."""
+    if isinstance(e, ir.Var):
+        return e.name in kl.params
+    if e.axes or isinstance(e, (ir.Load, ir.Call)):
+        return False
+    return all(_kernel_invariant(kl, child) for child in b.children(e))
 
 
 def _scaled_symbols(kl: KernelLowering) -> set[Symbol]:
@@ -99,7 +193,7 @@ def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> Non
     if isinstance(source, Tile):
         raise unsupported(stmt.src.span, "an accumulator loaded from a register-resident buffer",
                           "load it from the global or shared data it was copied from")
-    acc = _acc(kl, sym, 0)
+    acc = _acc(kl, sym, 0, stmt.target)
     row_t, col_t = source.axis_of(0), source.axis_of(1)
     em, en = _static(source.extents[0], stmt.src), _static(source.extents[1], stmt.src)
     lin_row = _linear(source.origin[row_t], stmt.src)
@@ -138,9 +232,8 @@ def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
 def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     if stmt.kind not in ("plain", "scale"):
         raise unsupported(stmt.span, f"'mma.{stmt.layout_a}.{stmt.layout_b}.{stmt.kind}'")
-    sym: Symbol = kl.fn.frags[id(stmt)]
-    acc = kl.env.get(sym)
-    if not isinstance(acc, Acc):
+    acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.acc)
+    if acc is None:
         raise unsupported(stmt.acc.span, "an accumulator that was not filled in this kernel")
     a = _operand(kl, stmt.a)
     bb = _operand(kl, stmt.b)
@@ -185,26 +278,59 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     if a.tensor.elem.name in ("f32", "tf32"):
         precision = kl.fl.options.f32_precision
     axes = (layout.m, layout.n)
+    a_expr, b_expr, correction = _signed_bytes(kl, a_tile.expr, b_tile.expr, k_axis)
     # with mma.scale later, products collect in the raw partial sum until the scale point
     target, dtype = (acc.part, _part_dtype(acc)) if acc.part else (acc.name, b.dtype_of(acc.elem))
     current = ir.Var(axes, dtype, target)
     if stmt.kind == "scale":  # acc += (A·B)[m, n] * sa[m] * sb, in f32
         factor = _scale_factor(kl, stmt.extra[0], stmt.extra[1], layout)
         wide = _part_dtype(acc)
-        dot: ir.Expr = ir.Dot(axes, wide, a_tile.expr, b_tile.expr, ir.Full(axes, wide, 0),
+        dot: ir.Expr = ir.Dot(axes, wide, a_expr, b_expr, ir.Full(axes, wide, 0),
                               layout.m, layout.n, k_axis, precision)
         value = b.cast(b.add(b.cast(current, wide), b.mul(dot, factor)), dtype)
     else:
-        value = ir.Dot(axes, dtype, a_tile.expr, b_tile.expr, current, layout.m, layout.n,
-                       k_axis, precision)
+        value = ir.Dot(axes, dtype, a_expr, b_expr, current, layout.m, layout.n, k_axis,
+                       precision)
+        if correction is not None:
+            value = b.add(value, correction)
     kl.emit(ir.Let(stmt.span, target, value))
+
+
+def _signed_bytes(kl: KernelLowering, a: ir.Expr, bb: ir.Expr,
+                  k: ir.Axis) -> tuple[ir.Expr, ir.Expr, ir.Expr | None]:
+    """``tl.dot`` multiplies signed bytes only. A u8 operand X is X' + 128 with
+    X' = X - 128 in int8, and exactly (in int32)
+    A·B = A'·B' + 128·sum_k A'[m, k] (when B is u8) + 128·sum_k B[k, n] (when A is u8);
+    K padding (0 in both operands) adds nothing to the right-hand side."""
+    if ir.DType.U8 not in (a.dtype, bb.dtype):
+        return a, bb, None
+    a_s = _to_signed(kl, a, "a_s8")
+    b_s = _to_signed(kl, bb, "b_s8")
+    correction: ir.Expr | None = None
+    for unsigned, other in ((bb, a_s), (a, bb)):
+        if unsigned.dtype is ir.DType.U8:
+            term = b.mul(b.const(128), _k_sum(other, k))
+            correction = term if correction is None else b.add(correction, term)
+    return a_s, b_s, correction
+
+
+def _to_signed(kl: KernelLowering, x: ir.Expr, base: str) -> ir.Expr:
+    if x.dtype is not ir.DType.U8:
+        return x
+    shifted = b.binary("-", b.cast(x, ir.DType.I32), b.const(128))
+    return kl.let(base, b.cast(shifted, ir.DType.I8))
+
+
+def _k_sum(x: ir.Expr, k: ir.Axis) -> ir.Expr:
+    axes = tuple(a for a in x.axes if a is not k)
+    return ir.Reduce(axes, ir.DType.I32, "sum", b.cast(x, ir.DType.I32), k)
 
 
 def lower_scale(kl: KernelLowering, stmt: ast.MmaScale) -> None:
     """``mma.scale mc, sa, sb``: the raw products since the last scale point, times
     ``sa[m] * sb``, join the running result; the raw sum starts again from zero."""
-    acc = kl.env.get(kl.fn.frags[id(stmt)])
-    if not isinstance(acc, Acc) or acc.layout is None or acc.part is None:
+    acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.frag)
+    if acc is None or acc.layout is None or acc.part is None:
         raise unsupported(stmt.span, "'mma.scale' of an accumulator that no MMA in this "
                                      "kernel updated")
     axes = (acc.layout.m, acc.layout.n)
@@ -333,9 +459,8 @@ def _dims2(first: int, outer: int, k: int) -> tuple[Sym, Sym]:
 
 
 def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
-    sym = kl.fn.frags[id(stmt)]
-    acc = kl.env.get(sym)
-    if not isinstance(acc, Acc) or acc.layout is None:
+    acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.frag)
+    if acc is None or acc.layout is None:
         raise unsupported(stmt.span, "storing an accumulator that no MMA in this kernel updated")
     layout = acc.layout
     transposed = stmt.modifier == "transp"

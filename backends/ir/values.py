@@ -216,6 +216,20 @@ class Acc:
 
 
 @dataclass
+class FragArray:
+    """``frag mc[2][3] {v};``: one accumulator per element, made at its first use. Each
+    element's initialisation goes where the declaration stands: ``slots`` holds, per
+    element, the placeholders (statement list, index) for its tile and its raw partial sum.
+    ``dynamic`` records whether elements are selected by constants or by one runtime index."""
+
+    symbol: Symbol
+    fill: float | int
+    slots: dict[tuple[int, ...], list[tuple[list[ir.Stmt], int]]]
+    elements: dict[object, Acc] = field(default_factory=dict)
+    dynamic: bool | None = None
+
+
+@dataclass
 class Operand:
     """``ma = mma.load view``: the operand's view, loaded when the MMA runs."""
 
@@ -223,7 +237,7 @@ class Operand:
     elem: ElemType
 
 
-Value = Scalar | Bounded | Buffer | Acc | Operand | TensorRef | Region | list
+Value = Scalar | Bounded | Buffer | Acc | FragArray | Operand | TensorRef | Region | list
 
 
 def access(region: Region, index: list[ir.Expr]) -> tuple[ir.Pointer, ir.Expr | None]:

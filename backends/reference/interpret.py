@@ -520,6 +520,9 @@ class Interpreter(Evaluator):
     def _s_SwapStmt(self, stmt: ast.SwapStmt) -> None:
         dma.exec_swap(self, stmt)
 
+    def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
+        mma.exec_frag_decl(self, stmt)
+
     def _s_MmaFill(self, stmt: ast.MmaFill) -> None:
         mma.exec_fill(self, stmt)
 

@@ -1453,10 +1453,26 @@ class Checker:
         self._fn().frags[id(stmt)] = sym
         del value
 
+    def _stmt_FragDecl(self, stmt: ast.FragDecl) -> None:
+        """``frag[.T] mc[2][3] {v};``: accumulators filled with ``v`` -- one, or an array of
+        them selected as ``mc[i][j]``; the shape comes from the first mma, as for mma.fill."""
+        self._expr(stmt.value)
+        elem = self._elem(stmt.elem, stmt.span) if stmt.elem else None
+        dims = tuple(self._static_int(d, "an array dimension") for d in stmt.array_dims)
+        sym = Symbol(stmt.name, SymKind.FRAG, stmt.span, elem=elem, frag_role="acc",
+                     mutable=True, decl_node=stmt, array_dims=dims)
+        self._declare(sym)
+        self._note_decl(stmt, sym)
+        self._fn().frags[id(stmt)] = sym
+
     def _frag_ref(self, expr: ast.Expr) -> Symbol | None:
-        base = expr.base if isinstance(expr, ast.Index) else expr
-        if isinstance(expr, ast.Index):
-            self._expr(expr.index)
+        """The fragment ``expr`` names: ``mc``, or ``mc[i][j]`` of an array of fragments."""
+        indices: list[ast.Expr] = []
+        base = expr
+        while isinstance(base, ast.Index):
+            indices.insert(0, base.index)
+            self._expr(base.index)
+            base = base.base
         if not isinstance(base, ast.Ident):
             self._error("CQ0508", expr.span, name=_text(expr))
             return None
@@ -1468,6 +1484,15 @@ class Checker:
         if sym.kind is not SymKind.FRAG:
             self._error("CQ0508", expr.span, name=base.name)
             return None
+        if sym.array_dims and not indices:
+            self._error("CQ0550", expr.span, name=base.name,
+                        dims="".join(f"[{d}]" for d in sym.array_dims),
+                        first="[0]" * len(sym.array_dims))
+            return None
+        if indices and not sym.array_dims:
+            self._error("CQ0508", expr.span, name=_text(expr))
+            return None
+        self._check_array_index(sym, indices)
         return sym
 
     def _stmt_MmaLoad(self, stmt: ast.MmaLoad) -> None:

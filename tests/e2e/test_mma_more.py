@@ -1,7 +1,8 @@
 """MMA forms beyond the basic four steps (spec 5.8): accumulators loaded from global or
 shared memory (C input), re-filled accumulators and scalar fragment arithmetic, FP8
 operands with fused ``.scale`` and standalone ``mma.scale`` (block-scaled GEMM with
-1x128 activation and 128x128 weight scales).
+1x128 activation and 128x128 weight scales), arrays of fragments (``frag mc[2] {v}``,
+selected by constants or a scalar parameter), u8 operands accumulating in s32.
 
 Every program runs through the reference interpreter and the Triton path on the CPU
 against a float64 torch reference (``check``), and through the Triton path on the GPU
@@ -144,6 +145,70 @@ __co__ auto fp8_plain(f8_e4m3 [M, K] a, f8_e4m3 [K, N] b) {
 }
 """
 
+FRAG_ARRAYS = """
+// two products of one activation tile, each in its own element of a fragment array
+__co__ void two_products(global f16 [64, 32] a, global f16 [32, 64] b, global f16 [32, 64] c,
+                         global f32 [64, 128] out) {
+  parallel bm by 2 : block {
+    frag.f32 acc[2] {0.5f};
+    parallel {g0, g1} by [2, 4] : group {
+      foreach k in [2] {
+        mma.row.col acc[0], a.subspan(16, 16).at(bm # g0, k), b.subspan(16, 16).at(k, g1);
+        mma.row.col acc[1], a.subspan(16, 16).at(bm # g0, k), c.subspan(16, 16).at(k, g1);
+      }
+      mma.store acc[0], out.subspan(16, 16).at(bm # g0, g1);
+      mma.store acc[1], out.subspan(16, 16).at(bm # g0, g1 + 4);
+    }
+  }
+}
+
+// the element used is chosen by a scalar parameter
+__co__ auto pick(s8 [32, 64] a, s8 [64, 32] b, int i) {
+  s32 [32, 32] out;
+  parallel p by 1 : block {
+    frag.s32 acc[1][3] {7};
+    parallel {g0, g1} by [2, 2] : group {
+      foreach k in [2] {
+        mma.row.col acc[0][i], a.chunkat(g0, k), b.chunkat(k, g1);
+      }
+      mma.store acc[0][i], out.chunkat(g0, g1);
+    }
+  }
+  return out;
+}
+"""
+
+UNSIGNED_BYTES = """
+// u8 operands accumulate exactly in s32 (K has a partial last slice)
+__co__ auto gemm_u8(u8 [M, K] a, u8 [K, N] b) {
+  s32 [M, N] out;
+  parallel {bm, bn} by [M / 32, N / 32] : block {
+    parallel {g0, g1} by [2, 2] : group {
+      mc = mma.fill 0;
+      foreach k in [cdiv(K, 32)] {
+        mma.row.col mc, a.subspan(16, 32).at(bm # g0, k), b.subspan(32, 16).at(k, bn # g1);
+      }
+      mma.store mc, out.subspan(16, 16).at(bm # g0, bn # g1);
+    }
+  }
+  return out;
+}
+
+__co__ auto gemm_u8_s8(u8 [M, K] a, s8 [N, K] b) {
+  s32 [M, N] out;
+  parallel {bm, bn} by [M / 32, N / 32] : block {
+    parallel {g0, g1} by [2, 2] : group {
+      mc = mma.fill.s32 0;
+      foreach k in [cdiv(K, 32)] {
+        mma.row.row mc, a.subspan(16, 32).at(bm # g0, k), b.subspan(16, 32).at(bn # g1, k);
+      }
+      mma.store mc, out.subspan(16, 16).at(bm # g0, bn # g1);
+    }
+  }
+  return out;
+}
+"""
+
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -206,6 +271,40 @@ FP8_PLAIN_CASE = Case("fp8_plain", FP8_SCALED,
                       lambda x: x[0].double() @ x[1].double(), torch.float32, tolerance=1e-5,
                       function="fp8_plain")
 
+def _two_products_reference(x: list[Any]) -> torch.Tensor:
+    a = x[0].double()
+    return torch.cat([a @ x[1].double() + 0.5, a @ x[2].double() + 0.5], dim=1)
+
+
+TWO_PRODUCTS_CASE = Case("two_products", FRAG_ARRAYS,
+                         lambda: [random((64, 32), torch.float16),
+                                  random((32, 64), torch.float16),
+                                  random((32, 64), torch.float16),
+                                  poison(torch.empty((64, 128)))],
+                         _two_products_reference, torch.float32, output=3, tolerance=1e-5,
+                         function="two_products")
+
+
+def _pick(i: int) -> Case:
+    return Case(f"pick-{i}", FRAG_ARRAYS,
+                lambda: [random((32, 64), torch.int8), random((64, 32), torch.int8), i],
+                lambda x: x[0].double() @ x[1].double() + 7, torch.int32, function="pick")
+
+
+def _bytes(low: int, high: int, shape: tuple[int, int]) -> torch.Tensor:
+    dtype = torch.uint8 if low >= 0 else torch.int8
+    return torch.randint(low, high, shape, dtype=torch.int32).to(dtype)
+
+
+UNSIGNED_CASES = [
+    Case("gemm_u8-64x32x80", UNSIGNED_BYTES,
+         lambda: [_bytes(0, 256, (64, 80)), _bytes(0, 256, (80, 32))],
+         lambda x: x[0].double() @ x[1].double(), torch.int32, function="gemm_u8"),
+    Case("gemm_u8_s8-32x64x48", UNSIGNED_BYTES,
+         lambda: [_bytes(0, 256, (32, 48)), _bytes(-128, 128, (64, 48))],
+         lambda x: x[0].double() @ x[1].double().T, torch.int32, function="gemm_u8_s8"),
+]
+
 CASES = [
     _gemm_acc_global(64, 32, 48),
     _gemm_acc_shared(64, 96, 48),
@@ -213,6 +312,10 @@ CASES = [
     _block_scaled("fp8_fused", "e4m3", 64, 256, 256),
     _block_scaled("fp8_scale_points", "e5m2", 64, 256, 256),
     FP8_PLAIN_CASE,
+    TWO_PRODUCTS_CASE,
+    _pick(0),
+    _pick(2),
+    *UNSIGNED_CASES,
 ]
 
 
