@@ -22,7 +22,7 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .lower import BufferSlot, KernelLowering, iter_stmts
+from .lower import BufferSlot, KernelLowering, _broadcast, iter_stmts
 from .tiles import load_tile, store_tile
 from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
                      padding_mask)
@@ -219,14 +219,25 @@ def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
         value = kl.env.get(sym) if sym is not None else None
         if isinstance(value, Operand):
             source = value.source
+        elif isinstance(value, Acc):
+            source = _accumulator_tile(value, expr)
         else:
             source = kl.resolve_view_read(expr)
     else:
         source = kl.resolve_view_read(expr)
-    if isinstance(source, Tile):
-        raise unsupported(expr.span, "MMA operands computed in registers",
-                          "stage operands with dma.copy / tma.copy and pass the views")
     return source
+
+
+def _accumulator_tile(acc: Acc, node: ast.Expr) -> Tile:
+    """An accumulator read as the operand of another MMA (register A, as in P·V)."""
+    layout = acc.layout
+    if layout is None:
+        raise unsupported(node.span, "an accumulator that no MMA updated used as an operand")
+    if layout.m_parts or layout.n_parts:
+        raise _fail(node, "this accumulator is split between instances, and each instance "
+                          "would multiply only its own part")
+    dims = (layout.m, layout.n)
+    return Tile(ir.Var(dims, b.dtype_of(acc.elem), acc.name), dims, acc.elem)
 
 
 def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
@@ -239,10 +250,10 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     bb = _operand(kl, stmt.b)
     a_m, a_k = (0, 1) if stmt.layout_a == "row" else (1, 0)
     b_n, b_k = (0, 1) if stmt.layout_b == "row" else (1, 0)
-    em, ek = _static(a.extents[a_m], stmt.a), _static(a.extents[a_k], stmt.a)
-    en = _static(bb.extents[b_n], stmt.b)
-    lin_am, lin_ak = _linear(a.origin_of(a_m), stmt.a), _linear(a.origin_of(a_k), stmt.a)
-    lin_bn, lin_bk = _linear(bb.origin_of(b_n), stmt.b), _linear(bb.origin_of(b_k), stmt.b)
+    em, ek = _static(_extent(a, a_m), stmt.a), _static(_extent(a, a_k), stmt.a)
+    en = _static(_extent(bb, b_n), stmt.b)
+    lin_am, lin_ak = _origin(a, a_m, stmt.a), _origin(a, a_k, stmt.a)
+    lin_bn, lin_bk = _origin(bb, b_n, stmt.b), _origin(bb, b_k, stmt.b)
     for lin, what, node in ((lin_am, "M", stmt.a), (lin_bn, "N", stmt.b)):
         if lin.collapsed:
             raise _fail(node, f"the loop index of a collapsed K loop selects {what} here")
@@ -257,25 +268,17 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     n_parts, n_total = _fuse(lin_bn, en, stmt.b, "N")
     layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
     # tl.dot needs K >= 32 for one-byte operands (int8, fp8) and >= 16 otherwise
-    k_min = 32 if a.tensor.elem.bits == 8 else DOT_MIN
+    a_elem = a.elem if isinstance(a, Tile) else a.tensor.elem
+    k_min = 32 if a_elem.bits == 8 else DOT_MIN
     k_axis = kl.axis(object(), k_total, "k", k_min)
-    # the fused operand tiles: every instance's slice together, masked elements read as 0
-    a_region = replace(a, origin=_replace(a.origin, {a.axis_of(a_m): lin_am.rest,
-                                                     a.axis_of(a_k): lin_ak.rest}),
-                       extents=_dims2(a_m, m_total, k_total), fill=0, filled=True)
-    b_region = replace(bb, origin=_replace(bb.origin, {bb.axis_of(b_n): lin_bn.rest,
-                                                       bb.axis_of(b_k): lin_bk.rest}),
-                       extents=_dims2(b_n, n_total, k_total), fill=0, filled=True)
     a_dims = (layout.m, k_axis) if a_m == 0 else (k_axis, layout.m)
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
-    a_tile = load_tile(kl, a_region, a_dims, stmt.span, "a")
-    b_tile = load_tile(kl, b_region, b_dims, stmt.span, "b")
-    for tile, region in ((a_tile, a_region), (b_tile, b_region)):
-        _widen_bf16_on_cpu(kl, tile.expr)
-        kl.stage_bytes += _tile_bytes(tile, region)
+    # the fused operand tiles: every instance's slice together, masked elements read as 0
+    a_tile = _operand_tile(kl, a, {a_m: lin_am.rest, a_k: lin_ak.rest}, a_dims, stmt.a, "a")
+    b_tile = _operand_tile(kl, bb, {b_n: lin_bn.rest, b_k: lin_bk.rest}, b_dims, stmt.b, "b")
     kl.has_dot = True
     precision = None
-    if a.tensor.elem.name in ("f32", "tf32"):
+    if a_elem.name in ("f32", "tf32"):
         precision = kl.fl.options.f32_precision
     axes = (layout.m, layout.n)
     a_expr, b_expr, correction = _signed_bytes(kl, a_tile.expr, b_tile.expr, k_axis)
@@ -370,6 +373,59 @@ def _scale_factor(kl: KernelLowering, sa: ast.Expr, sb: ast.Expr, layout: AccLay
     if leaves is None or leaves.has_leaves():
         raise _fail(sb, "the scalar scale differs between instances or K slices")
     return b.mul(b.cast(row_scales, ir.DType.F32), b.cast(scalar, ir.DType.F32))
+
+
+def _extent(source: Region | Tile, dim: int) -> Sym:
+    return Sym(source.dims[dim].extent) if isinstance(source, Tile) else source.extents[dim]
+
+
+def _origin(source: Region | Tile, dim: int, node: ast.Expr) -> b.Linear:
+    """Where an operand starts along ``dim``, split into instance and loop leaves; a
+    register tile is whole and the same for every instance."""
+    if isinstance(source, Tile):
+        return b.Linear({}, {}, b.const(0))
+    return _linear(source.origin_of(dim), node)
+
+
+def _operand_tile(kl: KernelLowering, source: Region | Tile, rest: dict[int, ir.Expr],
+                  dims: tuple[ir.Axis, ir.Axis], node: ast.Expr, base: str) -> Tile:
+    """The operand as a tile over the dot's axes ``dims``: a view is loaded (all instances'
+    slices together, from their common origin ``rest`` per view dimension), a register
+    tile is taken as it is (RS-mode MMA)."""
+    if isinstance(source, Tile):
+        return _register_operand(kl, source, dims, node, base)
+    extents = tuple(Sym(d.extent) for d in dims)
+    origin = _replace(source.origin, {source.axis_of(d): r for d, r in rest.items()})
+    region = replace(source, origin=origin, extents=extents, fill=0, filled=True)
+    tile = load_tile(kl, region, dims, node.span, base)
+    _widen_bf16_on_cpu(kl, tile.expr)
+    kl.stage_bytes += _tile_bytes(tile, region)
+    return tile
+
+
+def _register_operand(kl: KernelLowering, tile: Tile, dims: tuple[ir.Axis, ir.Axis],
+                      node: ast.Expr, base: str) -> Tile:
+    """A register tile (``frag f16 [M, K] a {1.0f}``, a computed buffer) as a dot operand:
+    the same values laid along the dot's axes. Its padding must match the dot's, and lanes
+    past its extent along K must not add anything."""
+    if set(tile.expr.axes) - set(tile.dims):
+        raise unsupported(node.span, "an MMA operand held in registers that differs between "
+                                     "instances")
+    for have, want in zip(tile.dims, dims):
+        if have.size != want.size or have.extent != want.extent:
+            raise _fail(node, f"the register operand's extent {have.extent} is padded to "
+                              f"{have.size}, the dot needs {want.size}")
+    value = _broadcast(tile.expr, ir.sort_axes(tile.dims))
+    padding = padding_mask(tile.dims)
+    if padding is not None:
+        value = ir.Where(value.axes, value.dtype, padding, value, b.cast(b.const(0), value.dtype))
+    mapping = dict(zip(tile.dims, dims))
+    relabelled: ir.Expr = ir.Relabel(tuple(mapping[a] for a in value.axes), value.dtype, value)
+    name = kl.fresh(base)
+    kl.emit(ir.Let(node.span, name, relabelled))
+    var = ir.Var(relabelled.axes, relabelled.dtype, name)
+    _widen_bf16_on_cpu(kl, var)
+    return Tile(var, dims, tile.elem)
 
 
 def _widen_bf16_on_cpu(kl: KernelLowering, operand: ir.Expr) -> None:

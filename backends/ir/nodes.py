@@ -185,6 +185,14 @@ class Reduce(Expr):
 
 
 @dataclass(frozen=True, eq=False)
+class Relabel(Expr):
+    """``operand`` with its axes renamed: the i-th axis of the operand becomes ``axes[i]``
+    (same sizes; the tensor is unchanged). A register tile enters a dot this way."""
+
+    operand: Expr
+
+
+@dataclass(frozen=True, eq=False)
 class Full(Expr):
     value: int | float
 

@@ -2,7 +2,8 @@
 shared memory (C input), re-filled accumulators and scalar fragment arithmetic, FP8
 operands with fused ``.scale`` and standalone ``mma.scale`` (block-scaled GEMM with
 1x128 activation and 128x128 weight scales), arrays of fragments (``frag mc[2] {v}``,
-selected by constants or a scalar parameter), u8 operands accumulating in s32.
+selected by constants or a scalar parameter), u8 operands accumulating in s32, operands
+held in registers (a filled ``frag`` tile, an accumulator as the A of the next MMA).
 
 Every program runs through the reference interpreter and the Triton path on the CPU
 against a float64 torch reference (``check``), and through the Triton path on the GPU
@@ -209,6 +210,38 @@ __co__ auto gemm_u8_s8(u8 [M, K] a, s8 [N, K] b) {
 }
 """
 
+REGISTER_OPERANDS = """
+// A held in registers: a fragment filled with a constant (each output is a row sum of B)
+__co__ auto ones_times(f16 [64, 32] b) {
+  f32 [64, 64] out;
+  parallel bn by 2 : block {
+    bs = dma.copy b.subspan(32, 32).at(bn, 0) => shared;
+    parallel by 1 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      frag f16 [64, 32] a {0.5f};
+      mma.row.row mc, a, bs.data;
+      mma.store mc, out.subspan(64, 32).at(0, bn);
+    }
+  }
+  return out;
+}
+
+// S = Q·Kᵀ into an f16 accumulator, then O = S·V with S as the register A operand
+__co__ auto qk_v(f16 [64, 32] q, f16 [48, 32] k, f16 [48, 16] v) {
+  f16 [64, 16] out;
+  parallel bm by 2 : block {
+    parallel by 1 : group-4 {
+      s = mma.fill.f16 0.0f;
+      mma.row.row s, q.subspan(32, 32).at(bm, 0), k;
+      o = mma.fill.f32 0.0f;
+      mma.row.col o, s, v;
+      mma.store o, out.subspan(32, 16).at(bm, 0);
+    }
+  }
+  return out;
+}
+"""
+
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -296,6 +329,21 @@ def _bytes(low: int, high: int, shape: tuple[int, int]) -> torch.Tensor:
     return torch.randint(low, high, shape, dtype=torch.int32).to(dtype)
 
 
+def _qk_v_reference(x: list[Any]) -> torch.Tensor:
+    scores = (x[0].double() @ x[1].double().T).half()  # the f16 accumulator rounds S
+    return scores.double() @ x[2].double()
+
+
+REGISTER_CASES = [
+    Case("ones_times", REGISTER_OPERANDS, lambda: [random((64, 32), torch.float16)],
+         lambda x: (0.5 * x[0].double().sum(dim=1))[None, :].expand(64, 64), torch.float32,
+         tolerance=1e-5, function="ones_times"),
+    Case("qk_v", REGISTER_OPERANDS,
+         lambda: [random((64, 32), torch.float16), random((48, 32), torch.float16) * 0.25,
+                  random((48, 16), torch.float16)],
+         _qk_v_reference, torch.float16, function="qk_v"),
+]
+
 UNSIGNED_CASES = [
     Case("gemm_u8-64x32x80", UNSIGNED_BYTES,
          lambda: [_bytes(0, 256, (64, 80)), _bytes(0, 256, (80, 32))],
@@ -316,6 +364,7 @@ CASES = [
     _pick(0),
     _pick(2),
     *UNSIGNED_CASES,
+    *REGISTER_CASES,
 ]
 
 
