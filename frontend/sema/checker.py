@@ -91,6 +91,8 @@ class Checker:
         self._in_tma = False
         self.swap_groups: list[set[Symbol]] = []
         self.kernel_threads: tuple[int, Span] | None = None
+        # ranges of bounded variables narrowed by enclosing `if` / `inthreads` conditions
+        self.known: dict[Symbol, tuple[int | None, int | None]] = {}
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
@@ -587,7 +589,7 @@ class Checker:
                     and sym.level.is_parallel]
         if not parallel:
             self._error("CQ0613", stmt.pred.span)
-        self._block(stmt.body)
+        self._block_under(stmt.pred, stmt.body)
 
     def _stmt_ReturnStmt(self, stmt: ast.ReturnStmt) -> None:
         fn = self._fn()
@@ -635,9 +637,71 @@ class Checker:
 
     def _stmt_If(self, stmt: ast.If) -> None:
         self._expr(stmt.cond)
-        self._block(stmt.then)
+        self._block_under(stmt.cond, stmt.then)
         if stmt.other is not None:
             self._block(stmt.other)
+
+    def _block_under(self, cond: ast.Expr, block: ast.Block) -> None:
+        """``block`` runs only where ``cond`` holds: comparisons of a bounded variable with
+        a constant (``wg > 0 && wg < 3``) narrow its range there (buffer-array indices)."""
+        saved = dict(self.known)
+        for term in _conjuncts(cond):
+            self._narrow(term)
+        try:
+            self._block(block)
+        finally:
+            self.known = saved
+
+    def _narrow(self, term: ast.Expr) -> None:
+        if not isinstance(term, ast.Binary) or term.op not in _FLIP:
+            return
+        var, op, value = term.lhs, term.op, self._fn().exprs.get(id(term.rhs))
+        if not isinstance(var, ast.Ident):
+            var, op, value = term.rhs, _FLIP[term.op], self._fn().exprs.get(id(term.lhs))
+        sym = self._fn().refs.get(id(var)) if isinstance(var, ast.Ident) else None
+        if sym is None or sym.kind is not SymKind.BOUNDED or value is None \
+                or value.static is None or value.static.value is None:
+            return
+        low, high = self._range_of(sym)
+        c = value.static.value
+        if op in ("<", "<=", "=="):
+            limit = c - 1 if op == "<" else c
+            high = limit if high is None else min(high, limit)
+        if op in (">", ">=", "=="):
+            limit = c + 1 if op == ">" else c
+            low = limit if low is None else max(low, limit)
+        self.known[sym] = (low, high)
+
+    def _range_of(self, sym: Symbol) -> tuple[int | None, int | None]:
+        if sym in self.known:
+            return self.known[sym]
+        bound = sym.bound.value if sym.bound is not None else None
+        return 0, None if bound is None else bound - 1
+
+    def _index_range(self, expr: ast.Expr) -> tuple[int | None, int | None]:
+        """The values an index expression takes: constants, bounded variables (narrowed by
+        enclosing conditions), and sums, differences and constant multiples of them."""
+        info = self._fn().exprs.get(id(expr))
+        if info is not None and info.static is not None and info.static.value is not None:
+            return info.static.value, info.static.value
+        if isinstance(expr, ast.Ident):
+            sym = self._fn().refs.get(id(expr))
+            if sym is not None and sym.kind is SymKind.BOUNDED:
+                return self._range_of(sym)
+        if isinstance(expr, ast.Binary) and expr.op in ("+", "-", "*"):
+            (a, b), (c, d) = self._index_range(expr.lhs), self._index_range(expr.rhs)
+            if None in (a, b, c, d):
+                return None, None
+            if expr.op == "+":
+                return a + c, b + d
+            if expr.op == "-":
+                return a - d, b - c
+            products = [a * c, a * d, b * c, b * d]
+            return min(products), max(products)
+        if info is not None and isinstance(info.type, BoundedType) \
+                and info.type.bound.value is not None:
+            return None, info.type.bound.value - 1
+        return None, None
 
     def _stmt_While(self, stmt: ast.While) -> None:
         self._expr(stmt.cond)
@@ -1307,11 +1371,7 @@ class Checker:
             info = self._fn().exprs.get(id(index))
             if info is None or count.value is None:
                 continue
-            low = high = None
-            if info.static is not None and info.static.value is not None:
-                low = high = info.static.value
-            elif isinstance(info.type, BoundedType) and info.type.bound.value is not None:
-                high = info.type.bound.value - 1
+            low, high = self._index_range(index)
             if (high is not None and high >= count.value) or (low is not None and low < 0):
                 self._error("CQ0315", index.span, index=_text(index), name=sym.name,
                             high=high if high is not None and high >= count.value else low,
@@ -2278,6 +2338,17 @@ def _trigger_after_problem(sym: Symbol, waited: set[Symbol]) -> str | None:
     if node.engine != "tma" or not sym.is_async or sym.storage != "shared":
         return "only asynchronous TMA copies into shared memory complete events by themselves"
     return None
+
+
+# `c op x` read as `x FLIP[op] c`
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+
+def _conjuncts(cond: ast.Expr) -> list[ast.Expr]:
+    """The terms of ``a && b && ...``."""
+    if isinstance(cond, ast.Binary) and cond.op == "&&":
+        return _conjuncts(cond.lhs) + _conjuncts(cond.rhs)
+    return [cond]
 
 
 def _idents(node: ast.Node) -> list[ast.Ident]:
