@@ -176,8 +176,8 @@ def _part_dtype(acc: Acc) -> ir.DType:
 
 def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
     sym = kl.fn.frags.get(id(stmt))
-    if sym is None or not stmt.declares:
-        raise unsupported(stmt.span, "'mma.load' into an existing fragment")
+    if sym is None:
+        raise unsupported(stmt.span, "this 'mma.load'")
     if sym.frag_role == "acc":
         _load_accumulator(kl, stmt, sym)
         return

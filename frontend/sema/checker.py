@@ -1562,8 +1562,10 @@ class Checker:
         self._check_swizzle(stmt)
         if len(data.shape) != 2 or not all(d.is_const for d in data.shape):
             self._error("CQ0501", stmt.src.span, name=_text(stmt.src), shape=shape_text(data.shape))
-        if not stmt.declares:
-            self._frag_ref(stmt.target)
+        if not stmt.declares:  # `mma.load view, frag;`: new contents for a fragment
+            sym = self._frag_ref(stmt.target)
+            if sym is not None:
+                self._fn().frags[id(stmt)] = sym
             return
         name = _target_name(stmt.target)
         existing = self._lookup(name)

@@ -3,7 +3,8 @@ shared memory (C input), re-filled accumulators and scalar fragment arithmetic, 
 operands with fused ``.scale`` and standalone ``mma.scale`` (block-scaled GEMM with
 1x128 activation and 128x128 weight scales), arrays of fragments (``frag mc[2] {v}``,
 selected by constants or a scalar parameter), u8 operands accumulating in s32, operands
-held in registers (a filled ``frag`` tile, an accumulator as the A of the next MMA).
+held in registers (a filled ``frag`` tile, an accumulator as the A of the next MMA),
+asynchronous MMA futures and ``mma.commit`` (no-ops), ``mma.load view, frag``.
 
 Every program runs through the reference interpreter and the Triton path on the CPU
 against a float64 torch reference (``check``), and through the Triton path on the GPU
@@ -242,6 +243,41 @@ __co__ auto qk_v(f16 [64, 32] q, f16 [48, 32] k, f16 [48, 16] v) {
 }
 """
 
+ASYNC_AND_RELOAD = """
+// an asynchronous MMA with its future, mma.commit and wait (no-ops), stored transposed
+__co__ auto async_transp(f16 [32, 48] a, f16 [48, 32] b) {
+  f32 [32, 32] out;
+  parallel p by 1 : block {
+    parallel by 1 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      ma = mma.load.async a;
+      f = mma.row.col.async mc, ma, b;
+      mma.commit;
+      wait f;
+      mma.store.transp mc, out;
+    }
+  }
+  return out;
+}
+
+// `mma.load view, frag`: new contents for an existing operand and accumulator
+__co__ auto reload(f16 [32, 32] a, f16 [32, 32] b, f32 [32, 32] c) {
+  f32 [32, 32] out;
+  parallel p by 1 : block {
+    parallel by 1 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      ma = mma.load a;
+      mma.row.col mc, ma, b;
+      mma.load c, mc;
+      mma.load b, ma;
+      mma.row.col mc, ma, a;
+      mma.store mc, out;
+    }
+  }
+  return out;
+}
+"""
+
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -334,6 +370,18 @@ def _qk_v_reference(x: list[Any]) -> torch.Tensor:
     return scores.double() @ x[2].double()
 
 
+ASYNC_CASES = [
+    Case("async_transp", ASYNC_AND_RELOAD,
+         lambda: [random((32, 48), torch.float16), random((48, 32), torch.float16)],
+         lambda x: (x[0].double() @ x[1].double()).T, torch.float32, tolerance=1e-5,
+         function="async_transp"),
+    Case("reload", ASYNC_AND_RELOAD,
+         lambda: [random((32, 32), torch.float16), random((32, 32), torch.float16),
+                  random((32, 32), torch.float32)],
+         lambda x: x[2].double() + x[1].double() @ x[0].double(), torch.float32,
+         tolerance=1e-5, function="reload"),
+]
+
 REGISTER_CASES = [
     Case("ones_times", REGISTER_OPERANDS, lambda: [random((64, 32), torch.float16)],
          lambda x: (0.5 * x[0].double().sum(dim=1))[None, :].expand(64, 64), torch.float32,
@@ -365,6 +413,7 @@ CASES = [
     _pick(2),
     *UNSIGNED_CASES,
     *REGISTER_CASES,
+    *ASYNC_CASES,
 ]
 
 
