@@ -1882,6 +1882,31 @@ __co__ void scaled(global f8_e4m3 [16, 32] a, global f8_e4m3 [16, 32] b,
 """,
         message="the MMA scale operand must have shape [M, 1] or [1, M] with M = 16, got [16, 2]",
     ),
+    "CQ0550": Example(
+        bad="""\
+__co__ void gemm(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      frag.f32 acc[2] {0.0f};
+      mma.row.row acc, a, b;
+      mma.store acc[0], c;
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void gemm(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      frag.f32 acc[2] {0.0f};
+      mma.row.row acc[0], a, b;
+      mma.store acc[0], c;
+    }
+  }
+}
+""",
+        message="'acc' is an array of MMA fragments [2]: select one element, as in 'acc[0]'",
+    ),
     # --- parallel levels and control flow
     "CQ0601": Example(
         bad="""\
@@ -3124,6 +3149,8 @@ MEANINGS: dict[str, str] = {
     "CQ0511": "2:4 sparse MMA compresses K in groups of four, so K must be a multiple of 4.",
     "CQ0512": "The per-row scale of a scaled MMA has one value per row of the accumulator: "
               "shape `[M, 1]` or `[1, M]`.",
+    "CQ0550": "`frag mc[2][3] {v};` declares an array of accumulators; MMA statements work on "
+              "one of them at a time, named with its indices.",
     "CQ0601": "A `parallel` bound is zero or negative.",
     "CQ0602": "The same variable name is used twice in one `parallel` statement.",
     "CQ0603": "An unannotated `parallel` level sits where more than one hardware level "

@@ -38,7 +38,6 @@ FIXED_GAPS: dict[str, str] = {
     "CQ0423": "checker: `shared event` declarations are not analysed, so `wait full` is "
               "CQ0201; backend: events are not lowered (CQ0701)",
     "CQ0511": "backend: sparse MMA (`mma.row.row.sp`) is not lowered (CQ0701)",
-    "CQ0512": "backend: scaled MMA (`mma.row.row.scale`) is not lowered (CQ0701)",
 }
 
 

@@ -760,6 +760,16 @@ class KernelLowering:
 
         lower_store(self, stmt)
 
+    def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
+        from .mma import lower_frag_decl
+
+        lower_frag_decl(self, stmt)
+
+    def _s_MmaScale(self, stmt: ast.MmaScale) -> None:
+        from .mma import lower_scale
+
+        lower_scale(self, stmt)
+
     def _acc_arith(self, acc: Acc, item: ast.Assign) -> None:
         from .mma import acc_arith
 

@@ -185,6 +185,14 @@ class Reduce(Expr):
 
 
 @dataclass(frozen=True, eq=False)
+class Relabel(Expr):
+    """``operand`` with its axes renamed: the i-th axis of the operand becomes ``axes[i]``
+    (same sizes; the tensor is unchanged). A register tile enters a dot this way."""
+
+    operand: Expr
+
+
+@dataclass(frozen=True, eq=False)
 class Full(Expr):
     value: int | float
 
@@ -292,7 +300,8 @@ class Print(Stmt):
 @dataclass(frozen=True, eq=False)
 class Barrier(Stmt):
     """``tl.debug_barrier()``: the threads of the program wait for each other, so that
-    what one wrote to scratch memory is what another reads."""
+    what one wrote to global scratch memory (or a tile stored and read back by a later
+    iteration) is what another reads."""
 
 
 @dataclass(frozen=True, eq=False)

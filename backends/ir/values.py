@@ -212,8 +212,26 @@ class Acc:
     elem: ElemType
     fill: float | int
     layout: AccLayout | None = None
-    # where the initialising `tl.full` goes once the shape is known
-    pending: list[tuple[list[ir.Stmt], int]] = field(default_factory=list)
+    # where each initialising `tl.full` goes once the shape is known: the statement list,
+    # the index of its placeholder, the variable, its type and its value
+    pending: list[tuple[list[ir.Stmt], int, str, ir.DType, float | int]] = field(
+        default_factory=list)
+    # with `mma.scale`: the raw products since the last scale point (spec 5.8)
+    part: str | None = None
+
+
+@dataclass
+class FragArray:
+    """``frag mc[2][3] {v};``: one accumulator per element, made at its first use. Each
+    element's initialisation goes where the declaration stands: ``slots`` holds, per
+    element, the placeholders (statement list, index) for its tile and its raw partial sum.
+    ``dynamic`` records whether elements are selected by constants or by one runtime index."""
+
+    symbol: Symbol
+    fill: float | int
+    slots: dict[tuple[int, ...], list[tuple[list[ir.Stmt], int]]]
+    elements: dict[object, Acc] = field(default_factory=dict)
+    dynamic: bool | None = None
 
 
 @dataclass
@@ -224,7 +242,7 @@ class Operand:
     elem: ElemType
 
 
-Value = Scalar | Bounded | Buffer | Acc | Operand | TensorRef | Region | list
+Value = Scalar | Bounded | Buffer | Acc | FragArray | Operand | TensorRef | Region | list
 
 
 def access(region: Region, index: list[ir.Expr]) -> tuple[ir.Pointer, ir.Expr | None]:

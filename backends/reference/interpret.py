@@ -203,13 +203,12 @@ class Interpreter(Evaluator):
         for var, sym in zip(stmt.vars, self.fn.decls.get(id(stmt), [])):
             elem = sym.elem or dtypes.F32
             shape = tuple(self.sym_value(d) for d in sym.shape or ())
-            if stmt.frag:
-                raise not_implemented("'frag' declarations")
             fill = self.undefined_value(elem)
             if var.init is not None:
                 fill = arith.convert(self.eval(var.init), elem)
                 fill = fill.item() if isinstance(fill, torch.Tensor) else fill
-            space = sym.storage or "global"
+            # `frag T [M, K] x {v};`: a register tile, private to each instance
+            space = "local" if stmt.frag else sym.storage or "global"
             arrays = tuple(self.sym_value(d) for d in sym.array_dims)
             allocate = functools.partial(_allocate, sym.name, arrays, shape, elem, space, fill)
             value = self.block_shared((id(stmt), var.name), allocate) if space == "shared" \
@@ -525,6 +524,9 @@ class Interpreter(Evaluator):
 
     def _s_SwapStmt(self, stmt: ast.SwapStmt) -> None:
         dma.exec_swap(self, stmt)
+
+    def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
+        mma.exec_frag_decl(self, stmt)
 
     def _s_MmaFill(self, stmt: ast.MmaFill) -> None:
         mma.exec_fill(self, stmt)

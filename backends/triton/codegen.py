@@ -285,6 +285,8 @@ class KernelWriter:
             return f"tl.full([{sizes}], {render_const(e.value, e.dtype)}, tl.{e.dtype.value})"
         if isinstance(e, ir.Dot):
             return self._dot(e)
+        if isinstance(e, ir.Relabel):
+            return self.expr(e.operand, e.operand.axes)
         if isinstance(e, ir.Reduce):
             dim = e.operand.axes.index(e.axis)
             return f"tl.{e.op}({self.expr(e.operand, e.operand.axes)}, {dim})"
