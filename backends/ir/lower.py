@@ -612,6 +612,8 @@ class KernelLowering:
         return self._arith(op[:-1], current, rhs, elem)
 
     def _store_element(self, stmt: ast.AssignStmt, target: ast.ElemAccess, item: ast.Assign) -> None:
+        if self._store_lanewise(target, item):
+            return
         region, index, elem = self.element(target)
         if isinstance(region, Tile):
             raise unsupported(target.span, "writing single elements of a register-resident buffer")
@@ -626,6 +628,37 @@ class KernelLowering:
             value = b.cast(self._arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
+
+    def _store_lanewise(self, target: ast.ElemAccess, item: ast.Assign) -> bool:
+        """``buf.at(p) = v`` where each thread index of the block names one element of a
+        shared/local buffer, and together they name all of it: the buffer becomes the
+        register tile of the values (read back at the same indices, or copied out)."""
+        sym = self.fn.refs.get(id(target.base)) if isinstance(target.base, ast.Ident) else None
+        buffer = self.env.get(sym) if sym is not None else None
+        if not isinstance(buffer, Buffer) or item.op != "=" or len(target.indices) != len(
+                buffer.shape):
+            return False
+        dims = []
+        for expr, extent in zip(target.indices, buffer.shape):
+            index = self.value(expr)
+            if not isinstance(index, ir.AxisIndex) or index.axis.extent != extent.value \
+                    or index.axis in dims:
+                return False
+            dims.append(index.axis)
+        value = b.cast(self.value(item.value), b.dtype_of(buffer.elem))
+        if set(value.axes) - set(dims):
+            return False
+        predicate = self.predicate()
+        if predicate is not None:
+            old = buffer.content
+            if not isinstance(old, Tile) or old.dims != tuple(dims) or set(predicate.axes) - \
+                    set(dims):
+                return False
+            value = ir.Where(b.merged(predicate, value, old.expr), value.dtype, predicate,
+                             value, old.expr)
+        value = _broadcast(value, ir.sort_axes(tuple(dims)))
+        buffer.content = Tile(self.let(sym.name, value), tuple(dims), buffer.elem)
+        return True
 
     # ------------------------------------------------------------------ loops
     def _s_With(self, stmt: ast.With) -> None:
