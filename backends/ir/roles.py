@@ -527,6 +527,8 @@ def _loop_body(kl: KernelLowering, role: Role) -> list[_Sync]:
                 if ref is not None:
                     syncs.append(_Sync(kind, ref, touched))
             continue
+        if _has_events(kl, _as_block(stmt)):
+            raise _shape(stmt.span, "events inside nested control flow of a role")
         if not _bookkeeping(kl, stmt):
             touched = True
             if syncs and syncs[-1].kind == "trigger":

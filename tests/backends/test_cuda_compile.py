@@ -35,12 +35,23 @@ def _kernels() -> list[tuple[str, str, int]]:
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
 @pytest.mark.parametrize("program, function, index", _kernels())
 def test_kernel_compiles_for_sm90(program: str, function: str, index: int) -> None:
+    fn = croqtile.compile(PROGRAMS[program], filename=program).functions[function]
+    _compile_kernel(fn, program, function, index)
+
+
+def assert_compiles_for_sm90(text: str, name: str) -> None:
+    """Every kernel of every function of ``text`` compiles to sm_90 machine code."""
+    for function, fn in croqtile.compile(text, filename=name).functions.items():
+        for index in range(len(fn._compiled.artifact.kernels)):
+            _compile_kernel(fn, name, function, index)
+
+
+def _compile_kernel(fn: object, program: str, function: str, index: int) -> None:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    fn = croqtile.compile(PROGRAMS[program], filename=program).functions[function]
-    artifact = fn._compiled.artifact
+    artifact = fn._compiled.artifact  # type: ignore[attr-defined]
     module = load_module(artifact, settings.cache_dir())
     kernel = getattr(module, artifact.kernels[index])
     signature = artifact.signatures[index]
