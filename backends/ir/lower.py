@@ -635,12 +635,13 @@ class KernelLowering:
         register tile of the values (read back at the same indices, or copied out)."""
         sym = self.fn.refs.get(id(target.base)) if isinstance(target.base, ast.Ident) else None
         buffer = self.env.get(sym) if sym is not None else None
-        if not isinstance(buffer, Buffer) or item.op != "=" or len(target.indices) != len(
-                buffer.shape):
+        if not isinstance(buffer, Buffer) or item.op != "=":
+            return False
+        indices = self.indices(target.indices)
+        if len(indices) != len(buffer.shape):
             return False
         dims = []
-        for expr, extent in zip(target.indices, buffer.shape):
-            index = self.value(expr)
+        for index, extent in zip(indices, buffer.shape):
             if not isinstance(index, ir.AxisIndex) or index.axis.extent != extent.value \
                     or index.axis in dims:
                 return False
@@ -904,14 +905,18 @@ class KernelLowering:
             elem = value.tensor.elem if isinstance(value, Region) else value.elem
         else:
             raise unsupported(e.span, "this element access")
+        return source, self.indices(e.indices), elem
+
+    def indices(self, exprs: tuple[ast.Expr, ...]) -> list[ir.Expr]:
+        """Element indices, bounded ituples spread into their members."""
         index: list[ir.Expr] = []
-        for expr in e.indices:
+        for expr in exprs:
             info = self.fn.exprs.get(id(expr))
             if info is not None and isinstance(info.type, (BoundedTupleType, TupleType)):
                 index.extend(self.members(expr))
             else:
                 index.append(self.value(expr))
-        return source, index, elem
+        return index
 
     # ------------------------------------------------------------------ expressions
     def value(self, e: ast.Expr) -> ir.Expr:

@@ -158,6 +158,39 @@ __co__ void handoff(global s32 [128] a, global s32 [128] out) {
 }
 """
 
+# Double buffering with TMA futures: the first copy is made under `with k`, the loop
+# `foreach k(1:)` copies the next chunk while the current one is added, and `swap`
+# exchanges the names; the sum goes through a shared buffer written element by element.
+PING_PONG = """\
+__co__ auto ping_pong(f32 [4, 8, 64] x, f32 [4, 8, 64] y) {
+  f32 [x.span] total;
+  parallel p by 8 : block {
+    with k in [4] {
+      x0 = tma.copy.async x.chunkat(_, k, p) => shared;
+      y0 = tma.copy.async y.chunkat(_, k, p) => shared;
+      x1 = tma.any;
+      y1 = tma.any;
+      shared f32 [x0.span] sum;
+      foreach k(1:) {
+        x1 = tma.copy.async x.chunkat(_, k, p) => shared;
+        y1 = tma.copy.async y.chunkat(_, k, p) => shared;
+        wait x0, y0;
+        foreach i in [x0.span]
+          sum.at(i) = x0.data.at(i) + y0.data.at(i);
+        tma.copy sum => total.chunkat(_, k - 1, p);
+        swap x0, x1;
+        swap y0, y1;
+      }
+      wait x0, y0;
+      foreach i in [x0.span]
+        sum.at(i) = x0.data.at(i) + y0.data.at(i);
+      tma.copy sum => total.chunkat(_, k(-1), p);
+    }
+  }
+  return total;
+}
+"""
+
 GEMMS = {"one_consumer": ONE_CONSUMER, "two_consumers": TWO_CONSUMERS,
          "split_consumers": SPLIT_CONSUMERS}
 SHAPES = {"tiles": (128, 128, 256), "tails": (100, 72, 200)}
@@ -223,6 +256,16 @@ def test_straight_line_roles(device: str) -> None:
     assert_close(out, a.double() * 3 + 1, torch.int32)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_double_buffering_first_copy_under_with(device: str) -> None:
+    x = random((4, 8, 64), torch.float32, device)
+    y = random((4, 8, 64), torch.float32, device)
+    out = _compile(PING_PONG).ping_pong(x, y)
+    assert_close(out, x.double() + y.double(), torch.float32)
+    assert_close(interpret_source(PING_PONG, [x.cpu(), y.cpu()]), x.double() + y.double(),
+                 torch.float32)
+
+
 # --------------------------------------------------------------------------- the reference
 
 
@@ -258,9 +301,10 @@ def test_reference_interpreter_reports_a_straight_line_deadlock() -> None:
 
 
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
-@pytest.mark.parametrize("name", [*GEMMS, "handoff"])
+@pytest.mark.parametrize("name", [*GEMMS, "handoff", "ping_pong"])
 def test_compiles_for_sm90(name: str) -> None:
-    assert_compiles_for_sm90(GEMMS.get(name, HANDOFF), name)
+    programs = {**GEMMS, "handoff": HANDOFF, "ping_pong": PING_PONG}
+    assert_compiles_for_sm90(programs[name], name)
 
 
 # --------------------------------------------------------------------------- irregular
