@@ -408,10 +408,17 @@ class KernelLowering:
         stmts = block.stmts
         i = 0
         while i < len(stmts):
-            if _is_role(stmts[i]):  # a run of `inthreads.async` roles is lowered together
+            if _is_role(stmts[i]):
+                # `inthreads.async` roles run side by side, so a run of them is lowered
+                # together; declarations between them (which every thread makes) go first
                 j = i
-                while j < len(stmts) and (_is_role(stmts[j]) or isinstance(stmts[j], ast.Empty)):
+                while j < len(stmts) and (_is_role(stmts[j]) or _declares_only(stmts[j])):
                     j += 1
+                while not _is_role(stmts[j - 1]):
+                    j -= 1
+                for stmt in stmts[i:j]:
+                    if not _is_role(stmt):
+                        self.stmt(stmt)
                 self.roles([s for s in stmts[i:j] if _is_role(s)])
                 i = j
                 continue
@@ -1114,6 +1121,13 @@ def _high(bound: Sym | None) -> int | None:
 
 def _is_role(stmt: ast.Stmt) -> bool:
     return isinstance(stmt, ast.InThreads) and stmt.is_async
+
+
+def _declares_only(stmt: ast.Stmt) -> bool:
+    """A statement with no effect but a name: buffers without initialiser, events."""
+    if isinstance(stmt, ast.SpannedDecl):
+        return all(v.init is None for v in stmt.vars)
+    return isinstance(stmt, (ast.Empty, ast.EventDecl))
 
 
 def _var_names(e: ir.Expr) -> set[str]:

@@ -120,9 +120,10 @@ def _has_events(kl: KernelLowering, block: ast.Block) -> bool:
 @dataclass
 class Ledger:
     """Generations of events in the serial order being built. ``participants`` are the
-    actors (role numbers, MAIN) that trigger an event: a generation completes when every
-    one of them has triggered it. ``unknown`` events left a pipelined loop in a state
-    that depends on its trip count."""
+    roles that trigger an event: a generation completes when every one of them has
+    triggered it. A trigger outside roles (MAIN) is made by every thread of the block,
+    so it counts for all of them at once. ``unknown`` events left a pipelined loop in a
+    state that depends on its trip count."""
 
     participants: dict[Symbol, set[int]] = field(default_factory=dict)
     arrivals: dict[tuple[Symbol, int, int], int] = field(default_factory=dict)
@@ -130,12 +131,13 @@ class Ledger:
     unknown: set[Symbol] = field(default_factory=set)
 
     def completed(self, sym: Symbol, slot: int) -> int:
-        actors = self.participants.get(sym) or set()
-        done = min((self.arrivals.get((sym, slot, a), 0) for a in actors), default=0)
-        return done + int(_is_ready(sym))
+        roles = self.participants.get(sym, set())
+        done = min((self.arrivals.get((sym, slot, a), 0) for a in roles), default=0)
+        return self.arrivals.get((sym, slot, MAIN), 0) + done + int(_is_ready(sym))
 
     def trigger(self, sym: Symbol, slot: int, actor: int) -> None:
-        self.participants.setdefault(sym, set()).add(actor)
+        if actor != MAIN:
+            self.participants.setdefault(sym, set()).add(actor)
         key = (sym, slot, actor)
         self.arrivals[key] = self.arrivals.get(key, 0) + 1
 
@@ -617,7 +619,7 @@ def _only(syncs: list[_Sync], kind: str, span: Span, who: str) -> _Sync:
 def _check_order(kl: KernelLowering, ref: EventRef, var: ir.Var, stages: int) -> None:
     """The slot is ``k % S`` and an ``.at`` order is ``k`` itself: iteration ``k`` uses
     generation ``k / S`` of slot ``k % S``, which is what the serial loop reproduces."""
-    expected = kl.canonical(b.binary("%", var, b.const(stages)))
+    expected = kl.canonical(b.binary("%", var, b.const(stages)) if stages > 1 else b.const(0))
     if ref.order is not None and kl.canonical(ref.order) != kl.canonical(var):
         raise _shape(ref.span, f"the order of '{ref.symbol.name}.at(...)' must be the loop "
                                "variable itself")
