@@ -38,7 +38,7 @@ from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .lower import KernelLowering, _truth, iter_stmts
-from .values import Bounded
+from .values import Bounded, Buffer, Region, Scalar, Tile
 
 MAIN = -1  # the actor of event statements outside roles
 
@@ -226,12 +226,10 @@ def lower_roles(kl: KernelLowering, nodes: list[ast.InThreads]) -> None:
                 for sym in _event_syms(kl, stmt):
                     ledger.participants.setdefault(sym, set()).add(role.number)
     looping = [r for r in roles if r.loop is not None]
-    if not looping:
-        _schedule(kl, roles, [r.before for r in roles])
-        return
-    _schedule(kl, roles, [r.before for r in roles])
-    _pipeline(kl, looping)
-    _schedule(kl, roles, [r.after for r in roles])
+    _schedule(kl, roles, [r.before for r in roles], bool(looping))
+    if looping:
+        _pipeline(kl, looping)
+        _schedule(kl, roles, [r.after for r in roles], False)
 
 
 def _role(kl: KernelLowering, number: int, node: ast.InThreads) -> Role | None:
@@ -279,6 +277,8 @@ def _narrowed(kl: KernelLowering, node: ast.InThreads):
     if not isinstance(current, Bounded) or not isinstance(current.expr, ir.AxisIndex):
         return None
     axis = current.expr.axis
+    if _uses_axis_from_outside(kl, node, sym, axis):
+        return None
     lo, hi = max(lo, 0), min(hi, axis.extent)
     if hi <= lo:
         return None  # no lane runs the role: its mask is all false
@@ -288,6 +288,38 @@ def _narrowed(kl: KernelLowering, node: ast.InThreads):
     sub = kl.axis(("role", id(node)), hi - lo, sym.name)
     inside = Bounded(b.add(b.axis_index(sub), b.const(lo)), current.bound)
     return sym, current, axis, inside
+
+
+def _uses_axis_from_outside(kl: KernelLowering, node: ast.InThreads, index: Symbol,
+                            axis: ir.Axis) -> bool:
+    """Whether the role reads a value made outside it that varies along ``axis`` (a
+    scalar computed per thread before the roles): inside a narrowed role that axis is
+    replaced, so such a value would not line up with the role's lanes."""
+    from .loops import _children
+
+    stack: list[ast.Node] = [node.body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, ast.Ident):
+            sym = kl.fn.refs.get(id(item))
+            if sym is not None and sym is not index and _varies(kl.env.get(sym), axis):
+                return True
+        stack.extend(_children(item))
+    return False
+
+
+def _varies(value: object, axis: ir.Axis) -> bool:
+    if isinstance(value, (Scalar, Bounded)):
+        return axis in value.expr.axes
+    if isinstance(value, Buffer):
+        content = value.content
+        if isinstance(content, Tile):
+            return axis in content.dims or axis in content.expr.axes
+        if isinstance(content, Region):
+            return any(axis in o.axes for o in content.origin)
+    if isinstance(value, list):
+        return any(_varies(v, axis) for v in value)
+    return False
 
 
 def _interval(kl: KernelLowering, pred: ast.Expr) -> tuple[Symbol, int, int] | None:
@@ -355,9 +387,12 @@ class _RoleScope:
 # --------------------------------------------------------------------------- straight line
 
 
-def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]]) -> None:
+def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]],
+              loops_follow: bool) -> None:
     """Lower the roles' statement lists in an order that satisfies every wait: each role
-    runs until it reaches a wait that is not yet satisfied, then the next one does."""
+    runs until it reaches a wait that is not yet satisfied, then the next one does.
+    ``loops_follow``: these are the parts before pipelined loops, which must not wait
+    for what the loops trigger."""
     ledger = _ledger(kl)
     cursors = [0] * len(roles)
     while True:
@@ -377,6 +412,9 @@ def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]]
         if not progressed:
             assert blocked is not None
             ref = _waits(kl, blocked)[0]
+            if loops_follow:
+                raise _shape(blocked.span, "a role waits before its pipelined loop for an "
+                                           "event no role triggers before the loops")
             raise LoweringError("CQ0756", blocked.span, name=ref.symbol.name,
                                 reason="in no order of the roles is it triggered first "
                                        "(every role waits for another)")

@@ -158,6 +158,19 @@ __co__ void handoff(global s32 [128] a, global s32 [128] out) {
 }
 """
 
+# Roles chosen by a range of the thread index that read a per-thread value computed
+# before them.
+BEFORE_ROLES = """\
+__co__ void halves(global s32 [128] a, global s32 [128] out) {
+  parallel p by 128 : thread {
+    twice = a.at(p) * 2;
+    shared event done;
+    inthreads.async (p < 64) { out.at(p) = twice; trigger done; }
+    inthreads.async (p >= 64) { wait done; out.at(p) = twice + 1; }
+  }
+}
+"""
+
 # Double buffering with TMA futures: the first copy is made under `with k`, the loop
 # `foreach k(1:)` copies the next chunk while the current one is added, and `swap`
 # exchanges the names; the sum goes through a shared buffer written element by element.
@@ -264,6 +277,16 @@ def test_double_buffering_first_copy_under_with(device: str) -> None:
     assert_close(out, x.double() + y.double(), torch.float32)
     assert_close(interpret_source(PING_PONG, [x.cpu(), y.cpu()]), x.double() + y.double(),
                  torch.float32)
+
+
+def test_roles_read_values_computed_before_them() -> None:
+    a = random((128,), torch.int32)
+    expected = a.double() * 2 + (torch.arange(128) >= 64).double()
+    for run in (lambda out: _compile(BEFORE_ROLES).halves(a, out),
+                lambda out: interpret_source(BEFORE_ROLES, [a, out])):
+        out = poison(torch.empty(128, dtype=torch.int32))
+        run(out)
+        assert_close(out, expected, torch.int32)
 
 
 # --------------------------------------------------------------------------- the reference
