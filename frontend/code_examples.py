@@ -2250,6 +2250,103 @@ __co__ void ragged(global f32 [64] x, global s32 [4] sizes, global f32 [64] y) {
 """,
         message="tile extent 'n' has no static bound; Triton needs a constant tile shape",
     ),
+    "CQ0755": Example(
+        bad="""\
+__co__ void ring(global f16 [64, 256] a, global f16 [64, 256] b, global f32 [64, 64] c) {
+  parallel p by 1 : block {
+    shared event full[2], empty[2];
+    shared f16 [64, 64] ra[2], rb[2];
+    parallel wg by 2 : group-4 {
+      inthreads.async (wg == 0) {
+        foreach {k} in [4] {
+          wait empty.at(k);
+          fa = tma.copy.async a.subspan(64, 64).at(0, k) => ra[k % 2];
+          fb = tma.copy.async b.subspan(64, 64).at(0, k) => rb[k % 2];
+          trigger full.at(k) after fa, fb;
+        }
+      }
+      inthreads.async (wg == 1) {
+        acc = mma.fill.f32 0.0f;
+        foreach {k} in [4] {
+          wait full.at(k);
+          mma.row.row acc, ra[k % 2], rb[k % 2];
+          trigger empty.at(k);
+        }
+        mma.store acc, c;
+      }
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void ring(global f16 [64, 256] a, global f16 [64, 256] b, global f32 [64, 64] c) {
+  parallel p by 1 : block {
+    shared event full[2], empty[2];
+    shared f16 [64, 64] ra[2], rb[2];
+    parallel wg by 2 : group-4 {
+      inthreads.async (wg == 0) {
+        foreach {k} in [4] {
+          wait empty.at(k);
+          fa = tma.copy.async a.subspan(64, 64).at(0, k) => ra[k % 2];
+          fb = tma.copy.async b.subspan(64, 64).at(0, k) => rb[k % 2];
+          trigger full.at(k) after fa, fb;
+        }
+      }
+      inthreads.async (wg == 1) {
+        acc = mma.fill.f32 0.0f;
+        foreach {s} in [2] { trigger empty.at(s); }
+        foreach {k} in [4] {
+          wait full.at(k);
+          mma.row.row acc, ra[k % 2], rb[k % 2];
+          trigger empty.at(k);
+        }
+        mma.store acc, c;
+      }
+    }
+  }
+}
+""",
+        message=("this warp specialisation cannot be serialised into one loop: no role can "
+                 "start: release every slot of the ring before the loops (`foreach {s} in "
+                 "[S] { trigger empty.at(s); }` in each consumer) or declare the event "
+                 "`= ready`"),
+    ),
+    "CQ0756": Example(
+        bad="""\
+__co__ void handshake(global s32 [256] a, global s32 [256] out) {
+  parallel p by 256 : thread {
+    shared event ping, pong;
+    inthreads.async (p < 128) {
+      wait pong;
+      trigger ping;
+    }
+    inthreads.async (p >= 128) {
+      wait ping;
+      trigger pong;
+    }
+    out.at(p) = a.at(p);
+  }
+}
+""",
+        fixed="""\
+__co__ void handshake(global s32 [256] a, global s32 [256] out) {
+  parallel p by 256 : thread {
+    shared event ping, pong;
+    inthreads.async (p < 128) {
+      trigger ping;
+      wait pong;
+    }
+    inthreads.async (p >= 128) {
+      wait ping;
+      trigger pong;
+    }
+    out.at(p) = a.at(p);
+  }
+}
+""",
+        message=("'wait' on 'pong' would never return: in no order of the roles is it "
+                 "triggered first (every role waits for another)"),
+    ),
     "CQ0220": Example(
         bad="""\
 __co__ void bump(global f32 [64]& x) {
@@ -2326,7 +2423,7 @@ __co__ void stage(global f32 [2, 4] a, global f32 [2, 4] o) {
   parallel wg by 3 : block {
     local f32 [2, 4] b[3];
     dma.copy a => b[wg];
-    dma.copy b[0] => o;
+    dma.copy b[wg] => o;
   }
 }
 """,
@@ -2657,6 +2754,7 @@ __co__ void ring(global f32 [64] x) {
 __co__ void ring(global f32 [64] x) {
   parallel p by 1 : block {
     shared event ready[2];
+    trigger ready.at(0);
     wait ready.at(0);
   }
 }
@@ -2676,6 +2774,7 @@ __co__ void ring(global f32 [64] x) {
 __co__ void ring(global f32 [64] x) {
   parallel p by 1 : block {
     shared event ready[2];
+    trigger ready.at(1);
     wait ready.at(1);
   }
 }
@@ -3185,5 +3284,11 @@ MEANINGS: dict[str, str] = {
               "extent is only known at run time, and nothing bounds it (an extent such as "
               "`(T < rest) ? T : rest` or `c ? 2 : 3` is bounded: the tile takes the bound "
               "and masks the rest).",
+    "CQ0755": "Triton has no warp roles, so producer and consumer roles are serialised "
+              "into one loop; that is only possible for the ring shape in the hint (or "
+              "roles without loops), where the serial order provably reads what the "
+              "protocol would have delivered.",
+    "CQ0756": "No order of the roles lets this wait find its trigger: on the GPU every "
+              "role would wait for another forever.",
     "CQ0901": "A bug inside the compiler, reported instead of a Python traceback.",
 }

@@ -239,6 +239,14 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0702", E, "{construct} has no Triton mapping: {reason}"),
     Code("CQ0703", E, "cannot lower this MMA to one tile-level dot: {reason}"),
     Code("CQ0704", E, "tile extent '{extent}' has no static bound; Triton needs a constant tile shape"),
+    Code("CQ0755", E, "this warp specialisation cannot be serialised into one loop: {reason}",
+         "supported: roles without loops whose waits find their triggers in some order, or "
+         "a ring: one producer role `foreach {{k}} in [n] {{ wait empty.at(k); <copies into "
+         "ring[k % S]>; trigger full.at(k); }}` and consumer roles that release every slot "
+         "of `empty` and then `foreach {{k}} in [n] {{ wait full.at(k); <use ring[k % S]>; "
+         "trigger empty.at(k); }}`"),
+    Code("CQ0756", E, "'wait' on '{name}' would never return: {reason}",
+         "trigger the event (in another role, or earlier) before it is waited for"),
     # --- internal -------------------------------------------------------------------
     Code("CQ0901", E, "internal compiler error: {detail} (please report this)"),
 )

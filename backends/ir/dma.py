@@ -32,10 +32,7 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     if isinstance(dst, ast.StorageDest):
         if dst.storage == "global":
             raise unsupported(dst.span, "copies into a fresh global buffer")
-        content = source
-        if isinstance(source, Region) and (stmt.engine == "tma" or any(
-                a.name == "zfill" for a in stmt.attrs)):
-            content = source.clipped(source.extents, True)
+        content = staged(source, stmt)
         shape = source.extents if isinstance(source, Region) else tuple(
             Sym(d.extent) for d in source.dims)
         elem = source.tensor.elem if isinstance(source, Region) else source.elem
@@ -60,6 +57,15 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     store_tile(kl, target, tile, stmt.span)
     if future is not None:
         kl.env[future] = Buffer(future, target.extents, target.tensor.elem, target)
+
+
+def staged(source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
+    """What a copy ``=> shared`` / ``=> local`` holds: the source, whose masked part is
+    data (zeros) when TMA or ``.zfill`` fills it."""
+    if isinstance(source, Region) and (stmt.engine == "tma" or any(
+            a.name == "zfill" for a in stmt.attrs)):
+        return source.clipped(source.extents, True)
+    return source
 
 
 def _transformed(kl: KernelLowering, source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:

@@ -327,6 +327,10 @@ def _carry_futures(kl: KernelLowering, stmt: ast.Foreach, var: str, start: ir.Ex
         cur = syms[0] if syms[1] is nxt else syms[1]
         current = kl.env.get(cur)
         source = kl.resolve_view_read(copy.src)
+        if isinstance(copy.dst, ast.StorageDest):
+            from .dma import staged
+
+            source = staged(source, copy)
         if not isinstance(source, Region) or not isinstance(current, Buffer) or not isinstance(
                 current.content, Region):
             raise unsupported(inner.span, "this double-buffering pattern",

@@ -26,8 +26,8 @@ from . import build as b
 from . import builtins, scratch
 from . import nodes as ir
 from .errors import LoweringError, NeedsSpecialization, static_extent, unsupported
-from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
-                     padding_mask)
+from .values import (Acc, Bounded, Buffer, BufferArray, Region, Scalar, TensorRef, Tile,
+                     access, padding_mask)
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,8 @@ class KernelLowering:
         self.program_index: ir.Expr = b.const(0)  # this program's row-major launch index
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
+        self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
+        self.events = None  # the event ledger of straight-line code (roles.py), made on use
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -282,7 +284,19 @@ class KernelLowering:
             return value  # type: ignore[return-value]
         name = self.fresh(base)
         self.emit(ir.Let(span, name, value))
+        self.definitions[name] = value
         return ir.Var(value.axes, value.dtype, name)
+
+    def canonical(self, e: ir.Expr) -> tuple[object, ...]:
+        """The structural key of ``e`` with let-bound names replaced by their values, so
+        that ``stage`` (``stage = k % 4``) and ``k % 4`` written elsewhere compare equal."""
+        for _ in range(32):  # definitions nest as deep as the lets that made them
+            names = [n for n in _var_names(e) if n in self.definitions]
+            if not names:
+                break
+            for name in names:
+                e = b.substitute(e, name, self.definitions[name])
+        return b.key(e)
 
     def axis(self, key: object, extent: int, base: str, min_size: int = 1) -> ir.Axis:
         """The axis for ``key``; the same hardware level reuses its axis (so that an
@@ -431,8 +445,30 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ statements
     def block(self, block: ast.Block) -> None:
-        for stmt in block.stmts:
-            self.stmt(stmt)
+        stmts = block.stmts
+        i = 0
+        while i < len(stmts):
+            if _is_role(stmts[i]):
+                # `inthreads.async` roles run side by side, so a run of them is lowered
+                # together; declarations between them (which every thread makes) go first
+                j = i
+                while j < len(stmts) and (_is_role(stmts[j]) or _declares_only(stmts[j])):
+                    j += 1
+                while not _is_role(stmts[j - 1]):
+                    j -= 1
+                for stmt in stmts[i:j]:
+                    if not _is_role(stmt):
+                        self.stmt(stmt)
+                self.roles([s for s in stmts[i:j] if _is_role(s)])
+                i = j
+                continue
+            self.stmt(stmts[i])
+            i += 1
+
+    def roles(self, roles: list[ast.InThreads]) -> None:
+        from .roles import lower_roles
+
+        lower_roles(self, roles)
 
     def stmt(self, stmt: ast.Stmt) -> None:
         method = getattr(self, "_s_" + type(stmt).__name__, None)
@@ -475,7 +511,21 @@ class KernelLowering:
                    for info in self.fn.parallels[id(self.root)])
 
     def _s_WaitStmt(self, stmt: ast.WaitStmt) -> None:
-        pass  # copies are performed when issued; waiting has nothing left to do
+        """Copies are performed when issued, so waiting for a future has nothing left to
+        do; waits for events outside warp-specialised roles are checked in program order."""
+        from .roles import straight_line_event
+
+        for target in stmt.targets:
+            straight_line_event(self, stmt, target, "wait")
+
+    def _s_TriggerStmt(self, stmt: ast.TriggerStmt) -> None:
+        from .roles import straight_line_event
+
+        for target in stmt.targets:
+            straight_line_event(self, stmt, target, "trigger")
+
+    def _s_EventDecl(self, stmt: ast.EventDecl) -> None:
+        pass  # events carry no data: only their protocol is checked (roles.py)
 
     def _s_Parallel(self, stmt: ast.Parallel) -> None:
         levels = list(self.fn.parallels[id(stmt)])
@@ -491,7 +541,8 @@ class KernelLowering:
             if elem.torch is None:
                 raise LoweringError("CQ0214", stmt.span, elem=elem.name)
             if sym.array_dims:
-                raise unsupported(stmt.span, "arrays of buffers")
+                self.env[sym] = self._buffer_array(stmt, sym, elem)
+                continue
             buffer = Buffer(sym, sym.shape or (), elem, scope=self.scopes[-1],
                             lanes=scratch.private_lanes(self, sym.storage))
             var = next(v for v in stmt.vars if v.name == sym.name)
@@ -500,6 +551,40 @@ class KernelLowering:
                 if scratch.element_written(self, sym):
                     scratch.scratch(self, buffer, stmt.span)  # filled, then written piecewise
             self.env[sym] = buffer
+
+    def _buffer_array(self, stmt: ast.SpannedDecl, sym: Symbol,
+                      elem: dtypes.ElemType) -> BufferArray:
+        var = next(v for v in stmt.vars if v.name == sym.name)
+        if var.init is not None:
+            raise unsupported(var.init.span, "an initialiser on an array of buffers")
+        count = 1
+        for dim in sym.array_dims:
+            if dim.value is None:
+                raise LoweringError("CQ0704", stmt.span, extent=dim)
+            count *= dim.value
+        return BufferArray(sym, sym.shape or (), elem, count)
+
+    def array_element(self, array: BufferArray, index: tuple[ast.Expr, ...], span: Span,
+                      write: bool) -> Buffer:
+        """The buffer ``array[index]`` names. A write starts a fresh element under the
+        index's key and forgets the others (they may be the same element at run time,
+        unless both indices are different constants); a read must use the key of a write."""
+        values = [self.value(i) for i in index]
+        key = tuple(self.canonical(v) for v in values)
+        constant = all(isinstance(v, ir.Const) for v in values)
+        if write:
+            for other in list(array.slots):
+                if not (constant and other != key and all(k[0] == "Const" for k in other)):
+                    del array.slots[other]
+            array.slots[key] = Buffer(array.symbol, array.shape, array.elem)
+            return array.slots[key]
+        found = array.slots.get(key)
+        if found is None:
+            raise unsupported(span, f"reading an element of '{array.symbol.name}' that cannot "
+                                    "be matched with the copy that filled it",
+                              "index the array with the same expression as the copy into it, "
+                              "e.g. `ring[k % STAGES]` for both")
+        return found
 
     def _filled_tile(self, buffer: Buffer, init: ast.Expr) -> Tile:
         value = self.value(init)
@@ -606,7 +691,6 @@ class KernelLowering:
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
 
-    # ------------------------------------------------------------------ loops
     def _s_With(self, stmt: ast.With) -> None:
         for loop in self.fn.loops[id(stmt)]:
             for sym, bound in zip(loop.vars, loop.bounds):
@@ -684,7 +768,8 @@ class KernelLowering:
 
     def _s_InThreads(self, stmt: ast.InThreads) -> None:
         if stmt.is_async:
-            raise unsupported(stmt.span, "warp-specialised 'inthreads.async' roles")
+            self.roles([stmt])
+            return
         cond = _truth(self.value(stmt.pred))
         if not cond.axes:
             with self.nested() as then:
@@ -781,9 +866,11 @@ class KernelLowering:
         if not isinstance(view, ast.View):
             raise unsupported(view.span, "this operand")
         info: ViewInfo = self.fn.views[id(view)]
-        if info.array_index:
-            raise unsupported(view.span, "arrays of buffers")
         root = self.env.get(info.root)
+        if info.array_index:
+            if not isinstance(root, BufferArray):
+                raise unsupported(view.span, "indexing this value as an array of buffers")
+            root = self.array_element(root, info.array_index, view.span, write)
         offsets: list[ir.Expr] = []
         extents = info.root.shape or ()
         base = root
@@ -873,9 +960,13 @@ class KernelLowering:
         return source, self.element_index(e), elem
 
     def element_index(self, e: ast.ElemAccess) -> list[ir.Expr]:
-        """The indices of ``x.at(...)``, a bounded ituple supplying several."""
+        """The indices of ``x.at(...)``."""
+        return self.indices(e.indices)
+
+    def indices(self, exprs: tuple[ast.Expr, ...]) -> list[ir.Expr]:
+        """Element indices, bounded ituples spread into their members."""
         index: list[ir.Expr] = []
-        for expr in e.indices:
+        for expr in exprs:
             info = self.fn.exprs.get(id(expr))
             if info is not None and isinstance(info.type, (BoundedTupleType, TupleType)):
                 index.extend(self.members(expr))
@@ -1076,6 +1167,26 @@ def _broadcast(value: ir.Expr, axes: tuple[ir.Axis, ...]) -> ir.Expr:
 def _high(bound: Sym | None) -> int | None:
     """The largest value of an index in ``[0, bound)`` when the bound is static."""
     return bound.value - 1 if bound is not None and bound.value is not None else None
+
+
+def _is_role(stmt: ast.Stmt) -> bool:
+    return isinstance(stmt, ast.InThreads) and stmt.is_async
+
+
+def _declares_only(stmt: ast.Stmt) -> bool:
+    """A statement with no effect but a name: buffers without initialiser, events."""
+    if isinstance(stmt, ast.SpannedDecl):
+        return all(v.init is None for v in stmt.vars)
+    return isinstance(stmt, (ast.Empty, ast.EventDecl))
+
+
+def _var_names(e: ir.Expr) -> set[str]:
+    if isinstance(e, ir.Var):
+        return {e.name}
+    names: set[str] = set()
+    for child in b.children(e):
+        names |= _var_names(child)
+    return names
 
 
 def _truth(e: ir.Expr) -> ir.Expr:

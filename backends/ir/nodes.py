@@ -260,6 +260,7 @@ class For(Stmt):
     body: list[Stmt]
     pipelined: bool = False
     step: Expr | None = None
+    stages: int | None = None  # a pipelined loop's own software-pipeline depth
 
 
 @dataclass(frozen=True, eq=False)

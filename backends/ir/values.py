@@ -191,6 +191,20 @@ class Buffer:
 
 
 @dataclass
+class BufferArray:
+    """``shared f16 [64, 64] ring[4];``: an array of buffers. Each element is a ``Buffer``
+    keyed by the structural identity of the index expression that selected it: a read
+    finds the copy only when it names the element the same way the copy did (``ring[s]``
+    after ``=> ring[s]``), which is what a ring buffer indexed by ``k % STAGES`` does."""
+
+    symbol: Symbol
+    shape: tuple[Sym, ...]
+    elem: ElemType
+    count: int
+    slots: dict[tuple[object, ...], Buffer] = field(default_factory=dict)
+
+
+@dataclass
 class AccLayout:
     """How a fused accumulator's rows and columns decompose: the vector axes merged in
     (outermost first, with their extents) and the per-instance extents."""
@@ -242,7 +256,8 @@ class Operand:
     elem: ElemType
 
 
-Value = Scalar | Bounded | Buffer | Acc | FragArray | Operand | TensorRef | Region | list
+Value = (Scalar | Bounded | Buffer | BufferArray | Acc | FragArray | Operand | TensorRef | Region
+         | list)
 
 
 def access(region: Region, index: list[ir.Expr]) -> tuple[ir.Pointer, ir.Expr | None]:

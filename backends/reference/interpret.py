@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, TextIO
 
 import torch
@@ -26,7 +26,7 @@ from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
 from ...frontend.source import Span
-from . import arith, dma, mma
+from . import arith, dma, events, mma
 from .errors import AssertionFailed, InterpretError, not_implemented
 from .exprs import Evaluator
 from .lanes import lane_safe
@@ -108,6 +108,7 @@ class Interpreter(Evaluator):
         self.mask: torch.Tensor | None = None  # active lanes (None: all of them)
         self.lanes = False  # inside a parallel running as lanes
         self.scaled_frags = _scaled_frags(fn)
+        self.scheduler: events.Scheduler | None = None  # instances exchanging events
         self._lane_cache: dict[int, bool] = {}
         self._stmt_methods: dict[type, Callable[[Any], None]] = {}
         self._init_evaluator()
@@ -346,8 +347,8 @@ class Interpreter(Evaluator):
         self._branch(stmt.cond, stmt.then, stmt.other)
 
     def _s_InThreads(self, stmt: ast.InThreads) -> None:
-        """Only instances where ``pred`` holds run the body (spec 5.3); ``.async`` warp
-        specialisation runs the same way here (events are not implemented)."""
+        """Only instances where ``pred`` holds run the body (spec 5.3); ``.async`` roles run
+        the same way, their instances interleaved at event waits (``events.py``)."""
         self._branch(stmt.pred, stmt.body, None)
 
     def _branch(self, cond_expr: ast.Expr, then: ast.Block, other: ast.Block | None) -> None:
@@ -449,10 +450,14 @@ class Interpreter(Evaluator):
                      for combo in itertools.product(*(
                          list(itertools.product(*(range(b) for b in bounds)))
                          for bounds in sizes))]
+        cooperative = events.uses_events(self.fn, stmt.body)
         for phase in phases:
-            for inst in instances:
-                if not inst.done:
-                    self._run_instance(inst, phase)
+            live = [inst for inst in instances if not inst.done]
+            if cooperative:
+                events.Scheduler(self).run(live, phase, self._run_instance)
+                continue
+            for inst in live:
+                self._run_instance(inst, phase)
 
     def _lane_safe(self, stmt: ast.Parallel) -> bool:
         known = self._lane_cache.get(id(stmt))
@@ -520,7 +525,17 @@ class Interpreter(Evaluator):
         dma.exec_any(self, stmt)
 
     def _s_WaitStmt(self, stmt: ast.WaitStmt) -> None:
-        dma.exec_wait(self, stmt)
+        futures = [t for t in stmt.targets if not events.is_event(self, t)]
+        dma.exec_wait(self, replace(stmt, targets=tuple(futures)))
+        for target in stmt.targets:
+            if events.is_event(self, target):
+                events.wait(self, target)
+
+    def _s_TriggerStmt(self, stmt: ast.TriggerStmt) -> None:
+        events.trigger(self, stmt)
+
+    def _s_EventDecl(self, stmt: ast.EventDecl) -> None:
+        events.declare(self, stmt)
 
     def _s_SwapStmt(self, stmt: ast.SwapStmt) -> None:
         dma.exec_swap(self, stmt)

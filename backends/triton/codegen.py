@@ -146,6 +146,8 @@ class KernelWriter:
             start = self.expr(stmt.start, ())
             stop = self.expr(stmt.stop, ())
             step = f", {self.expr(stmt.step, ())}" if stmt.step is not None else ""
+            if stmt.pipelined and stmt.stages:
+                step += f", num_stages={stmt.stages}"
             loop = "tl.range" if stmt.pipelined else "range"
             w.line(f"for {stmt.var} in {loop}({start}, {stop}{step}):")
             self.loops += 1

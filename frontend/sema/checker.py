@@ -612,13 +612,23 @@ class Checker:
         if not self.ctx.on_device:
             self._error("CQ0606", stmt.span, what="'inthreads'", where="outside a parallel block")
         self._expr(stmt.pred)
-        parallel = [i for i in _idents(stmt.pred)
-                    if (sym := self._fn().refs.get(id(i))) is not None
-                    and sym.kind is SymKind.BOUNDED and sym.level is not None
-                    and sym.level.is_parallel]
-        if not parallel:
+        if not self._divergent(stmt.pred, 8):
             self._error("CQ0613", stmt.pred.span)
         self._block_under(stmt.pred, stmt.body)
+
+    def _divergent(self, expr: ast.Expr, depth: int) -> bool:
+        """Whether ``expr`` depends on a parallel variable, directly or through immutable
+        scalars defined from one (``pred = p < 128; inthreads (pred)``)."""
+        for ident in _idents(expr):
+            sym = self._fn().refs.get(id(ident))
+            if sym is None:
+                continue
+            if sym.kind is SymKind.BOUNDED and sym.level is not None and sym.level.is_parallel:
+                return True
+            init = _initialiser(sym)
+            if depth and init is not None and self._divergent(init, depth - 1):
+                return True
+        return False
 
     def _stmt_ReturnStmt(self, stmt: ast.ReturnStmt) -> None:
         fn = self._fn()
@@ -1430,10 +1440,29 @@ class Checker:
             if info is None or count.value is None:
                 continue
             low, high = self._index_range(index)
+            modulus = self._modulus(index, 4)
+            if modulus is not None and low is None:
+                high = modulus - 1 if high is None else min(high, modulus - 1)
             if (high is not None and high >= count.value) or (low is not None and low < 0):
                 self._error("CQ0315", index.span, index=_text(index), name=sym.name,
                             high=high if high is not None and high >= count.value else low,
                             count=count.value)
+
+    def _modulus(self, index: ast.Expr, depth: int) -> int | None:
+        """``c`` when ``index`` is ``x % c`` of a bounded (non-negative) ``x`` with a
+        constant ``c > 0``, directly or through a name defined so (``stage = k % 4``):
+        its values stay below ``c`` whatever the bound of ``x``."""
+        if isinstance(index, ast.Ident) and depth:
+            sym = self._fn().refs.get(id(index))
+            init = _initialiser(sym) if sym is not None else None
+            return self._modulus(init, depth - 1) if init is not None else None
+        if not isinstance(index, ast.Binary) or index.op != "%":
+            return None
+        lhs, rhs = self._fn().exprs.get(id(index.lhs)), self._fn().exprs.get(id(index.rhs))
+        if lhs is None or rhs is None or not isinstance(lhs.type, BoundedType) or \
+                rhs.static is None or rhs.static.value is None or rhs.static.value <= 0:
+            return None
+        return rhs.static.value
 
     def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
         step = self._view_step_shape(op, shape)
@@ -2473,6 +2502,17 @@ def _conjuncts(cond: ast.Expr) -> list[ast.Expr]:
     if isinstance(cond, ast.Binary) and cond.op == "&&":
         return _conjuncts(cond.lhs) + _conjuncts(cond.rhs)
     return [cond]
+def _initialiser(sym: Symbol) -> ast.Expr | None:
+    """The value an immutable scalar was declared with (None when it may change)."""
+    node = sym.decl_node
+    if sym.kind not in (SymKind.SCALAR, SymKind.BOUNDED) or sym.mutable:
+        return None
+    if isinstance(node, ast.ScalarDecl):
+        return next((i.init for i in node.items if i.name == sym.name), None)
+    if isinstance(node, ast.AssignStmt):
+        return next((i.value for i in node.items if isinstance(i.target, ast.Ident)
+                     and i.target.name == sym.name and i.op == "="), None)
+    return None
 
 
 def _idents(node: ast.Node) -> list[ast.Ident]:
