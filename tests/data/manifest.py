@@ -1,0 +1,136 @@
+"""The corpus: every program ``<name>.co`` of this folder (the seed kernels excepted, see
+``tests/reference/test_interpret.py``) with the inputs it runs on and the float64 torch
+computation it must match. ``tests/e2e/test_corpus.py`` runs each case through the
+reference interpreter and the Triton path.
+
+A case names its program, builds fresh inputs (outputs written in place are poisoned),
+computes the reference from those inputs, and gives the element type that picks the
+tolerance (``tests/e2e/checks.py``). NaN in a reference marks elements that must stay
+unwritten. Shapes are small: the whole corpus runs on the CPU in CI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from croqtile.backends.reference import Options
+
+from ..e2e.checks import Case, Inputs, Reference, poison, random
+
+DATA = Path(__file__).resolve().parent
+
+F16, BF16, F32, S8, S32 = torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32
+
+# Triton masks element accesses past the data; the interpreter reports them unless told
+MASK = Options(out_of_bounds="mask")
+
+
+def case(name: str, inputs: Inputs, reference: Reference, dtype: torch.dtype,
+         variant: str = "", **kw: Any) -> Case:
+    """A case of program ``name.co``; ``variant`` tells several cases of one program apart."""
+    return Case(f"{name}-{variant}" if variant else name, (DATA / f"{name}.co").read_text(),
+                inputs, reference, dtype, **kw)
+
+
+def rand(dtype: torch.dtype, *shape: int) -> torch.Tensor:
+    return random(shape, dtype)
+
+
+def ints(low: int, high: int, *shape: int) -> torch.Tensor:
+    """Integers in [low, high)."""
+    return torch.randint(low, high, shape, dtype=torch.int32)
+
+
+def out(dtype: torch.dtype, *shape: int) -> torch.Tensor:
+    """An output written in place, poisoned."""
+    return poison(torch.empty(shape, dtype=dtype))
+
+
+def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.double() @ b.double()
+
+
+def mm_nt(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b.T: the right operand stored [N, K]."""
+    return a.double() @ b.double().T
+
+
+def masked_rows(full: torch.Tensor, rows: int, cols: int, tile: int = 16) -> torch.Tensor:
+    """The first ``rows`` rows and ``cols`` columns of each ``tile``-row tile; NaN
+    (unwritten) elsewhere."""
+    result = torch.full_like(full, float("nan"))
+    for start in range(0, full.shape[0], tile):
+        result[start:start + rows, :cols] = full[start:start + rows, :cols]
+    return result
+
+
+def schedule_tables(tiles_m: int, tiles_n: int) -> list[torch.Tensor]:
+    """Tile coordinates in a random order (any order covers every tile once)."""
+    order = torch.randperm(tiles_m * tiles_n)
+    return [(order // tiles_n).to(torch.int32), (order % tiles_n).to(torch.int32)]
+
+
+CORPUS = [
+    # ---------------------------------------------------------------- data movement
+    *[case("scale_add", lambda n=n: [rand(F32, n), rand(F32, n), out(F32, n)],
+           lambda a: a[0].double() * 2 + a[1].double(), F32, variant=str(n), output=2,
+           options=MASK) for n in (64, 200, 1)],
+    *[case("tma_copy_2d", lambda s=s: [rand(F16, *s), out(F16, *s)], lambda a: a[0].double(),
+           F16, variant="x".join(map(str, s)), output=1, tolerance=0.0)
+      for s in ((64, 128), (50, 100))],
+    case("dma_zfill", lambda: [rand(S32, 3, 64), out(S32, 4, 64)],
+         lambda a: torch.cat([a[0], torch.zeros((1, 64), dtype=S32)]).double(), S32, output=1),
+    case("dma_transp_2d", lambda: [rand(F32, 6, 10)], lambda a: a[0].double().T, F32,
+         tolerance=0.0),
+    case("dma_transp_3d", lambda: [rand(F32, 4, 3, 5)], lambda a: a[0].double().permute(0, 2, 1),
+         F32, tolerance=0.0),
+    case("dma_pad_2d", lambda: [rand(S32, 5, 7)],
+         lambda a: F.pad(a[0].double(), (2, 3, 1, 2), value=9), S32),
+    case("ituple_over_span", lambda: [rand(S32, 6, 17)], lambda a: a[0].double(), S32),
+
+    # ---------------------------------------------------------------- functions and scalars
+    *[case("with_if", lambda k=k: [rand(S32, 16), k],
+           lambda a, k=k: a[0].double() * 2 + k if k > 0 else -a[0].double(), S32,
+           variant=str(k)) for k in (3, -1)],
+    case("auto_bias", lambda: [rand(F16, 5, 32), 0.5], lambda a: a[0].double() + 0.5, F16),
+    case("two_launches", lambda: [rand(S32, 64)], lambda a: (a[0].double() + 1) * 3, S32),
+    case("mixed_precision", lambda: [rand(F16, 8, 8)], lambda a: a[0].double() * 0.5 + 1.0, F16),
+    case("unqualified_write", lambda: [rand(S32, 4)], lambda a: a[0].double(), S32, output=0),
+
+    # ---------------------------------------------------------------- control and predicates
+    case("if_per_thread", lambda: [rand(S32, 64)], lambda a: a[0].double().clamp(min=0), S32),
+    case("inthreads_first", lambda: [rand(S32, 64)], lambda a: a[0][::16].double(), S32),
+    case("mutable_rowsum", lambda: [rand(S32, 16, 8)],
+         lambda a: a[0].double().sum(1).clamp(min=0), S32),
+
+    # ---------------------------------------------------------------- atomics
+    case("atomic_hist", lambda: [ints(0, 100, 64), torch.zeros(16, dtype=S32)],
+         lambda a: torch.bincount(a[0] % 16, minlength=16).double(), S32, output=1),
+    case("atomic_max", lambda: [ints(0, 100, 64), torch.full((1,), -1, dtype=S32)],
+         lambda a: a[0].max().reshape(1).double(), S32, output=1),
+
+    # ---------------------------------------------------------------- MMA
+    case("mma_row_col_groups", lambda: [rand(F16, 128, 256), rand(F16, 256, 256)],
+         lambda a: mm(a[0], a[1]), F16),
+    case("mma_s8_s32", lambda: [rand(S8, 32, 16), rand(S8, 16, 32)],
+         lambda a: mm(a[0], a[1]), S32),
+    case("mma_small_tiles", lambda: [rand(F16, 16, 8), rand(F16, 8, 16)],
+         lambda a: mm(a[0], a[1]), F32, tolerance=1e-2),
+    case("mma_store_mask", lambda: [rand(F16, 20, 16), rand(F16, 16, 16), out(F32, 20, 16)],
+         lambda a: masked_rows(mm(a[0], a[1]), 5, 8), F32, tolerance=1e-2, output=2),
+
+    # ---------------------------------------------------------------- persistent and pipelined
+    case("persistent_gemm", lambda: [rand(F16, 40, 48), rand(F16, 56, 48), out(F16, 40, 56)],
+         lambda a: mm_nt(a[0], a[1]), F16, output=2),
+    case("persistent_schedule",
+         lambda: [rand(F16, 40, 48), rand(F16, 56, 48), out(F16, 40, 56), *schedule_tables(3, 4)],
+         lambda a: mm_nt(a[0], a[1]), F16, output=2),
+    case("pipelined_gemm", lambda: [rand(F16, 40, 64), rand(F16, 24, 64), out(F16, 40, 24)],
+         lambda a: mm_nt(a[0], a[1]), F16, output=2),
+    case("double_buffer_groups", lambda: [rand(F16, 64, 32), rand(F16, 32, 32)],
+         lambda a: mm(a[0], a[1]), F16),
+    case("double_buffer_select", lambda: [rand(S32, 4, 8, 16)], lambda a: a[0].double() * 2, S32),
+]
