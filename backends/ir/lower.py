@@ -706,6 +706,9 @@ class KernelLowering:
         if not isinstance(view, ast.View):
             raise unsupported(view.span, "this operand")
         info: ViewInfo = self.fn.views[id(view)]
+        strided = next((op for op in view.ops if op.strides is not None), None)
+        if strided is not None:
+            raise unsupported(strided.span, "explicit element strides in a view")
         if info.array_index:
             raise unsupported(view.span, "arrays of buffers")
         root = self.env.get(info.root)

@@ -73,6 +73,14 @@ def schedule_tables(tiles_m: int, tiles_n: int) -> list[torch.Tensor]:
     return [(order // tiles_n).to(torch.int32), (order % tiles_n).to(torch.int32)]
 
 
+def foreach_ranges(a: torch.Tensor) -> torch.Tensor:
+    result = torch.zeros(3, 8, dtype=torch.float64)
+    result[0, 1:] = (a[1:] - a[:-1]).double()
+    result[1, :-1] = a[1:].double() + 1
+    result[2, 7] = a[7].double() * 3
+    return result
+
+
 CORPUS = [
     # ---------------------------------------------------------------- data movement
     *[case("scale_add", lambda n=n: [rand(F32, n), rand(F32, n), out(F32, n)],
@@ -114,6 +122,21 @@ CORPUS = [
     case("tma_load_4d", lambda: [rand(S32, 2, 4, 4, 8), out(S32, 2, 4, 4, 8)],
          lambda a: a[0].double(), S32, output=1),
     case("tma_load_5d", lambda: [rand(S32, 2, 2, 2, 4, 8)], lambda a: a[0].double() * 2, S32),
+
+    # ---------------------------------------------------------------- views
+    case("view_from", lambda: [rand(F32, 16, 24)],
+         lambda a: torch.stack([a[0][5 * p:5 * p + 4, 2 * p + 1:2 * p + 7] for p in range(3)])
+         .double(), F32, tolerance=0.0),
+    case("subspan_step_at", lambda: [rand(S32, 16, 18)],
+         lambda a: torch.stack([torch.stack([a[0][8 * p:8 * p + 4, 6 * q:6 * q + 6]
+                                             for q in range(3)]) for p in range(2)]).double(),
+         S32),
+    case("chunk_at", lambda: [rand(F32, 8, 16)], lambda a: a[0].double().reshape(2, 4, 4, 4)
+         .flip(0, 2).reshape(8, 16), F32, tolerance=0.0),
+    case("chunkat_underscore", lambda: [rand(S32, 4, 6, 8), rand(S32, 4, 6, 8)],
+         lambda a: a[0].double() - a[1].double(), S32),
+    case("local_buffer", lambda: [rand(F32, 4, 32)],
+         lambda a: a[0].double().reshape(4, 16, 2).sum(2), F32),
     case("ituple_over_span", lambda: [rand(S32, 6, 17)], lambda a: a[0].double(), S32),
 
     # ---------------------------------------------------------------- functions and scalars
@@ -130,6 +153,10 @@ CORPUS = [
     case("inthreads_first", lambda: [rand(S32, 64)], lambda a: a[0][::16].double(), S32),
     case("mutable_rowsum", lambda: [rand(S32, 16, 8)],
          lambda a: a[0].double().sum(1).clamp(min=0), S32),
+
+    case("foreach_ranges", lambda: [rand(S32, 8)], lambda a: foreach_ranges(a[0]), S32),
+    case("rotate_futures", lambda: [rand(S32, 48)],
+         lambda a: torch.cat([a[0][16:], a[0][:16]]).reshape(3, 16).double(), S32),
 
     # ---------------------------------------------------------------- atomics
     case("atomic_hist", lambda: [ints(0, 100, 64), torch.zeros(16, dtype=S32)],
