@@ -81,6 +81,44 @@ def foreach_ranges(a: torch.Tensor) -> torch.Tensor:
     return result
 
 
+def c_div(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """C integer division: truncated toward zero."""
+    return torch.div(x, y, rounding_mode="trunc")
+
+
+def builtins(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x, y = x.double(), y.double()
+    return torch.stack([
+        x.exp() + y.exp2(), (x.abs() + 1).log(), x.abs().sqrt(), x.sin() + y.cos(),
+        torch.maximum(x, y) - torch.minimum(x, y), x * y + 1, x.floor() + y.ceil(),
+        x.sigmoid(), (y.abs() + 1).rsqrt(), (x - y).abs()])
+
+
+def conversions(x: torch.Tensor, n: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """The products are rounded to f32 (as the program computes them), then truncated."""
+    return torch.stack([(x * 10).trunc(), n * 2, (h.float() * 100).trunc()]).double()
+
+
+def atomic_ops(x: torch.Tensor) -> torch.Tensor:
+    bits_or = bits_xor = 0
+    for v in x.tolist():
+        bits_or, bits_xor = bits_or | v, bits_xor ^ v
+    return torch.tensor([min(1000, x.min().item()), -x.sum().item(), bits_or, bits_xor],
+                        dtype=torch.float64)
+
+
+def compound(a: torch.Tensor) -> torch.Tensor:
+    s = c_div((a + 3) * 3, torch.tensor(2))
+    s = torch.fmod(s, 7)
+    return torch.stack([s, (7 + a) * 2 - 1]).double()
+
+
+def ternary_logic(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    nonzero = torch.where(y == 0, 1, y)
+    return torch.stack([torch.maximum(x, y), (((x > 0) & (y > 0)) | (x == y)).int(),
+                        c_div(x, nonzero), torch.fmod(x, nonzero)]).double()
+
+
 CORPUS = [
     # ---------------------------------------------------------------- data movement
     *[case("scale_add", lambda n=n: [rand(F32, n), rand(F32, n), out(F32, n)],
@@ -148,6 +186,25 @@ CORPUS = [
     case("mixed_precision", lambda: [rand(F16, 8, 8)], lambda a: a[0].double() * 0.5 + 1.0, F16),
     case("unqualified_write", lambda: [rand(S32, 4)], lambda a: a[0].double(), S32, output=0),
 
+    *[case("host_between", lambda n=n: [rand(S32, n), 3], lambda a: a[0].double() * 3 - 5 - len(a[0]),
+           S32, variant=str(n), options=MASK) for n in (32, 40)],
+
+    # ---------------------------------------------------------------- expressions
+    case("math_builtins", lambda: [rand(F32, 32), rand(F32, 32)],
+         lambda a: builtins(a[0], a[1]), F32),
+    case("conversions", lambda: [rand(F32, 16), rand(S32, 16), rand(F16, 16)],
+         lambda a: conversions(*a), S32),
+    case("ternary_logic", lambda: [rand(S32, 32), rand(S32, 32)],
+         lambda a: ternary_logic(a[0], a[1]), S32),
+    case("bit_ops", lambda: [rand(S32, 32), rand(S32, 32)],
+         lambda a: torch.stack([a[0] & a[1], a[0] | a[1], a[0] ^ a[1], ~a[0],
+                                (a[0] << 3) + (a[1] >> 1)]).double(), S32),
+    case("bf16_arith", lambda: [rand(BF16, 4, 32), rand(BF16, 4, 32), 0.75],
+         lambda a: 0.75 * a[0].double() + a[1].double(), BF16),
+    case("compound_assign", lambda: [rand(S32, 16)], lambda a: compound(a[0]), S32),
+    case("assert_holds", lambda: [rand(S32, 48)], lambda a: a[0].double() ** 2, S32),
+    case("print_values", lambda: [rand(S32, 8)], lambda a: a[0].double() + 1, S32),
+
     # ---------------------------------------------------------------- control and predicates
     case("if_per_thread", lambda: [rand(S32, 64)], lambda a: a[0].double().clamp(min=0), S32),
     case("inthreads_first", lambda: [rand(S32, 64)], lambda a: a[0][::16].double(), S32),
@@ -161,6 +218,8 @@ CORPUS = [
     # ---------------------------------------------------------------- atomics
     case("atomic_hist", lambda: [ints(0, 100, 64), torch.zeros(16, dtype=S32)],
          lambda a: torch.bincount(a[0] % 16, minlength=16).double(), S32, output=1),
+    case("atomic_ops", lambda: [ints(0, 100, 64), torch.tensor([1000, 0, 0, 0], dtype=S32)],
+         lambda a: atomic_ops(a[0]), S32, output=1),
     case("atomic_max", lambda: [ints(0, 100, 64), torch.full((1,), -1, dtype=S32)],
          lambda a: a[0].max().reshape(1).double(), S32, output=1),
 
