@@ -115,6 +115,12 @@ class FunctionLowering:
             self.body.append(ir.HostLaunch(kernel))
             return
         if isinstance(stmt, ast.ReturnStmt):
+            if self.fn.returns == "scalar" and stmt.value is not None:
+                info = self.fn.exprs.get(id(stmt.value))
+                if info is None or info.static is None:
+                    raise unsupported(stmt.span, "returning a scalar computed at run time")
+                self.body.append(ir.HostReturn(None, info.static))
+                return
             sym = self.fn.returned
             self.body.append(ir.HostReturn(sym.name if sym is not None else None))
             if sym is not None and sym.is_param:

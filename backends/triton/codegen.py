@@ -401,6 +401,8 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
                        f"dtype=torch.{stmt.dtype}, device=device)")
         elif isinstance(stmt, ir.HostLaunch):
             _launch(w, stmt.kernel)
+        elif isinstance(stmt, ir.HostReturn) and stmt.value is not None:
+            w.line(f"return {render_sym(stmt.value)}")
         elif isinstance(stmt, ir.HostReturn):
             w.line(f"return {host_name(stmt.name)}" if stmt.name else "return None")
     if not fn.body or not isinstance(fn.body[-1], ir.HostReturn):

@@ -119,6 +119,13 @@ def ternary_logic(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                         c_div(x, nonzero), torch.fmod(x, nonzero)]).double()
 
 
+def foreach_step(a: torch.Tensor) -> torch.Tensor:
+    result = torch.zeros(2, 10, dtype=torch.float64)
+    result[0, 0::3] = a[0::3].double()
+    result[1, 2:] = (a[2:] - a[:-2]).double()
+    return result
+
+
 CORPUS = [
     # ---------------------------------------------------------------- data movement
     *[case("scale_add", lambda n=n: [rand(F32, n), rand(F32, n), out(F32, n)],
@@ -175,6 +182,10 @@ CORPUS = [
          lambda a: a[0].double() - a[1].double(), S32),
     case("local_buffer", lambda: [rand(F32, 4, 32)],
          lambda a: a[0].double().reshape(4, 16, 2).sum(2), F32),
+    case("dma_pad_3d", lambda: [rand(F32, 2, 4, 5)],
+         lambda a: F.pad(a[0].double(), (0, 1, 2, 1, 1, 0), value=0.5), F32, tolerance=0.0),
+    case("transp_tiles", lambda: [rand(F32, 16, 32), out(F32, 32, 16)], lambda a: a[0].double().T,
+         F32, output=1, tolerance=0.0),
     case("ituple_over_span", lambda: [rand(S32, 6, 17)], lambda a: a[0].double(), S32),
 
     # ---------------------------------------------------------------- functions and scalars
@@ -188,6 +199,14 @@ CORPUS = [
 
     *[case("host_between", lambda n=n: [rand(S32, n), 3], lambda a: a[0].double() * 3 - 5 - len(a[0]),
            S32, variant=str(n), options=MASK) for n in (32, 40)],
+
+    case("scalar_return", lambda: [rand(S32, 3, 5)], lambda a: torch.tensor(19.0), S32),
+    case("nested_levels", lambda: [rand(S32, 64)],
+         lambda a: a[0].double().reshape(2, 4, 8) + 10 * torch.arange(4).reshape(1, 4, 1), S32),
+    case("shapes_and_bounds", lambda: [rand(S32, 4, 6)], lambda a: a[0].double() + 2400 + 40 + 6 + 2,
+         S32),
+    case("by_reference", lambda: [rand(F32, 5, 8), out(F32, 5, 8)], lambda a: a[0].double() * 3, F32,
+         output=1),
 
     # ---------------------------------------------------------------- expressions
     case("math_builtins", lambda: [rand(F32, 32), rand(F32, 32)],
@@ -212,6 +231,7 @@ CORPUS = [
          lambda a: a[0].double().sum(1).clamp(min=0), S32),
 
     case("foreach_ranges", lambda: [rand(S32, 8)], lambda a: foreach_ranges(a[0]), S32),
+    case("foreach_step", lambda: [rand(S32, 10)], lambda a: foreach_step(a[0]), S32),
     case("rotate_futures", lambda: [rand(S32, 48)],
          lambda a: torch.cat([a[0][16:], a[0][:16]]).reshape(3, 16).double(), S32),
 
@@ -254,6 +274,9 @@ CORPUS = [
          lambda a: mm_nt(a[0], a[1]), F32, tolerance=1e-2),
     case("mma_bf16", lambda: [rand(BF16, 40, 32), rand(BF16, 32, 32), out(BF16, 40, 32)],
          lambda a: mm(a[0], a[1]), BF16, output=2),
+
+    case("swizzled_staging", lambda: [rand(F16, 32, 64), rand(F16, 16, 64)],
+         lambda a: mm_nt(a[0], a[1]), F32, tolerance=1e-2),
 
     # ---------------------------------------------------------------- persistent and pipelined
     case("persistent_gemm", lambda: [rand(F16, 40, 48), rand(F16, 56, 48), out(F16, 40, 56)],

@@ -101,6 +101,8 @@ def run_both(case: Case, device: str = "cpu") -> tuple[torch.Tensor, torch.Tenso
     if case.output is not None:
         assert got is None and triton is None
         got, triton = mine[case.output], theirs[case.output]
+    if not isinstance(got, torch.Tensor):  # a scalar result
+        got, triton = torch.tensor(got), torch.tensor(triton)
     return got, triton.cpu(), args
 
 
