@@ -717,22 +717,27 @@ class KernelLowering:
             raise unsupported(strided.span, "explicit element strides in a view")
         if info.array_index:
             raise unsupported(view.span, "arrays of buffers")
-        root = self.env.get(info.root)
+        root_sym = info.root
+        name = view.base.obj if isinstance(view.base, ast.Member) else view.base
+        alias = self.fn.refs.get(id(name)) if isinstance(name, ast.Ident) else None
+        if alias is not None and alias.kind is SymKind.VIEW and alias in self.env:
+            root_sym = alias  # a view alias: the region it denoted where it was declared
+        root = self.env.get(root_sym)
         offsets: list[ir.Expr] = []
-        extents = info.root.shape or ()
+        extents = root_sym.shape or ()
         base = root
         if isinstance(root, Buffer):
             extents = root.shape
             if not write:
                 if root.content is None:
-                    raise unsupported(view.span, f"reading '{info.root.name}' before anything "
+                    raise unsupported(view.span, f"reading '{root_sym.name}' before anything "
                                                  "is copied or stored into it")
                 base = root.content
         elif isinstance(root, TensorRef):
             base = Region.whole(self.use_tensor(root))
             extents = root.dims
         elif not isinstance(root, (Region, Tile)):
-            raise unsupported(view.span, f"'{info.root.name}' as a view")
+            raise unsupported(view.span, f"'{root_sym.name}' as a view")
         offsets = [b.const(0) for _ in extents]
         for step in info.steps:
             if step.kind == "span_as":
@@ -853,7 +858,7 @@ class KernelLowering:
             return self._tile_element(source, index, e.span)
         pointer, mask = access(source, index)
         return ir.Load(b.merged(pointer, *( [mask] if mask is not None else [])),
-                       pointer.dtype, pointer, mask)
+                       pointer.dtype, pointer, mask, source.fill)  # padding reads its value
 
     def _tile_element(self, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
         """Reading a register tile at indices that are exactly its own axes."""

@@ -130,8 +130,11 @@ class KernelWriter:
             axes = ir.sort_axes([a for e in parts for a in e.axes])
             ptr = self.pointer(stmt.pointer, axes)
             value = self.expr(stmt.value, axes)
-            if stmt.op == "cas":
-                call = f"tl.atomic_cas({ptr}, {self.expr(stmt.cmp, axes)}, {value})"
+            if stmt.op == "cas":  # no broadcasting here: the operands take the pointer's shape
+                sizes = ", ".join(str(a.size) for a in axes)
+                cmp, value = (f"tl.zeros([{sizes}], tl.{x.dtype.value}) + ({self.expr(x, axes)})"
+                              if axes else self.expr(x, axes) for x in (stmt.cmp, stmt.value))
+                call = f"tl.atomic_cas({ptr}, {cmp}, {value})"
             else:
                 mask = f", mask={self.expr(stmt.mask, axes)}" if stmt.mask is not None else ""
                 call = f"tl.atomic_{stmt.op}({ptr}, {value}{mask})"
