@@ -127,21 +127,7 @@ def foreach_step(a: torch.Tensor) -> torch.Tensor:
 
 
 CORPUS = [
-    # ---------------------------------------------------------------- data movement
-    *[case("scale_add", lambda n=n: [rand(F32, n), rand(F32, n), out(F32, n)],
-           lambda a: a[0].double() * 2 + a[1].double(), F32, variant=str(n), output=2,
-           options=MASK) for n in (64, 200, 1)],
-    *[case("tma_copy_2d", lambda s=s: [rand(F16, *s), out(F16, *s)], lambda a: a[0].double(),
-           F16, variant="x".join(map(str, s)), output=1, tolerance=0.0)
-      for s in ((64, 128), (50, 100))],
-    case("dma_zfill", lambda: [rand(S32, 3, 64), out(S32, 4, 64)],
-         lambda a: torch.cat([a[0], torch.zeros((1, 64), dtype=S32)]).double(), S32, output=1),
-    case("dma_transp_2d", lambda: [rand(F32, 6, 10)], lambda a: a[0].double().T, F32,
-         tolerance=0.0),
-    case("dma_transp_3d", lambda: [rand(F32, 4, 3, 5)], lambda a: a[0].double().permute(0, 2, 1),
-         F32, tolerance=0.0),
-    case("dma_pad_2d", lambda: [rand(S32, 5, 7)],
-         lambda a: F.pad(a[0].double(), (2, 3, 1, 2), value=9), S32),
+    # ---------------- copies: dma.copy, tma.copy and tma.load of rank 1 to 5, tails, zfill
     case("dma_copy_1d", lambda: [rand(F32, 128), out(F32, 128)], lambda a: a[0].double() + 1,
          F32, output=1),
     case("dma_copy_2d", lambda: [rand(S32, 20, 40), out(S32, 20, 40)], lambda a: a[0].double(),
@@ -150,8 +136,16 @@ CORPUS = [
          S32, output=1),
     case("dma_copy_4d", lambda: [rand(F16, 2, 4, 6, 8)], lambda a: a[0].double() * 2, F16),
     case("dma_copy_5d", lambda: [rand(S32, 2, 3, 2, 4, 5)], lambda a: -a[0].double(), S32),
+    *[case("scale_add", lambda n=n: [rand(F32, n), rand(F32, n), out(F32, n)],
+           lambda a: a[0].double() * 2 + a[1].double(), F32, variant=str(n), output=2,
+           options=MASK) for n in (64, 200, 1)],
+    case("dma_zfill", lambda: [rand(S32, 3, 64), out(S32, 4, 64)],
+         lambda a: torch.cat([a[0], torch.zeros((1, 64), dtype=S32)]).double(), S32, output=1),
     case("tma_copy_1d", lambda: [rand(F32, 150), out(F32, 150)], lambda a: a[0].double(), F32,
          output=1, tolerance=0.0),
+    *[case("tma_copy_2d", lambda s=s: [rand(F16, *s), out(F16, *s)], lambda a: a[0].double(),
+           F16, variant="x".join(map(str, s)), output=1, tolerance=0.0)
+      for s in ((64, 128), (50, 100))],
     case("tma_copy_3d", lambda: [rand(F16, 2, 20, 40), out(F16, 2, 20, 40)],
          lambda a: a[0].double(), F16, output=1, tolerance=0.0),
     case("tma_copy_4d", lambda: [rand(S32, 2, 3, 8, 16), out(S32, 2, 3, 8, 16)],
@@ -168,7 +162,19 @@ CORPUS = [
          lambda a: a[0].double(), S32, output=1),
     case("tma_load_5d", lambda: [rand(S32, 2, 2, 2, 4, 8)], lambda a: a[0].double() * 2, S32),
 
-    # ---------------------------------------------------------------- views
+    # ---------------- transpose and pad
+    case("dma_transp_2d", lambda: [rand(F32, 6, 10)], lambda a: a[0].double().T, F32,
+         tolerance=0.0),
+    case("dma_transp_3d", lambda: [rand(F32, 4, 3, 5)], lambda a: a[0].double().permute(0, 2, 1),
+         F32, tolerance=0.0),
+    case("transp_tiles", lambda: [rand(F32, 16, 32), out(F32, 32, 16)], lambda a: a[0].double().T,
+         F32, output=1, tolerance=0.0),
+    case("dma_pad_2d", lambda: [rand(S32, 5, 7)],
+         lambda a: F.pad(a[0].double(), (2, 3, 1, 2), value=9), S32),
+    case("dma_pad_3d", lambda: [rand(F32, 2, 4, 5)],
+         lambda a: F.pad(a[0].double(), (0, 1, 2, 1, 1, 0), value=0.5), F32, tolerance=0.0),
+
+    # ---------------- views and buffers
     case("view_from", lambda: [rand(F32, 16, 24)],
          lambda a: torch.stack([a[0][5 * p:5 * p + 4, 2 * p + 1:2 * p + 7] for p in range(3)])
          .double(), F32, tolerance=0.0),
@@ -180,26 +186,23 @@ CORPUS = [
          .flip(0, 2).reshape(8, 16), F32, tolerance=0.0),
     case("chunkat_underscore", lambda: [rand(S32, 4, 6, 8), rand(S32, 4, 6, 8)],
          lambda a: a[0].double() - a[1].double(), S32),
+    case("ituple_over_span", lambda: [rand(S32, 6, 17)], lambda a: a[0].double(), S32),
     case("local_buffer", lambda: [rand(F32, 4, 32)],
          lambda a: a[0].double().reshape(4, 16, 2).sum(2), F32),
-    case("dma_pad_3d", lambda: [rand(F32, 2, 4, 5)],
-         lambda a: F.pad(a[0].double(), (0, 1, 2, 1, 1, 0), value=0.5), F32, tolerance=0.0),
-    case("transp_tiles", lambda: [rand(F32, 16, 32), out(F32, 32, 16)], lambda a: a[0].double().T,
-         F32, output=1, tolerance=0.0),
-    case("ituple_over_span", lambda: [rand(S32, 6, 17)], lambda a: a[0].double(), S32),
 
-    # ---------------------------------------------------------------- functions and scalars
+    # ---------------- futures: async, wait, dma.any, swap, rotate, select
+    case("rotate_futures", lambda: [rand(S32, 48)],
+         lambda a: torch.cat([a[0][16:], a[0][:16]]).reshape(3, 16).double(), S32),
+    case("double_buffer_select", lambda: [rand(S32, 4, 8, 16)], lambda a: a[0].double() * 2, S32),
+
+    # ---------------- functions, host code and scalars
     *[case("with_if", lambda k=k: [rand(S32, 16), k],
            lambda a, k=k: a[0].double() * 2 + k if k > 0 else -a[0].double(), S32,
            variant=str(k)) for k in (3, -1)],
     case("auto_bias", lambda: [rand(F16, 5, 32), 0.5], lambda a: a[0].double() + 0.5, F16),
     case("two_launches", lambda: [rand(S32, 64)], lambda a: (a[0].double() + 1) * 3, S32),
-    case("mixed_precision", lambda: [rand(F16, 8, 8)], lambda a: a[0].double() * 0.5 + 1.0, F16),
-    case("unqualified_write", lambda: [rand(S32, 4)], lambda a: a[0].double(), S32, output=0),
-
     *[case("host_between", lambda n=n: [rand(S32, n), 3], lambda a: a[0].double() * 3 - 5 - len(a[0]),
            S32, variant=str(n), options=MASK) for n in (32, 40)],
-
     case("scalar_return", lambda: [rand(S32, 3, 5)], lambda a: torch.tensor(19.0), S32),
     case("nested_levels", lambda: [rand(S32, 64)],
          lambda a: a[0].double().reshape(2, 4, 8) + 10 * torch.arange(4).reshape(1, 4, 1), S32),
@@ -207,8 +210,18 @@ CORPUS = [
          S32),
     case("by_reference", lambda: [rand(F32, 5, 8), out(F32, 5, 8)], lambda a: a[0].double() * 3, F32,
          output=1),
+    case("unqualified_write", lambda: [rand(S32, 4)], lambda a: a[0].double(), S32, output=0),
+    case("mixed_precision", lambda: [rand(F16, 8, 8)], lambda a: a[0].double() * 0.5 + 1.0, F16),
 
-    # ---------------------------------------------------------------- expressions
+    # ---------------- loops and predicates
+    case("foreach_ranges", lambda: [rand(S32, 8)], lambda a: foreach_ranges(a[0]), S32),
+    case("foreach_step", lambda: [rand(S32, 10)], lambda a: foreach_step(a[0]), S32),
+    case("if_per_thread", lambda: [rand(S32, 64)], lambda a: a[0].double().clamp(min=0), S32),
+    case("inthreads_first", lambda: [rand(S32, 64)], lambda a: a[0][::16].double(), S32),
+    case("mutable_rowsum", lambda: [rand(S32, 16, 8)],
+         lambda a: a[0].double().sum(1).clamp(min=0), S32),
+
+    # ---------------- expressions, built-ins, assert and print
     case("math_builtins", lambda: [rand(F32, 32), rand(F32, 32)],
          lambda a: builtins(a[0], a[1]), F32),
     case("conversions", lambda: [rand(F32, 16), rand(S32, 16), rand(F16, 16)],
@@ -224,35 +237,17 @@ CORPUS = [
     case("assert_holds", lambda: [rand(S32, 48)], lambda a: a[0].double() ** 2, S32),
     case("print_values", lambda: [rand(S32, 8)], lambda a: a[0].double() + 1, S32),
 
-    # ---------------------------------------------------------------- control and predicates
-    case("if_per_thread", lambda: [rand(S32, 64)], lambda a: a[0].double().clamp(min=0), S32),
-    case("inthreads_first", lambda: [rand(S32, 64)], lambda a: a[0][::16].double(), S32),
-    case("mutable_rowsum", lambda: [rand(S32, 16, 8)],
-         lambda a: a[0].double().sum(1).clamp(min=0), S32),
-
-    case("foreach_ranges", lambda: [rand(S32, 8)], lambda a: foreach_ranges(a[0]), S32),
-    case("foreach_step", lambda: [rand(S32, 10)], lambda a: foreach_step(a[0]), S32),
-    case("rotate_futures", lambda: [rand(S32, 48)],
-         lambda a: torch.cat([a[0][16:], a[0][:16]]).reshape(3, 16).double(), S32),
-
-    # ---------------------------------------------------------------- atomics
+    # ---------------- atomics
     case("atomic_hist", lambda: [ints(0, 100, 64), torch.zeros(16, dtype=S32)],
          lambda a: torch.bincount(a[0] % 16, minlength=16).double(), S32, output=1),
-    case("atomic_ops", lambda: [ints(0, 100, 64), torch.tensor([1000, 0, 0, 0], dtype=S32)],
-         lambda a: atomic_ops(a[0]), S32, output=1),
     case("atomic_max", lambda: [ints(0, 100, 64), torch.full((1,), -1, dtype=S32)],
          lambda a: a[0].max().reshape(1).double(), S32, output=1),
+    case("atomic_ops", lambda: [ints(0, 100, 64), torch.tensor([1000, 0, 0, 0], dtype=S32)],
+         lambda a: atomic_ops(a[0]), S32, output=1),
 
-    # ---------------------------------------------------------------- MMA
+    # ---------------- MMA: layouts, accumulators, stores, fragments
     case("mma_row_col_groups", lambda: [rand(F16, 128, 256), rand(F16, 256, 256)],
          lambda a: mm(a[0], a[1]), F16),
-    case("mma_s8_s32", lambda: [rand(S8, 32, 16), rand(S8, 16, 32)],
-         lambda a: mm(a[0], a[1]), S32),
-    case("mma_small_tiles", lambda: [rand(F16, 16, 8), rand(F16, 8, 16)],
-         lambda a: mm(a[0], a[1]), F32, tolerance=1e-2),
-    case("mma_store_mask", lambda: [rand(F16, 20, 16), rand(F16, 16, 16), out(F32, 20, 16)],
-         lambda a: masked_rows(mm(a[0], a[1]), 5, 8), F32, tolerance=1e-2, output=2),
-
     case("mma_row_row", lambda: [rand(F16, 40, 50), rand(F16, 24, 50), out(F32, 40, 24)],
          lambda a: mm_nt(a[0], a[1]), F32, tolerance=1e-2, output=2),
     case("mma_col_col", lambda: [rand(F16, 64, 32), rand(F16, 64, 32)],
@@ -263,22 +258,27 @@ CORPUS = [
          lambda a: mm(a[0], a[1]), F16),
     case("mma_f32_acc_f16_out", lambda: [rand(F16, 16, 48), rand(F16, 48, 32)],
          lambda a: mm(a[0], a[1]), F16),
+    case("mma_bf16", lambda: [rand(BF16, 40, 32), rand(BF16, 32, 32), out(BF16, 40, 32)],
+         lambda a: mm(a[0], a[1]), BF16, output=2),
+    case("mma_s8_s32", lambda: [rand(S8, 32, 16), rand(S8, 16, 32)],
+         lambda a: mm(a[0], a[1]), S32),
+    case("mma_s8_tail", lambda: [rand(S8, 20, 40), rand(S8, 40, 24), out(S32, 20, 24)],
+         lambda a: mm(a[0], a[1]), S32, output=2),
+    case("mma_small_tiles", lambda: [rand(F16, 16, 8), rand(F16, 8, 16)],
+         lambda a: mm(a[0], a[1]), F32, tolerance=1e-2),
+    case("mma_tiny", lambda: [rand(F16, 24, 32), rand(F16, 16, 32)],
+         lambda a: mm_nt(a[0], a[1]), F32, tolerance=1e-2),
+    case("mma_store_mask", lambda: [rand(F16, 20, 16), rand(F16, 16, 16), out(F32, 20, 16)],
+         lambda a: masked_rows(mm(a[0], a[1]), 5, 8), F32, tolerance=1e-2, output=2),
     case("mma_store_transp", lambda: [rand(F16, 16, 32), rand(F16, 32, 32)],
          lambda a: mm(a[0], a[1]).T, F32, tolerance=1e-2),
     case("mma_frag_arith",
          lambda: [rand(F16, 32, 16), rand(F16, 16, 16), out(F32, 32, 16), 0.5, 1.25],
          lambda a: mm(a[0], a[1]) * 0.5 + 1.25, F32, tolerance=1e-2, output=2),
-    case("mma_s8_tail", lambda: [rand(S8, 20, 40), rand(S8, 40, 24), out(S32, 20, 24)],
-         lambda a: mm(a[0], a[1]), S32, output=2),
-    case("mma_tiny", lambda: [rand(F16, 24, 32), rand(F16, 16, 32)],
-         lambda a: mm_nt(a[0], a[1]), F32, tolerance=1e-2),
-    case("mma_bf16", lambda: [rand(BF16, 40, 32), rand(BF16, 32, 32), out(BF16, 40, 32)],
-         lambda a: mm(a[0], a[1]), BF16, output=2),
-
     case("swizzled_staging", lambda: [rand(F16, 32, 64), rand(F16, 16, 64)],
          lambda a: mm_nt(a[0], a[1]), F32, tolerance=1e-2),
 
-    # ---------------------------------------------------------------- persistent and pipelined
+    # ---------------- persistent and pipelined kernels
     case("persistent_gemm", lambda: [rand(F16, 40, 48), rand(F16, 56, 48), out(F16, 40, 56)],
          lambda a: mm_nt(a[0], a[1]), F16, output=2),
     case("persistent_schedule",
@@ -288,5 +288,4 @@ CORPUS = [
          lambda a: mm_nt(a[0], a[1]), F16, output=2),
     case("double_buffer_groups", lambda: [rand(F16, 64, 32), rand(F16, 32, 32)],
          lambda a: mm(a[0], a[1]), F16),
-    case("double_buffer_select", lambda: [rand(S32, 4, 8, 16)], lambda a: a[0].double() * 2, S32),
 ]
