@@ -251,6 +251,8 @@ STATEMENTS = [
          out_is(lambda a: a + 5)),
     Form("if else", program("if (a.at(t) > 0) out.at(t) = 1; else out.at(t) = 2;"),
          out_is(lambda a: torch.where(a > 0, 1.0, 2.0))),
+    Form("else if chain", program("if (a.at(t) > 3) out.at(t) = 3; else if (a.at(t) < -3) out.at(t) = -3;"
+                                  " else out.at(t) = a.at(t);"), out_is(lambda a: a.clamp(-3, 3))),
     Form("if on a call", program(f"if (call probe(t)) {{ }} {COPY}"), SAME),
     Form("inthreads", program("out.at(t) = 0; inthreads (t < 4) out.at(t) = a.at(t);"),
          out_is(lambda a: torch.where(T < 4, a, 0.0))),
@@ -285,6 +287,10 @@ STATEMENTS = [
          "  parallel t by 16\n    out.at(t) = a.at(t) * 2;\n  return out;\n}\n",
          lambda args: {"result": args["a"].double() * 2},
          args=lambda: {"a": random((16,), torch.int32)}),
+    Form("one bound in brackets", "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
+         "  parallel p by [1] : block {\n    parallel t by 16 : thread\n      out.at(t) = a.at(t);\n"
+         "  }\n}\n", SAME, args=lambda: {"a": random((16,), torch.int32),
+                                         "out": poison(torch.empty(16, dtype=torch.int32))}),
     Form("anonymous parallel variable", "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
          "  parallel by 1 : block {\n    parallel t by 16 : thread\n      out.at(t) = a.at(t);\n"
          "  }\n}\n", SAME, args=lambda: {"a": random((16,), torch.int32),
@@ -356,6 +362,42 @@ STATEMENTS = [
         "out.at(t) = f.data.at(t);",
         "shared event e; f = tma.copy.async a => shared; trigger e after f; wait e;"), SAME),
 
+    Form("tma.any placeholder", program(
+        "out.at(t) = f.data.at(t);", "g = tma.any; f = tma.copy a => shared;"), SAME),
+    Form("a future as a copy source", program(
+        "out.at(t) = g.data.at(t);", "f = dma.copy a => shared; g = dma.copy f => local;"), SAME),
+    Form("dma.copy to fresh global memory", program(
+        "out.at(t) = f.data.at(t);", "f = dma.copy a => global;"), SAME),
+
+    # ---- views (4.8)
+    Form("chunkat", program("out.at(t) = f.data.at(t);", "f = dma.copy a.chunkat(p) => shared;"),
+         SAME),
+    Form("chunk at", program("out.at(t) = f.data.at(t % 8);",
+                             "f = dma.copy a.chunk(2).at(1) => shared;"),
+         out_is(lambda a: a[8:].repeat(2))),
+    Form("subspan step at", program("out.at(t) = f.data.at(t % 4);",
+                                    "f = dma.copy a.subspan(4).step(6).at(2) => shared;"),
+         out_is(lambda a: a[12:].repeat(4))),
+    Form("subspan of the whole dimension", program("out.at(t) = f.data.at(t);",
+                                                   "f = dma.copy a.subspan(_) => shared;"), SAME),
+    Form("subspan with strides", program("out.at(t) = f.data.at(t % 4);",
+                                         "f = dma.copy a.subspan(4 : 3).at(0) => shared;"),
+         out_is(lambda a: a[0:12:3].repeat(4))),
+    Form("modspan", program("out.at(t) = f.data.at(0);",  # the remainder tile: 16 % 5 = 1
+                            "f = dma.copy a.modspan(5).at(3) => shared;"),
+         out_is(lambda a: a[15].expand(16))),
+    Form("view from", program("out.at(t) = f.data.at(t % 4);",
+                              "f = dma.copy a.view(4).from(3) => shared;"),
+         out_is(lambda a: a[3:7].repeat(4))),
+    Form("view with strides", program("out.at(t) = f.data.at(t % 4);",
+                                      "f = dma.copy a.view(4 : 3).from(1) => shared;"),
+         out_is(lambda a: a[3:15:3].repeat(4))),
+    Form("span_as", program("out.at(t) = f.data.at(t / 4, t % 4);",
+                            "f = dma.copy a.span_as([4, 4]) => shared;"), SAME),
+    Form("sqz", program("foreach j in [16] c.at(t, j) = f.data.at(j);",
+                        "f = dma.copy h.subspan(1, 16).at(3, 0).sqz() => shared;"),
+         c_is(lambda h: h[3].expand(16, 16))),
+
     # ---- MMA (4.6)
     mma("mma.row.col mc, ma, mb; mma.store mc, c;", lambda h: h @ h),
     mma("mma.row.row mc, ma, mb; mma.store mc, c;", lambda h: h @ h.T),
@@ -407,6 +449,8 @@ EXPRESSIONS = [
     expr("bound", "a.at(t) + #t", lambda a: a + 16),
     expr("nested ternary", "a.at(t) > 0 ? (t > 8 ? 2 : 1) : 0",
          lambda a: torch.where(a > 0, torch.where(T > 8, 2.0, 1.0), 0.0)),
+    Form("extended compose", program("out.at(t) = a.at(t) + (t #+ 1) + (t #- 1);")),
+    Form("rejected compose operators", program("out.at(t) = a.at(t) + (t #* 2);")),
     expr("integer literals", "a.at(t) + 0x10 + 3", lambda a: a + 19),
     expr("integer literal suffixes", "a.at(t) + 3ll", lambda a: a + 3),
     expr("float literals", "__to<s32>(__to<f32>(a.at(t)) * 1.5f + 0.5)",
