@@ -1,6 +1,6 @@
-"""Every kernel of the sample and construct programs compiles for sm_90 with Triton's real
-compiler (no GPU needed): catches what the CPU interpreter accepts but the GPU does not
-(tl.dot minimum sizes, layouts, types)."""
+"""Every kernel of the programs in tests/data (the seeds and the corpus) compiles for
+sm_90 with Triton's real compiler (no GPU needed): catches what the CPU interpreter accepts
+but the GPU does not (tl.dot minimum sizes, layouts, types)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ import croqtile
 from croqtile import settings
 from croqtile.backends.triton.launcher import load_module
 
-from ..e2e import test_constructs as constructs
 from ..e2e.checks import DATA
 
 PROGRAMS = {p.name: p.read_text() for p in sorted(DATA.glob("*.co"))}
-PROGRAMS.update({name: getattr(constructs, name) for name in dir(constructs)
-                 if name.isupper() and isinstance(getattr(constructs, name), str)})
 
 HAVE_CUDA_BACKEND = importlib.util.find_spec("triton.backends.nvidia") is not None
 
