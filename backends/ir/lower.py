@@ -1033,6 +1033,8 @@ def _describe(node: ast.Node) -> str:
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
         "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
         "ExternCall": "external calls ('call')", "SelectExpr": "'select'",
+        "Postfix": "'++'/'--' after a name", "SizeOf": "'|...|' of this operand",
+        "Unary": "a prefix operator as a statement",
     }
     return names.get(type(node).__name__, f"'{type(node).__name__}'")
 

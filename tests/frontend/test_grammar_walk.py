@@ -168,8 +168,12 @@ STATEMENTS = [
         " out.at(t) %= 7;"), out_is(lambda a: torch.fmod(a + 2, 7))),
     Form("compound assignment with a space", program(
         "mutable int s = a.at(t); s + = 1; out.at(t) = s;"), out_is(lambda a: a + 1)),
-    Form("increments", program("mutable int s = a.at(t); s++; ++s; s--; out.at(t) = s;"),
+    Form("postfix increments", program("mutable int s = a.at(t); s++; s++; s--; out.at(t) = s;"),
          out_is(lambda a: a + 1)),
+    Form("prefix increments", program("mutable int s = a.at(t); ++s; --s; --s; out.at(t) = s;"),
+         out_is(lambda a: a - 1)),
+    Form("increment in an expression", program("mutable int s = a.at(t); out.at(t) = ++s * 2;"),
+         out_is(lambda a: 2 * a + 2)),
     Form("view alias", program("out.at(t) = f.data.at(t % 8);",
                                "v = a.subspan(8).at(1); f = dma.copy v => shared;"),
          out_is(lambda a: a[8:].repeat(2))),
