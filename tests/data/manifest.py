@@ -234,6 +234,7 @@ CORPUS = [
     case("bf16_arith", lambda: [rand(BF16, 4, 32), rand(BF16, 4, 32), 0.75],
          lambda a: 0.75 * a[0].double() + a[1].double(), BF16),
     case("compound_assign", lambda: [rand(S32, 16)], lambda a: compound(a[0]), S32),
+    case("row_softmax", lambda: [rand(F32, 6, 32)], lambda a: a[0].double().softmax(1), F32),
     case("assert_holds", lambda: [rand(S32, 48)], lambda a: a[0].double() ** 2, S32),
     case("print_values", lambda: [rand(S32, 8)], lambda a: a[0].double() + 1, S32),
 
@@ -275,6 +276,10 @@ CORPUS = [
     case("mma_frag_arith",
          lambda: [rand(F16, 32, 16), rand(F16, 16, 16), out(F32, 32, 16), 0.5, 1.25],
          lambda a: mm(a[0], a[1]) * 0.5 + 1.25, F32, tolerance=1e-2, output=2),
+    case("mma_async", lambda: [rand(F16, 40, 64), rand(F16, 64, 32), out(F32, 40, 32)],
+         lambda a: mm(a[0], a[1]), F32, tolerance=1e-2, output=2),
+    case("tma_gemm_warpgroup", lambda: [rand(F16, 100, 72), rand(F16, 40, 72), out(F16, 100, 40)],
+         lambda a: mm_nt(a[0], a[1]), F16, output=2),
     case("swizzled_staging", lambda: [rand(F16, 32, 64), rand(F16, 16, 64)],
          lambda a: mm_nt(a[0], a[1]), F32, tolerance=1e-2),
 
