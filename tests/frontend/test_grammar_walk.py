@@ -22,6 +22,7 @@ from croqtile.frontend.parser import parse_program
 from croqtile.frontend.regions import find_co_functions
 from croqtile.frontend.source import Source, SourceMap
 
+from ..data.manifest import masked_rows
 from ..e2e.checks import close, poison, random
 
 Args = dict[str, Any]
@@ -63,6 +64,12 @@ def program(thread: str = "", block: str = "", host: str = "") -> str:
             "}\n")
 
 
+def copy_args(n: int = 16) -> Callable[[], Args]:
+    """Inputs of a program ``walk(global s32 [n] a, global s32 [n] out)``."""
+    return lambda: {"a": random((n,), torch.int32),
+                    "out": poison(torch.empty(n, dtype=torch.int32))}
+
+
 def out_is(fn: Callable[[torch.Tensor], torch.Tensor]) -> Expect:
     """``out`` is ``fn(a)`` (``a`` as float64)."""
     return lambda args: {"out": fn(args["a"].double())}
@@ -83,10 +90,6 @@ def expr(name: str, text: str, fn: Callable[[torch.Tensor], torch.Tensor], befor
     return Form(name, program(f"{before} out.at(t) = {text};", host=host), out_is(fn))
 
 
-def c_div(x: torch.Tensor, y: torch.Tensor | int) -> torch.Tensor:
-    return torch.div(x, y, rounding_mode="trunc")
-
-
 MMA = "mc = mma.fill.f32 0.0f; ma = mma.load h; mb = mma.load h;"
 
 
@@ -94,12 +97,6 @@ def mma(body: str, fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
         name: str = "", tolerance: float = 1e-2) -> Form:
     return Form(name or body, program(block=f"{MMA} {body}"), c_is(fn) if fn else None,
                 tolerance=tolerance)
-
-
-def masked(full: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    result = torch.full_like(full, float("nan"))
-    result[:rows, :cols] = full[:rows, :cols]
-    return result
 
 
 def halves_swapped(a: torch.Tensor) -> torch.Tensor:
@@ -270,17 +267,14 @@ STATEMENTS = [
     Form("group level", "__co__ void walk(global s32 [64] a, global s32 [64] out) {\n"
          "  parallel p by 1 : block {\n    parallel g by 2 : group {\n"
          "      parallel t by 32 : thread\n        out.at(g # t) = a.at(g # t);\n    }\n  }\n}\n",
-         SAME, args=lambda: {"a": random((64,), torch.int32),
-                             "out": poison(torch.empty(64, dtype=torch.int32))}),
+         SAME, args=copy_args(64)),
     Form("group-4 level", "__co__ void walk(global s32 [256] a, global s32 [256] out) {\n"
          "  parallel p by 1 : block {\n    parallel g by 2 : group-4 {\n"
          "      parallel t by 128 : thread\n        out.at(g # t) = a.at(g # t);\n    }\n  }\n}\n",
-         SAME, args=lambda: {"a": random((256,), torch.int32),
-                             "out": poison(torch.empty(256, dtype=torch.int32))}),
+         SAME, args=copy_args(256)),
     Form("two levels in one statement", "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
          "  parallel p by 2 : block, t by 8 : thread\n    out.at(p # t) = a.at(p # t);\n}\n",
-         SAME, args=lambda: {"a": random((16,), torch.int32),
-                             "out": poison(torch.empty(16, dtype=torch.int32))}),
+         SAME, args=copy_args()),
     Form("braced variables with a tuple name",
          "__co__ void walk(global s32 [4, 4] a, global s32 [4, 4] out) {\n"
          "  parallel pt = {i, j} by [4, 4] : block\n    out.at(pt) = a.at(i, j) + 1;\n}\n",
@@ -293,23 +287,19 @@ STATEMENTS = [
          args=lambda: {"a": random((16,), torch.int32)}),
     Form("one bound in brackets", "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
          "  parallel p by [1] : block {\n    parallel t by 16 : thread\n      out.at(t) = a.at(t);\n"
-         "  }\n}\n", SAME, args=lambda: {"a": random((16,), torch.int32),
-                                         "out": poison(torch.empty(16, dtype=torch.int32))}),
+         "  }\n}\n", SAME, args=copy_args()),
     Form("anonymous parallel variable", "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
          "  parallel by 1 : block {\n    parallel t by 16 : thread\n      out.at(t) = a.at(t);\n"
-         "  }\n}\n", SAME, args=lambda: {"a": random((16,), torch.int32),
-                                         "out": poison(torch.empty(16, dtype=torch.int32))}),
+         "  }\n}\n", SAME, args=copy_args()),
     Form("cluster level", "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
          "  parallel q by 1 : cluster {\n    parallel p by 1 : block {\n"
          "      parallel t by 16 : thread\n        out.at(t) = a.at(t);\n    }\n  }\n}\n",
-         SAME, args=lambda: {"a": random((16,), torch.int32),
-                             "out": poison(torch.empty(16, dtype=torch.int32))}),
+         SAME, args=copy_args()),
     Form("launch bounds and cooperative blocks",
          "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
          "  [[launch_bounds(16, 1)]] [[maxnreg(64)]]\n  parallel p by 1 : block<cooperative> {\n"
          "    parallel t by 16 : thread\n      out.at(t) = a.at(t);\n  }\n}\n",
-         SAME, args=lambda: {"a": random((16,), torch.int32),
-                             "out": poison(torch.empty(16, dtype=torch.int32))}),
+         SAME, args=copy_args()),
     Form("asynchronous parallel on a stream",
          "__co__ void walk(global s32 [16] a, global s32 [16] out, stream st) {\n"
          "  parallel.async<st> p by 1 : block {\n    parallel t by 16 : thread\n"
@@ -317,8 +307,7 @@ STATEMENTS = [
     Form("device level", "__co__ void walk(global s32 [16] a, global s32 [16] out) {\n"
          "  parallel d by 1 : device {\n    parallel p by 1 : block {\n"
          "      parallel t by 16 : thread\n        out.at(t) = a.at(t);\n    }\n  }\n}\n",
-         SAME, args=lambda: {"a": random((16,), torch.int32),
-                             "out": poison(torch.empty(16, dtype=torch.int32))}),
+         SAME, args=copy_args()),
 
     # ---- DMA and TMA (4.5)
     Form("dma.copy to a fresh buffer", program("out.at(t) = f.data.at(t);",
@@ -418,8 +407,8 @@ STATEMENTS = [
     mma("mma.load h, ma; mma.row.col mc, ma, mb; mma.store mc, c;", lambda h: h @ h,
         "mma.load into a fragment"),
     mma("mma.row.col mc, ma, mb; mma.store.transp mc, c;", lambda h: (h @ h).T),
-    mma("mma.row.col mc, ma, mb; mma.store.mask mc, c, 5, 8;", lambda h: masked(h @ h, 5, 8)),
-    mma("mma.row.col mc, ma, mb; mma.store.mask mc, c, 5;", lambda h: masked(h @ h, 5, 16)),
+    mma("mma.row.col mc, ma, mb; mma.store.mask mc, c, 5, 8;", lambda h: masked_rows(h @ h, 5, 8)),
+    mma("mma.row.col mc, ma, mb; mma.store.mask mc, c, 5;", lambda h: masked_rows(h @ h, 5, 16)),
     mma("mma.row.col mc, ma, mb; mma.store.async mc, c;", lambda h: h @ h),
     mma("fut = mma.row.col.async mc, ma, mb; wait fut; mma.store mc, c;", lambda h: h @ h),
     mma("mma.row.col mc, ma, mb; mma.commit; mma.store mc, c;", lambda h: h @ h),
@@ -492,13 +481,11 @@ FUNCTIONS = [
     Form("anonymous dimensions",
          "__co__ void walk(global s32 [?] a, global s32 [??] out) {\n"
          "  parallel t by 16\n    out.at(t) = a.at(t);\n}\n", SAME,
-         args=lambda: {"a": random((16,), torch.int32),
-                       "out": poison(torch.empty(16, dtype=torch.int32))}),
+         args=copy_args()),
     Form("mdspan parameters",
          "__co__ void walk(global s32 mdspan<1> a, global s32 mdspan[16] out) {\n"
          "  parallel t by 16\n    out.at(t) = a.at(t);\n}\n", SAME,
-         args=lambda: {"a": random((16,), torch.int32),
-                       "out": poison(torch.empty(16, dtype=torch.int32))}),
+         args=copy_args()),
     Form("shared parameter", "__co__ void walk(shared s32 [16] a) {\n  parallel t by 16 {}\n}\n"),
     Form("type aliases", "__co__ auto walk(half [16] a, float [16] b) {\n  float [16] out;\n"
          "  parallel t by 16\n    out.at(t) = a.at(t) + b.at(t);\n  return out;\n}\n",
