@@ -135,6 +135,12 @@ class FunctionLowering:
             self.body.append(ir.HostLaunch(kernel))
             return
         if isinstance(stmt, ast.ReturnStmt):
+            if self.fn.returns == "scalar" and stmt.value is not None:
+                info = self.fn.exprs.get(id(stmt.value))
+                if info is None or info.static is None:
+                    raise unsupported(stmt.span, "returning a scalar computed at run time")
+                self.body.append(ir.HostReturn(None, info.static))
+                return
             sym = self.fn.returned
             self.body.append(ir.HostReturn(sym.name if sym is not None else None))
             if sym is not None and sym.is_param:
@@ -866,26 +872,34 @@ class KernelLowering:
         if not isinstance(view, ast.View):
             raise unsupported(view.span, "this operand")
         info: ViewInfo = self.fn.views[id(view)]
-        root = self.env.get(info.root)
+        strided = next((op for op in view.ops if op.strides is not None), None)
+        if strided is not None:
+            raise unsupported(strided.span, "explicit element strides in a view")
+        root_sym = info.root
+        name = view.base.obj if isinstance(view.base, ast.Member) else view.base
+        alias = self.fn.refs.get(id(name)) if isinstance(name, ast.Ident) else None
+        if alias is not None and alias.kind is SymKind.VIEW and alias in self.env:
+            root_sym = alias  # a view alias: the region it denoted where it was declared
+        root = self.env.get(root_sym)
         if info.array_index:
             if not isinstance(root, BufferArray):
                 raise unsupported(view.span, "indexing this value as an array of buffers")
             root = self.array_element(root, info.array_index, view.span, write)
         offsets: list[ir.Expr] = []
-        extents = info.root.shape or ()
+        extents = root_sym.shape or ()
         base = root
         if isinstance(root, Buffer):
             extents = root.shape
             if not write:
                 if root.content is None:
-                    raise unsupported(view.span, f"reading '{info.root.name}' before anything "
+                    raise unsupported(view.span, f"reading '{root_sym.name}' before anything "
                                                  "is copied or stored into it")
                 base = root.content
         elif isinstance(root, TensorRef):
             base = Region.whole(self.use_tensor(root))
             extents = root.dims
         elif not isinstance(root, (Region, Tile)):
-            raise unsupported(view.span, f"'{info.root.name}' as a view")
+            raise unsupported(view.span, f"'{root_sym.name}' as a view")
         offsets = [b.const(0) for _ in extents]
         ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
@@ -1028,7 +1042,7 @@ class KernelLowering:
             return self._tile_element(source, index, e.span)
         pointer, mask = access(source, index)
         return ir.Load(b.merged(pointer, *( [mask] if mask is not None else [])),
-                       pointer.dtype, pointer, mask)
+                       pointer.dtype, pointer, mask, source.fill)  # padding reads its value
 
     def _tile_element(self, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
         """Reading a register tile at indices that are exactly its own axes."""
@@ -1215,6 +1229,8 @@ def _describe(node: ast.Node) -> str:
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
         "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
         "ExternCall": "external calls ('call')", "SelectExpr": "'select'",
+        "Postfix": "'++'/'--' after a name", "SizeOf": "'|...|' of this operand",
+        "Unary": "a prefix operator as a statement",
     }
     return names.get(type(node).__name__, f"'{type(node).__name__}'")
 

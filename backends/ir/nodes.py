@@ -363,6 +363,7 @@ class HostLaunch:
 @dataclass(frozen=True)
 class HostReturn:
     name: str | None
+    value: Sym | None = None  # a scalar result known from constants and sizes
 
 
 HostStmt = HostAlloc | HostLaunch | HostReturn

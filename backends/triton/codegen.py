@@ -130,8 +130,11 @@ class KernelWriter:
             axes = ir.sort_axes([a for e in parts for a in e.axes])
             ptr = self.pointer(stmt.pointer, axes)
             value = self.expr(stmt.value, axes)
-            if stmt.op == "cas":
-                call = f"tl.atomic_cas({ptr}, {self.expr(stmt.cmp, axes)}, {value})"
+            if stmt.op == "cas":  # no broadcasting here: the operands take the pointer's shape
+                sizes = ", ".join(str(a.size) for a in axes)
+                cmp, value = (f"tl.zeros([{sizes}], tl.{x.dtype.value}) + ({self.expr(x, axes)})"
+                              if axes else self.expr(x, axes) for x in (stmt.cmp, stmt.value))
+                call = f"tl.atomic_cas({ptr}, {cmp}, {value})"
             else:
                 mask = f", mask={self.expr(stmt.mask, axes)}" if stmt.mask is not None else ""
                 call = f"tl.atomic_{stmt.op}({ptr}, {value}{mask})"
@@ -409,6 +412,8 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
                        f"dtype=torch.{stmt.dtype}, device=device)")
         elif isinstance(stmt, ir.HostLaunch):
             _launch(w, stmt.kernel)
+        elif isinstance(stmt, ir.HostReturn) and stmt.value is not None:
+            w.line(f"return {render_sym(stmt.value)}")
         elif isinstance(stmt, ir.HostReturn):
             w.line(f"return {host_name(stmt.name)}" if stmt.name else "return None")
     if not fn.body or not isinstance(fn.body[-1], ir.HostReturn):

@@ -1,6 +1,6 @@
-"""Every kernel of the sample, construct and MMA programs compiles for sm_90 with Triton's real
-compiler (no GPU needed): catches what the CPU interpreter accepts but the GPU does not
-(tl.dot minimum sizes, layouts, types)."""
+"""Every kernel of the programs in tests/data (the seeds and the corpus) and of the MMA
+programs compiles for sm_90 with Triton's real compiler (no GPU needed): catches what the
+CPU interpreter accepts but the GPU does not (tl.dot minimum sizes, layouts, types)."""
 
 from __future__ import annotations
 
