@@ -875,11 +875,7 @@ class KernelLowering:
         strided = next((op for op in view.ops if op.strides is not None), None)
         if strided is not None:
             raise unsupported(strided.span, "explicit element strides in a view")
-        root_sym = info.root
-        name = view.base.obj if isinstance(view.base, ast.Member) else view.base
-        alias = self.fn.refs.get(id(name)) if isinstance(name, ast.Ident) else None
-        if alias is not None and alias.kind is SymKind.VIEW and alias in self.env:
-            root_sym = alias  # a view alias: the region it denoted where it was declared
+        root_sym = info.root  # (a view of a view alias carries the alias's steps)
         root = self.env.get(root_sym)
         if info.array_index:
             if not isinstance(root, BufferArray):
