@@ -969,9 +969,9 @@ class KernelLowering:
 
     def _arith(self, op: str, lhs: ir.Expr, rhs: ir.Expr, elem: dtypes.ElemType) -> ir.Expr:
         dtype = b.dtype_of(elem)
-        if dtype is ir.DType.BF16:
-            # bf16 arithmetic is computed in f32 and rounded once (what the hardware does;
-            # Triton 3.6's interpreter would otherwise compute on the raw 16-bit patterns)
+        if dtype in (ir.DType.BF16, ir.DType.F8E4, ir.DType.F8E5):
+            # bf16 and fp8 arithmetic is computed in f32 and rounded once (what the hardware
+            # does; Triton 3.6's interpreter would otherwise compute on the raw bit patterns)
             wide = self._arith(op, lhs, rhs, dtypes.F32)
             return b.cast(wide, dtype)
         lhs, rhs = b.cast(lhs, dtype), b.cast(rhs, dtype)
