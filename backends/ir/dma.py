@@ -40,7 +40,7 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
             Sym(d.extent) for d in source.dims)
         elem = source.tensor.elem if isinstance(source, Region) else source.elem
         if future is not None:
-            kl.env[future] = Buffer(future, shape, elem, content)
+            kl.env[future] = kl.settle(Buffer(future, shape, elem, content), stmt.span)
         return
     if isinstance(dst, ast.SelectExpr):
         _copy_into_select(kl, stmt, dst, source, future)
@@ -51,8 +51,10 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     if isinstance(target, BufferSlot):
         content = _fill_buffer(target, source, stmt)
         target.buffer.content = content
+        kl.settle(target.buffer, stmt.span)
         if future is not None:
-            kl.env[future] = Buffer(future, target.buffer.shape, target.buffer.elem, content)
+            kl.env[future] = kl.settle(Buffer(future, target.buffer.shape, target.buffer.elem,
+                                              content), stmt.span)
         return
     if isinstance(target, Tile):
         raise unsupported(dst.span, "copying into part of a register-resident buffer")

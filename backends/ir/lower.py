@@ -68,6 +68,7 @@ class FunctionLowering:
         self.written: set[str] = set()
         self.params: list[ir.HostParam] = []
         self.scratch: set[str] = set()  # host tensors standing for written shared buffers
+        self.element_written = _element_written(fn)
 
     def fresh_host_name(self, base: str) -> str:
         """A host variable name no parameter, allocation or scratch tensor has."""
@@ -179,6 +180,23 @@ class FunctionLowering:
             if fill is None:
                 raise unsupported(var.init.span, "a buffer initialiser that is not a constant")
         self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
+
+
+def _element_written(fn: CheckedFunction) -> set[Symbol]:
+    """Buffers and futures some statement writes element by element (``b.at(i) = v``,
+    ``f.data.at(i) += v``)."""
+    written: set[Symbol] = set()
+    for stmt in iter_stmts(fn.node.body):
+        if not isinstance(stmt, ast.AssignStmt):
+            continue
+        for item in stmt.items:
+            base = item.target.base if isinstance(item.target, ast.ElemAccess) else None
+            if isinstance(base, ast.Member) and base.member in ("data", "mdata"):
+                base = base.obj
+            sym = fn.refs.get(id(base)) if isinstance(base, ast.Ident) else None
+            if sym is not None:
+                written.add(sym)
+    return written
 
 
 def _limited(region: Region, ends: list[tuple[int, ir.Expr]]) -> Region:
@@ -478,9 +496,8 @@ class KernelLowering:
             buffer = Buffer(sym, sym.shape or (), elem)
             var = next(v for v in stmt.vars if v.name == sym.name)
             if var.init is not None:
-                buffer.content = buffer.initial = self._filled_tile(buffer, var.init)
-                buffer.fill = _literal_value(var.init, self.fn.exprs.get(id(var.init)))
-            self.env[sym] = buffer
+                buffer.content = self._filled_tile(buffer, var.init)
+            self.env[sym] = self.settle(buffer, stmt.span)
 
     def _filled_tile(self, buffer: Buffer, init: ast.Expr) -> Tile:
         value = self.value(init)
@@ -588,16 +605,27 @@ class KernelLowering:
         if scratch:
             self.emit(ir.Barrier(stmt.span))
 
+    def settle(self, buffer: Buffer, span: Span) -> Buffer:
+        """A buffer that just got its content (declared, or filled by a copy): one that
+        the function writes element by element moves into scratch storage now, so that
+        every later read -- in later loop trips too -- sees the writes."""
+        if buffer.symbol in self.fl.element_written and buffer.symbol.storage == "shared" \
+                and not (isinstance(buffer.content, Region) and self._scratch_of(buffer.content)):
+            self.scratch(buffer, span)
+        return buffer
+
     def _scratch_of(self, region: Region) -> bool:
         return region.tensor.name in self.fl.scratch
 
     def scratch(self, buffer: Buffer, span: Span) -> Region:
         """The fallback of arch 3.3 for a buffer written element by element: a region of
-        global memory per program (``programs x rows`` stacked on dimension 0), filled
-        with the buffer's initialiser; stores into it are fenced by barriers."""
-        if buffer.symbol.storage != "shared" and self.active:
-            raise unsupported(span, f"writing single elements of the per-thread buffer "
-                                    f"'{buffer.symbol.name}'", "declare it shared")
+        global memory per program (``programs x rows`` stacked on dimension 0), holding
+        what the buffer held (its initialiser, or a copy forwarded from a source that must
+        not be written through); stores into it are fenced by barriers."""
+        if buffer.symbol.storage != "shared":
+            raise unsupported(span, f"writing single elements of the {buffer.symbol.storage} "
+                                    f"buffer '{buffer.symbol.name}'",
+                              "keep per-thread values in scalars, or write a shared buffer")
         if not buffer.shape:
             raise unsupported(span, f"writing elements of the scalar buffer "
                                     f"'{buffer.symbol.name}'")
@@ -609,13 +637,21 @@ class KernelLowering:
         tensor = TensorRef(name, buffer.elem, (programs * rows,) + tuple(buffer.shape[1:]))
         self.fl.scratch.add(name)
         self.fl.body.append(ir.HostAlloc(name, tensor.dims, buffer.elem.torch or "float32",
-                                         buffer.fill, span))
+                                         None, span))
         whole = Region.whole(self.use_tensor(tensor))
         first = b.mul(self.program_index(), self.sym(rows))
         limits = ((b.sym(tensor.dims[0]), b.add(first, self.sym(rows))),) + whole.limits[1:]
         region = whole._replace(origin=(first,) + whole.origin[1:], extents=buffer.shape,
                                 limits=limits)
-        buffer.content = region
+        held, buffer.content = buffer.content, region
+        if held is not None:
+            from .tiles import load_tile, store_tile
+
+            if isinstance(held, Region):
+                dims = tuple(self.tile_axis(extent, f"{name}{d}", span)
+                             for d, extent in enumerate(held.extents))
+                held = load_tile(self, held, dims, span, f"{name}_held")
+            store_tile(self, region, held, span)
         return region
 
     def program_index(self) -> ir.Expr:
@@ -869,7 +905,8 @@ class KernelLowering:
             source: Region | Tile = Region.whole(self.use_tensor(value))
             elem = value.elem
         elif isinstance(value, Buffer):
-            if write and (value.content is None or value.content is value.initial):
+            if write and not (isinstance(value.content, Region)
+                              and self._scratch_of(value.content)):
                 self.scratch(value, e.span)
             if value.content is None:
                 raise unsupported(e.span, f"reading '{base.name}' before it holds data")
@@ -914,6 +951,9 @@ class KernelLowering:
         value = self.env.get(sym)
         if isinstance(value, Scalar) and sym.is_param:
             self.use_scalar(sym)
+        if value is None and isinstance(sym.decl_node, ast.Parallel):
+            raise unsupported(e.span, f"the rank of a block in its cluster ('{e.name}')",
+                              "clusters are ignored (spec 8): index with the block variables")
         return self._as_expr(value, e.span)
 
     def _e_IntLit(self, e: ast.IntLit) -> ir.Expr:

@@ -183,8 +183,6 @@ class Buffer:
     shape: tuple[Sym, ...]
     elem: ElemType
     content: Region | Tile | None = None
-    initial: Tile | None = None  # the content its `{v}` initialiser gave it
-    fill: int | float | None = None  # that initialiser's value
 
 
 @dataclass

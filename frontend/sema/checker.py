@@ -736,7 +736,7 @@ class Checker:
             value = Sym(0) if node.level == "device" else None
             for name in node.vars:
                 self._declare(Symbol(name, SymKind.SCALAR, node.span, elem=dtypes.INT,
-                                     value=value))
+                                     value=value, decl_node=stmt))
         self._block(stmt.body, new_scope=False)
         self.scopes.pop()
 
