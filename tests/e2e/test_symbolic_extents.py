@@ -1,11 +1,13 @@
-"""Symbolic sizes where Triton needs constants: a staged tile or shared buffer shaped by
-parameter dimensions, group and thread bounds from them, anonymous parallel levels.
+"""Sizes and parallel forms that need more than one static compile: a staged tile or
+shared buffer shaped by parameter dimensions, group and thread bounds from them, runtime
+extents with a static bound, anonymous parallel levels, device and cluster levels, and
+shared buffers written element by element.
 
-Such a function is compiled per call, specialised on the dimensions of its arguments
-(one compile per distinct shape); the per-block limits are checked then and reported as
-``ArgumentError``. Every program runs through the Triton path (Triton's CPU interpreter)
-and the reference interpreter against float64 torch references, and its kernels compile
-for sm_90."""
+A function that needs dimensions as constants is compiled per call, specialised on the
+dimensions of its arguments (one compile per distinct shape); the per-block limits are
+checked then and reported as ``ArgumentError``. Every program runs through the Triton path
+(Triton's CPU interpreter) and the reference interpreter against float64 torch
+references, and its kernels compile for sm_90."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from croqtile.backends.reference import interpret_source
 
 from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 from .checks import assert_close, poison, random
-
 
 
 @dataclass(frozen=True)
@@ -295,6 +296,16 @@ def test_group_bound_limit_for_the_shape() -> None:
     x = random((40, 32), torch.float32)
     with pytest.raises(croqtile.ArgumentError, match=r"R = 40.*1280 threads"):
         fn(x, x, torch.empty_like(x))
+
+
+def test_backend_gap_of_a_specialised_function_is_a_compile_error() -> None:
+    """A construct the backend cannot lower is no fault of the shapes: CompileError."""
+    source = WHOLE_TILE.replace("dma.copy t => y;", "dma.copy t => y;\n      local f32 [4] w;"
+                                "\n      w.at(0) = 1.0f;")
+    fn = croqtile.compile(source).stage3
+    x = random((2, 3, 4), torch.float32)
+    with pytest.raises(croqtile.CompileError, match=r"CQ0701\]: .*local buffer 'w'"):
+        fn(x, torch.empty_like(x))
 
 
 DEVICE_SCOPE = """
