@@ -1018,6 +1018,9 @@ class KernelLowering:
         value = self.env.get(sym)
         if isinstance(value, Scalar) and sym.is_param:
             self.use_scalar(sym)
+        if value is None and isinstance(sym.decl_node, ast.Parallel):
+            raise unsupported(e.span, f"the rank of a block in its cluster ('{e.name}')",
+                              "clusters are ignored (spec 8): index with the block variables")
         return self._as_expr(value, e.span)
 
     def _e_IntLit(self, e: ast.IntLit) -> ir.Expr:
@@ -1073,9 +1076,9 @@ class KernelLowering:
 
     def arith(self, op: str, lhs: ir.Expr, rhs: ir.Expr, elem: dtypes.ElemType) -> ir.Expr:
         dtype = b.dtype_of(elem)
-        if dtype is ir.DType.BF16:
-            # bf16 arithmetic is computed in f32 and rounded once (what the hardware does;
-            # Triton 3.6's interpreter would otherwise compute on the raw 16-bit patterns)
+        if dtype in (ir.DType.BF16, ir.DType.F8E4, ir.DType.F8E5):
+            # bf16 and fp8 arithmetic is computed in f32 and rounded once (what the hardware
+            # does; Triton 3.6's interpreter would otherwise compute on the raw bit patterns)
             wide = self.arith(op, lhs, rhs, dtypes.F32)
             return b.cast(wide, dtype)
         lhs, rhs = b.cast(lhs, dtype), b.cast(rhs, dtype)

@@ -813,7 +813,7 @@ class Checker:
             value = Sym(0) if node.level == "device" else None
             for name in node.vars:
                 self._declare(Symbol(name, SymKind.SCALAR, node.span, elem=dtypes.INT,
-                                     value=value))
+                                     value=value, decl_node=stmt))
         self._block(stmt.body, new_scope=False)
         self.scopes.pop()
 
@@ -1001,9 +1001,9 @@ class Checker:
             bounds = [info.static]
         elif isinstance(info.type, _Error):
             bounds = [Sym(1)]
-        elif self._static_bound(item.shape) is not None and _is_intlike(info):
+        elif _is_intlike(info) and (self._static_bound(item.shape) or 0) > 0:
             # `foreach y in X`, X a runtime integer with a static bound: X trips
-            bounds = [Sym(max(1, self._static_bound(item.shape) or 1))]
+            bounds = [Sym(self._static_bound(item.shape) or 1)]
             dynamic = (item.shape,)
         else:
             self._error("CQ0209", item.shape.span, what="a loop bound",
