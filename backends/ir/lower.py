@@ -1159,7 +1159,7 @@ def _is_int_type(t: object) -> bool:
 def _describe(node: ast.Node) -> str:
     names = {
         "While": "'while' loops", "InThreads": "'inthreads' blocks", "Apply": "'apply' blocks",
-        "TriggerStmt": "events ('trigger')", "EventDecl": "events", "SwapStmt": "'swap'/'rotate'",
+        "SwapStmt": "'swap'/'rotate'",
         "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
         "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
