@@ -305,16 +305,22 @@ def _narrowed(kl: KernelLowering, node: ast.InThreads):
 def _uses_axis_from_outside(kl: KernelLowering, node: ast.InThreads, index: Symbol,
                             axis: ir.Axis) -> bool:
     """Whether the role reads a value made outside it that varies along ``axis`` (a
-    scalar computed per thread before the roles): inside a narrowed role that axis is
-    replaced, so such a value would not line up with the role's lanes."""
+    scalar computed per thread before the roles), or assigns a scalar declared outside
+    it: inside a narrowed role that axis is replaced, so such a value would not line up
+    with the role's lanes, and an update would reach the threads of other roles."""
     from .loops import _children
 
+    declared = {sym for stmt in iter_stmts(node.body) for sym in kl.fn.decls.get(id(stmt), [])}
     stack: list[ast.Node] = [node.body]
     while stack:
         item = stack.pop()
         if isinstance(item, ast.Ident):
             sym = kl.fn.refs.get(id(item))
             if sym is not None and sym is not index and _varies(kl.env.get(sym), axis):
+                return True
+        if isinstance(item, ast.Assign) and isinstance(item.target, ast.Ident):
+            sym = kl.fn.refs.get(id(item.target))
+            if sym is not None and sym not in declared and sym.kind is SymKind.SCALAR:
                 return True
         stack.extend(_children(item))
     return False

@@ -202,6 +202,21 @@ __co__ void relay(global f32 [2, 64] x, global f32 [2, 64] y) {
 }
 """
 
+# A role updates a per-thread variable declared before the roles: only its threads see it.
+PER_ROLE_UPDATE = """\
+__co__ void bump(global s32 [4] a, global s32 [4] out) {
+  parallel p by 1 : block {
+    parallel g by 4 : group {
+      mutable int n = 1;
+      shared event e;
+      inthreads.async (g == 0) { n = 5; trigger e; }
+      inthreads.async (g > 0) { wait e; }
+      out.at(g) = a.at(g) + n;
+    }
+  }
+}
+"""
+
 # Double buffering with TMA futures: the first copy is made under `with k`, the loop
 # `foreach k(1:)` copies the next chunk while the current one is added, and `swap`
 # exchanges the names; the sum goes through a shared buffer written element by element.
@@ -327,6 +342,16 @@ def test_event_orders_counted_in_mutable_variables() -> None:
         out = poison(torch.empty(2, 64))
         run(out)
         assert_close(out, x.double(), torch.float32, 0.0)
+
+
+def test_a_role_updates_only_its_own_threads() -> None:
+    a = random((4,), torch.int32)
+    expected = a.double() + torch.tensor([5.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    for run in (lambda out: _compile(PER_ROLE_UPDATE).bump(a, out),
+                lambda out: interpret_source(PER_ROLE_UPDATE, [a, out])):
+        out = poison(torch.empty(4, dtype=torch.int32))
+        run(out)
+        assert_close(out, expected, torch.int32)
 
 
 # --------------------------------------------------------------------------- the reference
