@@ -199,6 +199,9 @@ def straight_line_event(kl: KernelLowering, stmt: ast.Stmt, target: ast.Expr,
     if kl.loop_depth:
         raise _shape(stmt.span, "events inside a loop are supported only in the pipelined "
                                 "loops of warp-specialised roles")
+    if kl.uncertain:
+        raise _shape(stmt.span, "events inside a branch: whether they happen is only known "
+                                "at run time")
     ledger = _ledger(kl)
     _usable(ledger, ref)
     slot = _slot(ref)
