@@ -2796,6 +2796,7 @@ __co__ void ring(global f32 [64] x) {
   parallel p by 1 : block {
     shared event ready[2];
     mutable int order = 0;
+    trigger ready.at(0);
     wait ready.at(order++);
   }
 }

@@ -28,11 +28,7 @@ BAD_GAPS: dict[str, str] = {}
 # Fixed programs that still report an error.
 FIXED_GAPS: dict[str, str] = {
     "CQ0308": "backend: `span_as` is not lowered (CQ0701)",
-    "CQ0432": "backend: `order++` is not lowered (CQ0701), and an event order held in a "
-              "mutable variable outside a pipelined loop is not folded (CQ0755)",
     "CQ0433": "backend: `while` loops are not lowered (CQ0701)",
-    "CQ0434": "backend: an event order held in a mutable variable outside a pipelined loop "
-              "is not folded (CQ0755)",
     "CQ0420": "backend: a future chosen by `select` is not lowered (CQ0701)",
     "CQ0511": "backend: sparse MMA (`mma.row.row.sp`) is not lowered (CQ0701)",
 }

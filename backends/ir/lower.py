@@ -250,6 +250,8 @@ class KernelLowering:
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
         self.events = None  # the event ledger of straight-line code (roles.py), made on use
+        self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
+        self.uncertain = 0  # inside a branch that may not run
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -615,8 +617,9 @@ class KernelLowering:
             if sym.mutable:
                 # a per-thread variable lives over the thread axes from the start, so that
                 # its type stays the same when later updates depend on the thread
-                value = _broadcast(value, tuple(self.active))
                 name = self.fresh(sym.name)
+                self._note_known(name, value)
+                value = _broadcast(value, tuple(self.active))
                 self.emit(ir.Let(stmt.span, name, value))
                 self.env[sym] = Scalar(ir.Var(value.axes, dtype, name), elem)
             else:
@@ -650,6 +653,7 @@ class KernelLowering:
                 if set(value.axes) - set(old.axes):
                     raise unsupported(item.span, f"giving the scalar '{target.name}' a value "
                                       "per thread when it was declared outside the threads")
+                self._note_known(old.name, value)
                 value = _broadcast(value, old.axes)
                 self.emit(ir.Let(stmt.span, old.name, value))
                 return
@@ -658,6 +662,24 @@ class KernelLowering:
             self._store_element(stmt, target, item)
             return
         raise unsupported(item.span, "this assignment target")
+
+    def _note_known(self, name: str, value: ir.Expr) -> None:
+        """Remember the value of a mutable scalar while it is the same at every run of
+        this point (straight-line code: no loop, no branch, no lane mask), so that event
+        orders kept in such a variable are known when compiling (roles.py)."""
+        for used in _var_names(value) & set(self.known):
+            value = b.substitute(value, used, b.const(self.known[used], value.dtype))
+        if isinstance(value, ir.Const) and not self.loop_depth and not self.uncertain \
+                and self.predicate() is None:
+            self.known[name] = value.value
+        else:
+            self.known.pop(name, None)
+
+    def update(self, target: ast.Ident, op: str, stmt: ast.Stmt) -> None:
+        """``x++`` / ``x--`` of a mutable scalar, as its own statement."""
+        one = ast.IntLit(target.span, 1, "1")
+        self._assign(stmt, ast.Assign(target.span, target, "+=" if op == "++" else "-=", one),
+                     {})  # type: ignore[arg-type]
 
     def _declare_value(self, sym: Symbol, value: ast.Expr, span: Span) -> None:
         if sym.kind is SymKind.VIEW:
@@ -763,13 +785,17 @@ class KernelLowering:
             if stmt.other is not None:
                 self._predicated(ir.Unary(cond.axes, b.I1, "not", cond), stmt.other)
             return
-        with self.nested() as then:
-            self.block(stmt.then)
-        other: list[ir.Stmt] = []
-        if stmt.other is not None:
-            with self.nested() as other_scope:
-                self.block(stmt.other)
-            other = other_scope.body
+        self.uncertain += 1
+        try:
+            with self.nested() as then:
+                self.block(stmt.then)
+            other: list[ir.Stmt] = []
+            if stmt.other is not None:
+                with self.nested() as other_scope:
+                    self.block(stmt.other)
+                other = other_scope.body
+        finally:
+            self.uncertain -= 1
         self.emit(ir.If(stmt.span, cond, then.body, other))
 
     def _s_InThreads(self, stmt: ast.InThreads) -> None:
@@ -1222,7 +1248,7 @@ def _is_int_type(t: object) -> bool:
 def _describe(node: ast.Node) -> str:
     names = {
         "While": "'while' loops", "InThreads": "'inthreads' blocks", "Apply": "'apply' blocks",
-        "TriggerStmt": "events ('trigger')", "EventDecl": "events", "SwapStmt": "'swap'/'rotate'",
+        "SwapStmt": "'swap'/'rotate'",
         "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
         "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",

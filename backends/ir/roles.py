@@ -76,13 +76,25 @@ def event_ref(kl: KernelLowering, target: ast.Expr) -> EventRef | None:
             raise unsupported(target.span, "an event array without a constant size")
         size *= dim.value
     if isinstance(target, ast.ElemAccess):
-        order = kl.value(target.indices[0])
+        arg = target.indices[0]
+        if isinstance(arg, ast.Postfix) and isinstance(arg.operand, ast.Ident):
+            order = _known(kl, kl.value(arg.operand))  # the value before the update
+            kl.update(arg.operand, arg.op, target)  # type: ignore[arg-type]
+        else:
+            order = _known(kl, kl.value(arg))
         return EventRef(sym, size, b.binary("%", order, b.const(size)), order, target.span)
     if isinstance(target, ast.Index):
         if isinstance(target.base, ast.Index):
             raise unsupported(target.span, "multi-dimensional event arrays")
         return EventRef(sym, size, kl.value(target.index), None, target.span)
     return EventRef(sym, size, b.const(0), None, target.span)
+
+
+def _known(kl: KernelLowering, e: ir.Expr) -> ir.Expr:
+    """A mutable scalar of straight-line code replaced by the value it has here."""
+    if isinstance(e, ir.Var) and e.name in kl.known and not kl.loop_depth:
+        return b.const(kl.known[e.name], e.dtype)
+    return e
 
 
 def _is_ready(sym: Symbol) -> bool:
@@ -187,6 +199,9 @@ def straight_line_event(kl: KernelLowering, stmt: ast.Stmt, target: ast.Expr,
     if kl.loop_depth:
         raise _shape(stmt.span, "events inside a loop are supported only in the pipelined "
                                 "loops of warp-specialised roles")
+    if kl.uncertain:
+        raise _shape(stmt.span, "events inside a branch: whether they happen is only known "
+                                "at run time")
     ledger = _ledger(kl)
     _usable(ledger, ref)
     slot = _slot(ref)
@@ -293,16 +308,22 @@ def _narrowed(kl: KernelLowering, node: ast.InThreads):
 def _uses_axis_from_outside(kl: KernelLowering, node: ast.InThreads, index: Symbol,
                             axis: ir.Axis) -> bool:
     """Whether the role reads a value made outside it that varies along ``axis`` (a
-    scalar computed per thread before the roles): inside a narrowed role that axis is
-    replaced, so such a value would not line up with the role's lanes."""
+    scalar computed per thread before the roles), or assigns a scalar declared outside
+    it: inside a narrowed role that axis is replaced, so such a value would not line up
+    with the role's lanes, and an update would reach the threads of other roles."""
     from .loops import _children
 
+    declared = {sym for stmt in iter_stmts(node.body) for sym in kl.fn.decls.get(id(stmt), [])}
     stack: list[ast.Node] = [node.body]
     while stack:
         item = stack.pop()
         if isinstance(item, ast.Ident):
             sym = kl.fn.refs.get(id(item))
             if sym is not None and sym is not index and _varies(kl.env.get(sym), axis):
+                return True
+        if isinstance(item, ast.Assign) and isinstance(item.target, ast.Ident):
+            sym = kl.fn.refs.get(id(item.target))
+            if sym is not None and sym not in declared and sym.kind is SymKind.SCALAR:
                 return True
         stack.extend(_children(item))
     return False
@@ -395,6 +416,7 @@ def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]]
     for what the loops trigger."""
     ledger = _ledger(kl)
     cursors = [0] * len(roles)
+    refs: dict[int, list[EventRef]] = {}  # a blocked wait's targets, evaluated once
     while True:
         progressed = False
         blocked: ast.Stmt | None = None
@@ -402,7 +424,7 @@ def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]]
             with _RoleScope(kl, role):
                 while cursors[i] < len(stmts):
                     stmt = stmts[cursors[i]]
-                    if not _step(kl, ledger, role, stmt):
+                    if not _step(kl, ledger, role, stmt, refs):
                         blocked = blocked or stmt
                         break
                     cursors[i] += 1
@@ -411,7 +433,7 @@ def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]]
             return
         if not progressed:
             assert blocked is not None
-            ref = _waits(kl, blocked)[0]
+            ref = refs[id(blocked)][0]
             if loops_follow:
                 raise _shape(blocked.span, "a role waits before its pipelined loop for an "
                                            "event no role triggers before the loops")
@@ -424,7 +446,8 @@ def _waits(kl: KernelLowering, stmt: ast.Stmt) -> list[EventRef]:
     return [r for r in (event_ref(kl, t) for t in stmt.targets) if r is not None]  # type: ignore[attr-defined]
 
 
-def _step(kl: KernelLowering, ledger: Ledger, role: Role, stmt: ast.Stmt) -> bool:
+def _step(kl: KernelLowering, ledger: Ledger, role: Role, stmt: ast.Stmt,
+          evaluated: dict[int, list[EventRef]]) -> bool:
     """Run one statement of a role; False when it is a wait that must wait longer."""
     if isinstance(stmt, ast.Foreach) and _is_release_loop(kl, stmt):
         _release(kl, ledger, role, stmt)
@@ -435,7 +458,9 @@ def _step(kl: KernelLowering, ledger: Ledger, role: Role, stmt: ast.Stmt) -> boo
             ledger.trigger(ref.symbol, _slot(ref), role.number)
         return True
     if isinstance(stmt, ast.WaitStmt) and _is_event_stmt(kl, stmt):
-        refs = _waits(kl, stmt)
+        if id(stmt) not in evaluated:
+            evaluated[id(stmt)] = _waits(kl, stmt)
+        refs = evaluated[id(stmt)]
         for ref in refs:
             _usable(ledger, ref)
             slot = _slot(ref)

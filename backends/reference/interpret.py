@@ -646,7 +646,7 @@ def _format(value: Any) -> str:
 
 def _describe(stmt: ast.Stmt) -> str:
     names = {
-        "EventDecl": "events", "TriggerStmt": "events ('trigger')", "Apply": "'apply' blocks",
+        "Apply": "'apply' blocks",
         "FragDecl": "'frag' declarations", "CppStmt": "'__cpp__' code",
         "AsmStmt": "inline assembly", "BufferMap": "'buffer.map'",
     }

@@ -171,6 +171,52 @@ __co__ void halves(global s32 [128] a, global s32 [128] out) {
 }
 """
 
+# Straight-line roles that count their event orders in mutable variables (`.at(n++)`),
+# around a ring of two slots that starts free (`= ready`).
+RELAY = """\
+__co__ void relay(global f32 [2, 64] x, global f32 [2, 64] y) {
+  parallel p by 1 : block {
+    shared event full[2], empty[2] = ready;
+    shared f32 [1, 64] ring[2];
+    parallel g by 2 : group-4 {
+      inthreads.async (g == 0) {
+        mutable int sent = 0;
+        wait empty.at(sent);
+        dma.copy x.subspan(1, 64).at(0, 0) => ring[0];
+        trigger full.at(sent++);
+        wait empty.at(sent);
+        dma.copy x.subspan(1, 64).at(1, 0) => ring[1];
+        trigger full.at(sent++);
+      }
+      inthreads.async (g == 1) {
+        mutable int got = 0;
+        wait full.at(got);
+        dma.copy ring[0] => y.subspan(1, 64).at(0, 0);
+        trigger empty.at(got++);
+        wait full.at(got);
+        dma.copy ring[1] => y.subspan(1, 64).at(1, 0);
+        trigger empty.at(got++);
+      }
+    }
+  }
+}
+"""
+
+# A role updates a per-thread variable declared before the roles: only its threads see it.
+PER_ROLE_UPDATE = """\
+__co__ void bump(global s32 [4] a, global s32 [4] out) {
+  parallel p by 1 : block {
+    parallel g by 4 : group {
+      mutable int n = 1;
+      shared event e;
+      inthreads.async (g == 0) { n = 5; trigger e; }
+      inthreads.async (g > 0) { wait e; }
+      out.at(g) = a.at(g) + n;
+    }
+  }
+}
+"""
+
 # Double buffering with TMA futures: the first copy is made under `with k`, the loop
 # `foreach k(1:)` copies the next chunk while the current one is added, and `swap`
 # exchanges the names; the sum goes through a shared buffer written element by element.
@@ -289,6 +335,25 @@ def test_roles_read_values_computed_before_them() -> None:
         assert_close(out, expected, torch.int32)
 
 
+def test_event_orders_counted_in_mutable_variables() -> None:
+    x = random((2, 64), torch.float32)
+    for run in (lambda out: _compile(RELAY).relay(x, out),
+                lambda out: interpret_source(RELAY, [x, out])):
+        out = poison(torch.empty(2, 64))
+        run(out)
+        assert_close(out, x.double(), torch.float32, 0.0)
+
+
+def test_a_role_updates_only_its_own_threads() -> None:
+    a = random((4,), torch.int32)
+    expected = a.double() + torch.tensor([5.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    for run in (lambda out: _compile(PER_ROLE_UPDATE).bump(a, out),
+                lambda out: interpret_source(PER_ROLE_UPDATE, [a, out])):
+        out = poison(torch.empty(4, dtype=torch.int32))
+        run(out)
+        assert_close(out, expected, torch.int32)
+
+
 # --------------------------------------------------------------------------- the reference
 
 
@@ -324,9 +389,9 @@ def test_reference_interpreter_reports_a_straight_line_deadlock() -> None:
 
 
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
-@pytest.mark.parametrize("name", [*GEMMS, "handoff", "ping_pong"])
+@pytest.mark.parametrize("name", [*GEMMS, "handoff", "relay", "ping_pong"])
 def test_compiles_for_sm90(name: str) -> None:
-    programs = {**GEMMS, "handoff": HANDOFF, "ping_pong": PING_PONG}
+    programs = {**GEMMS, "handoff": HANDOFF, "relay": RELAY, "ping_pong": PING_PONG}
     assert_compiles_for_sm90(programs[name], name)
 
 
