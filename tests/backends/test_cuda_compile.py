@@ -13,11 +13,13 @@ from croqtile import settings
 from croqtile.backends.triton.launcher import load_module
 
 from ..e2e import test_constructs as constructs
+from ..e2e import test_element_buffers as element_buffers
 from ..e2e.checks import DATA
 
 PROGRAMS = {p.name: p.read_text() for p in sorted(DATA.glob("*.co"))}
-PROGRAMS.update({name: getattr(constructs, name) for name in dir(constructs)
-                 if name.isupper() and isinstance(getattr(constructs, name), str)})
+for _module in (constructs, element_buffers):
+    PROGRAMS.update({name: getattr(_module, name) for name in dir(_module)
+                     if name.isupper() and isinstance(getattr(_module, name), str)})
 
 HAVE_CUDA_BACKEND = importlib.util.find_spec("triton.backends.nvidia") is not None
 
