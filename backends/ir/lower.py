@@ -19,7 +19,7 @@ from ...frontend.sema import dtypes
 from ...frontend.sema.levels import threads_per_block
 from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFunction, IndexItem,
                                     Level, LevelInfo, ScalarType, Symbol, SymKind, TupleType,
-                                    ViewInfo)
+                                    ViewInfo, ViewStep)
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
@@ -148,12 +148,28 @@ class FunctionLowering:
         if isinstance(stmt, ast.AssignStmt) and decls and all(
                 s.kind in (SymKind.ITUPLE, SymKind.MDSPAN) for s in decls):
             return  # `t = {1, 2};` declares a compile-time ituple (other assignments: below)
+        if isinstance(stmt, ast.AssignStmt) and decls and all(
+                s.kind is SymKind.VIEW for s in decls):
+            self._host_views(stmt, decls)
+            return
         if isinstance(stmt, ast.AssertStmt):
             if id(stmt) in self.fn.host_asserts:
                 return  # decided at compile time, or tested when the arguments are bound
             raise unsupported(stmt.span, "an assert on values computed at run time")
         raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
                           "host code may allocate buffers, launch parallel blocks and return")
+
+    def _host_views(self, stmt: ast.AssignStmt, decls: list[Symbol]) -> None:
+        """``l = lhs.span_as(6, 64);`` on the host: a view the kernels read through. It
+        is resolved as a kernel would resolve it; views that need run-time values (which
+        the host does not compute) are rejected."""
+        probe = KernelLowering(self, None, "host")  # type: ignore[arg-type]
+        for item, sym in zip(stmt.items, decls):
+            view = probe.resolve_view_read(item.value)
+            if probe.scopes[0] or not isinstance(view, Region):
+                raise unsupported(item.span, "a host view that needs values computed at run "
+                                             "time", "declare the view inside the parallel block")
+            self.env[sym] = view
 
     def _alloc(self, stmt: ast.SpannedDecl, sym: Symbol) -> None:
         elem = sym.elem or dtypes.F32
@@ -754,10 +770,16 @@ class KernelLowering:
         info: ViewInfo = self.fn.views[id(view)]
         if info.array_index:
             raise unsupported(view.span, "arrays of buffers")
-        root = self.env.get(info.root)
+        root = self._alias(view.base)
+        if root is None:
+            root = self.env.get(info.root)
         offsets: list[ir.Expr] = []
         extents = info.root.shape or ()
         base = root
+        if isinstance(root, Region):
+            extents = root.extents
+        elif isinstance(root, Tile):
+            extents = tuple(Sym(d.extent) for d in root.dims)
         if isinstance(root, Buffer):
             extents = root.shape
             if not write:
@@ -773,13 +795,17 @@ class KernelLowering:
         offsets = [b.const(0) for _ in extents]
         for step in info.steps:
             if step.kind == "span_as":
-                raise unsupported(step.span, "'span_as'")
+                base = self._reshaped(base, offsets, tuple(extents), step)
+                offsets = [b.const(0) for _ in step.extents]
+                extents = step.extents
+                continue
             for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
                 offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
             extents = step.extents
         if isinstance(base, Buffer):
             return BufferSlot(base, tuple(offsets), tuple(extents))
         if isinstance(base, Region):
+            self.use_tensor(base.tensor)
             if base.rank != len(offsets):
                 raise unsupported(view.span, "views that change the rank of their data")
             return base.shifted(offsets, tuple(extents))
@@ -789,6 +815,32 @@ class KernelLowering:
             return base
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
+
+    def _alias(self, base: ast.Expr) -> Region | Tile | None:
+        """The value of a view name (``v = a.chunkat(p, _);``) a view starts from: the
+        checker records the data ``v`` views as the root, so ``v``'s own steps come from
+        its value here."""
+        if isinstance(base, ast.Ident):
+            sym = self.fn.refs.get(id(base))
+            if sym is not None and sym.kind is SymKind.VIEW:
+                value = self.env.get(sym)
+                if isinstance(value, (Region, Tile)):
+                    return value
+        return None
+
+    def _reshaped(self, base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
+                  step: ViewStep) -> Region:
+        """``span_as``: the same elements in a new shape. Supported for a whole tensor
+        (row-major, so any shape of the same size is a re-striding of its memory)."""
+        span = step.span
+        if not isinstance(base, Region):
+            raise unsupported(span, "'span_as' of a register-resident buffer")
+        whole = Region.whole(base.tensor)
+        if not (all(b.is_const(o, 0) for o in offsets) and base.key()[1:] == whole.key()[1:]
+                and all(e.provably_eq(d) for e, d in zip(extents, base.tensor.dims))):
+            raise unsupported(span, "'span_as' of part of a tensor",
+                              "reshape the whole tensor, then take the part")
+        return Region.whole(TensorRef(base.tensor.name, base.tensor.elem, step.extents))
 
     def resolve_view_read(self, view: ast.Expr) -> Region | Tile:
         result = self.resolve_view(view)
@@ -819,6 +871,10 @@ class KernelLowering:
         base = e.base
         if isinstance(base, ast.Member) and base.member in ("data", "mdata"):
             base = base.obj
+        if isinstance(base, ast.View) and id(base) in self.fn.views:  # `a.span_as(64).at(i)`
+            view = self.resolve_view_read(base)
+            view_elem = view.tensor.elem if isinstance(view, Region) else view.elem
+            return view, self.element_index(e), view_elem
         if not isinstance(base, ast.Ident):
             raise unsupported(e.span, "this element access")
         sym = self.fn.refs.get(id(base))
@@ -834,6 +890,8 @@ class KernelLowering:
         elif isinstance(value, (Region, Tile)):
             source = value
             elem = value.tensor.elem if isinstance(value, Region) else value.elem
+            if isinstance(value, Region):
+                self.use_tensor(value.tensor)
         else:
             raise unsupported(e.span, "this element access")
         return source, self.element_index(e), elem

@@ -130,6 +130,32 @@ __co__ void running(s32 [32, 5] a, global s32 [32] out) {
 }
 """
 
+# views computed on the host between blocks: span_as reshapes a whole tensor
+HOST_SPAN_AS = """
+__co__ void regroup(s32 [4, 3, 16] a, s32 [12, 16] b, global s32 [12, 16] out) {
+  flat = a.span_as(12, 16);
+  rows = out.span_as([6, 32]);
+  parallel r by 12, c by 16
+    out.at(r, c) = flat.at(r, c) - b.at(r, c);
+  parallel h by 6 : block {
+    tile = dma.copy rows.chunkat(h, _) => shared;
+    parallel t by 32 : thread
+      rows.at(h, t) = tile.data.at(0, t) * 2;
+  }
+}
+"""
+
+# span_as inside a kernel, and of a staged copy
+KERNEL_SPAN_AS = """
+__co__ void flatten(f32 [8, 8] a, global f32 [64] out) {
+  parallel g by 1 : block {
+    s = dma.copy a => shared;
+    parallel t by 64 : thread
+      out.at(t) = a.span_as(64).at(t) + s.data.span_as([64]).at(63 - t);
+  }
+}
+"""
+
 UNARY = ["__sinh", "__cosh", "__tanh", "__tan", "__asin", "__acos", "__atan", "__expm1",
          "__log1p", "__round", "__sign", "__gelu", "__softplus", "__frcp_rn", "__exp",
          "__sqrt"]
@@ -281,6 +307,13 @@ CASES = [
     Case("scalar_variables", SCALAR_VARIABLES,
          lambda: [_ints(32, 5), _poisoned((32,), torch.int32)],
          _running, torch.int32, output=1),
+    Case("host_span_as", HOST_SPAN_AS,
+         lambda: [_ints(4, 3, 16), _ints(12, 16), _poisoned((12, 16), torch.int32)],
+         lambda a: (a[0].reshape(12, 16).long() - a[1].long()) * 2, torch.int32, output=2),
+    Case("kernel_span_as", KERNEL_SPAN_AS,
+         lambda: [random((8, 8), torch.float32), _poisoned((64,), torch.float32)],
+         lambda a: a[0].double().reshape(64) + a[0].double().reshape(64).flip(0),
+         torch.float32, output=1),
     Case("builtins_unary", BUILTINS_UNARY, _unary_inputs, _unary, torch.float32, output=1),
     Case("builtins_binary", BUILTINS_BINARY, _binary_inputs, _binary, torch.float32,
          output=2),
@@ -361,3 +394,17 @@ def test_fractional_power_of_a_negative_base_is_nan() -> None:
     got = out[0].tolist()
     for g, e in zip(got, expected):
         assert (math.isnan(g) and math.isnan(e)) or g == e, (got, expected)
+
+
+def test_span_as_of_part_of_a_tensor_is_rejected_at_the_view() -> None:
+    text = """__co__ void f(f32 [8, 8] a, global f32 [32] out) {
+  parallel p by 2 : block
+    parallel t by 32 : thread
+      out.at(t) = a.chunkat(p, _).span_as(32).at(t);
+}
+"""
+    with pytest.raises(croqtile.CompileError) as err:
+        croqtile.compile(text)
+    diag = err.value.diagnostics[0]
+    assert diag.code == "CQ0701" and diag.line == 4
+    assert "'span_as' of part of a tensor" in diag.message
