@@ -237,6 +237,10 @@ class KernelLowering:
         self.program_index: ir.Expr = b.const(0)  # this program's row-major launch index
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
+        self.bodies: set[int] = set()  # parallel bodies: where a `yield` may end a thread
+        self.yielding: set[int] = set()  # branches of `if`s directly in those bodies
+        self.blocks: list[int] = []  # the blocks being lowered, innermost last
+        self.continuing: ir.Expr | None = None  # lanes an `if` with a `yield` lets through
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -346,6 +350,7 @@ class KernelLowering:
             grid = self._program_ids(levels.pop(0))
         self.grid = grid
         with self.nested_levels(levels):
+            self.bodies.add(id(self.root.body))
             self.block(self.root.body)
         body = self.prologue + self.scopes[0]
         params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
@@ -428,8 +433,27 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ statements
     def block(self, block: ast.Block) -> None:
-        for stmt in block.stmts:
-            self.stmt(stmt)
+        """The statements of ``block``. A ``yield`` ends the thread: nothing after it in
+        the block runs, and after an ``if`` whose branch yields, the rest of the parallel
+        body runs only on the lanes that did not (spec 5.2: early exit, masked when the
+        condition differs between threads)."""
+        depth = len(self.predicates)
+        self.blocks.append(id(block))
+        try:
+            for stmt in block.stmts:
+                if isinstance(stmt, ast.YieldStmt):
+                    if id(block) not in self.bodies | self.yielding or self.loop_depth:
+                        raise unsupported(stmt.span, "'yield' inside a loop or a nested block",
+                                          "yield directly in the parallel body or in an "
+                                          "`if` there")
+                    break
+                self.stmt(stmt)
+                if self.continuing is not None:
+                    self.predicates.append(self.continuing)
+                    self.continuing = None
+        finally:
+            self.blocks.pop()
+            del self.predicates[depth:]
 
     def stmt(self, stmt: ast.Stmt) -> None:
         method = getattr(self, "_s_" + type(stmt).__name__, None)
@@ -480,6 +504,7 @@ class KernelLowering:
             if level.level is Level.BLOCK:
                 raise LoweringError("CQ0609", stmt.span, inner="block", outer="block")
         with self.nested_levels(levels):
+            self.bodies.add(id(stmt.body))
             self.block(stmt.body)
 
     def _s_SpannedDecl(self, stmt: ast.SpannedDecl) -> None:
@@ -664,7 +689,12 @@ class KernelLowering:
         return self.atomic(e, e.span, want_result=True)
 
     def _s_If(self, stmt: ast.If) -> None:
-        cond = _truth(self.value(stmt.cond))
+        cond = self._snapshot(_truth(self.value(stmt.cond)))
+        continuing = self._yielding_if(stmt, cond)
+        self._if(stmt, cond)
+        self.continuing = continuing  # applies after the branches
+
+    def _if(self, stmt: ast.If, cond: ir.Expr) -> None:
         if cond.axes:  # differs between threads: both branches run, under lane masks
             self._predicated(cond, stmt.then)
             if stmt.other is not None:
@@ -679,16 +709,39 @@ class KernelLowering:
             other = other_scope.body
         self.emit(ir.If(stmt.span, cond, then.body, other))
 
+    def _yielding_if(self, stmt: ast.If, cond: ir.Expr) -> ir.Expr | None:
+        """An ``if`` with a ``yield`` in a branch: the lanes that go on afterwards."""
+        yields = [any(isinstance(s, ast.YieldStmt) for s in branch.stmts) if branch else False
+                  for branch in (stmt.then, stmt.other)]
+        if not any(yields):
+            return None
+        if self.blocks[-1] not in self.bodies or self.loop_depth:
+            raise unsupported(stmt.span, "'yield' inside a loop or a nested block",
+                              "yield from an `if` directly in the parallel body")
+        self.yielding.update(id(branch) for branch in (stmt.then, stmt.other) if branch)
+        if all(yields):
+            return b.const(False, b.I1)
+        return ir.Unary(cond.axes, b.I1, "not", cond) if yields[0] else cond
+
     def _s_InThreads(self, stmt: ast.InThreads) -> None:
         if stmt.is_async:
             raise unsupported(stmt.span, "warp-specialised 'inthreads.async' roles")
-        cond = _truth(self.value(stmt.pred))
+        cond = self._snapshot(_truth(self.value(stmt.pred)))
         if not cond.axes:
             with self.nested() as then:
                 self.block(stmt.body)
             self.emit(ir.If(stmt.span, cond, then.body, []))
             return
         self._predicated(cond, stmt.body)
+
+    def _snapshot(self, cond: ir.Expr) -> ir.Expr:
+        """A per-lane condition under a name of its own: it masks statements that may
+        change the variables it was computed from."""
+        if not cond.axes or isinstance(cond, ir.AxisIndex):
+            return cond
+        name = self.fresh("cond")
+        self.emit(ir.Let(None, name, cond))
+        return ir.Var(cond.axes, cond.dtype, name)
 
     def _predicated(self, cond: ir.Expr, body: ast.Block) -> None:
         """Run ``body`` for the lanes where ``cond`` holds: every write is masked."""

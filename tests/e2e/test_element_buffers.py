@@ -156,6 +156,27 @@ __co__ void flatten(f32 [8, 8] a, global f32 [64] out) {
 }
 """
 
+# `yield` ends a thread: lanes whose condition held skip the rest of the body
+YIELD_LANES = """
+__co__ void clip(s32 [2, 48] a, int limit, global s32 [2, 48] out) {
+  parallel g by 2 : block
+    parallel t by 48 : thread {
+      s32 v = a.at(g, t);
+      out.at(g, t) = 1;
+      if (v > limit) {
+        out.at(g, t) = 2;
+        yield;
+      } else {
+        v = v * 3;
+      }
+      if (g == 1) {
+        yield;
+      }
+      out.at(g, t) = v + t;
+    }
+}
+"""
+
 UNARY = ["__sinh", "__cosh", "__tanh", "__tan", "__asin", "__acos", "__atan", "__expm1",
          "__log1p", "__round", "__sign", "__gelu", "__softplus", "__frcp_rn", "__exp",
          "__sqrt"]
@@ -314,6 +335,11 @@ CASES = [
          lambda: [random((8, 8), torch.float32), _poisoned((64,), torch.float32)],
          lambda a: a[0].double().reshape(64) + a[0].double().reshape(64).flip(0),
          torch.float32, output=1),
+    Case("yield_lanes", YIELD_LANES,
+         lambda: [_ints(2, 48), 5, _poisoned((2, 48), torch.int32)],
+         lambda a: torch.stack([
+             torch.where(a[0][0] > 5, 2, a[0][0].long() * 3 + torch.arange(48)),
+             torch.where(a[0][1] > 5, 2, 1)]), torch.int32, output=2),
     Case("builtins_unary", BUILTINS_UNARY, _unary_inputs, _unary, torch.float32, output=1),
     Case("builtins_binary", BUILTINS_BINARY, _binary_inputs, _binary, torch.float32,
          output=2),
@@ -408,3 +434,22 @@ def test_span_as_of_part_of_a_tensor_is_rejected_at_the_view() -> None:
     diag = err.value.diagnostics[0]
     assert diag.code == "CQ0701" and diag.line == 4
     assert "'span_as' of part of a tensor" in diag.message
+
+
+def test_yield_inside_a_loop_is_rejected_at_the_yield() -> None:
+    text = """__co__ void f(s32 [8, 4] a, global s32 [8] out) {
+  parallel t by 8 : thread {
+    out.at(t) = 0;
+    foreach k in 4 {
+      if (a.at(t, k) < 0) {
+        yield;
+      }
+    }
+  }
+}
+"""
+    with pytest.raises(croqtile.CompileError) as err:
+        croqtile.compile(text)
+    diag = err.value.diagnostics[0]
+    assert diag.code == "CQ0701" and diag.line == 5
+    assert "'yield' inside a loop" in diag.message
