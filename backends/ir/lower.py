@@ -241,6 +241,8 @@ class KernelLowering:
         self.yielding: set[int] = set()  # branches of `if`s directly in those bodies
         self.blocks: list[int] = []  # the blocks being lowered, innermost last
         self.continuing: ir.Expr | None = None  # lanes an `if` with a `yield` lets through
+        self.whiles: list[tuple[int, ir.Var]] = []  # enclosing `while`s: body, active lanes
+        self.exits: set[int] = set()  # branches of `if`s that may `break`/`continue`
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -447,6 +449,11 @@ class KernelLowering:
                                           "yield directly in the parallel body or in an "
                                           "`if` there")
                     break
+                if isinstance(stmt, (ast.BreakStmt, ast.ContinueStmt)) and self.whiles and (
+                        id(block) in self.exits or id(block) == self.whiles[-1][0]):
+                    if isinstance(stmt, ast.BreakStmt) and id(block) == self.whiles[-1][0]:
+                        self._leave_while(None)
+                    break  # the enclosing `if` masks what follows
                 self.stmt(stmt)
                 if self.continuing is not None:
                     self.predicates.append(self.continuing)
@@ -691,7 +698,12 @@ class KernelLowering:
     def _s_If(self, stmt: ast.If) -> None:
         cond = self._snapshot(_truth(self.value(stmt.cond)))
         continuing = self._yielding_if(stmt, cond)
+        exits = self._exiting_if(stmt)
+        if exits is not None and not cond.axes:
+            cond = _broadcast(cond, self.whiles[-1][1].axes)  # masks, not a branch
         self._if(stmt, cond)
+        if exits is not None:
+            continuing = self._after_exit(cond, exits)
         self.continuing = continuing  # applies after the branches
 
     def _if(self, stmt: ast.If, cond: ir.Expr) -> None:
@@ -752,11 +764,75 @@ class KernelLowering:
             self.predicates.pop()
 
     def _s_While(self, stmt: ast.While) -> None:
-        cond = _truth(self.value(stmt.cond))
-        if cond.axes:
-            raise unsupported(stmt.cond.span, "a 'while' whose condition differs between threads")
-        raise unsupported(stmt.span, "'while' loops",
-                          "loop with `foreach` over a bound; Triton needs a scalar loop")
+        """``while (c) body``: lanes run while their condition holds. The loop goes on
+        while any lane is active; the body is masked by the active lanes, ``break`` takes
+        lanes out of the loop, ``continue`` masks the rest of their iteration."""
+        axes = tuple(self.active)
+        first = _broadcast(b.and_(_truth(self.value(stmt.cond)), self.predicate()), axes)
+        name = self.fresh("active")
+        self.emit(ir.Let(stmt.span, name, first))
+        active = ir.Var(first.axes, b.I1, name)
+        with self.nested() as inner:
+            self.whiles.append((id(stmt.body), active))
+            self.predicates.append(active)
+            self.loop_depth += 1
+            try:
+                self.block(stmt.body)
+                again = b.and_(active, _truth(self.value(stmt.cond)))
+                self.emit(ir.Let(stmt.span, name, _broadcast(again, active.axes)))
+            finally:
+                self.loop_depth -= 1
+                self.predicates.pop()
+                self.whiles.pop()
+        any_active: ir.Expr = ir.Cast(active.axes, b.I32, active)
+        for axis in active.axes:  # the largest flag over every lane
+            rest = tuple(a for a in any_active.axes if a is not axis)
+            any_active = ir.Reduce(rest, b.I32, "max", any_active, axis)
+        any_active = b.binary(">", any_active, b.const(0), b.I1)
+        self.emit(ir.While(stmt.span, any_active, inner.body))
+
+    def _exiting_if(self, stmt: ast.If) -> tuple[str | None, str | None] | None:
+        """For an ``if`` directly in a ``while`` body: which branch ends with ``break`` or
+        ``continue`` (None when neither does)."""
+        kinds = []
+        for branch in (stmt.then, stmt.other):
+            kind = None
+            for inner in branch.stmts if branch else ():
+                if isinstance(inner, ast.BreakStmt):
+                    kind = "break"
+                elif isinstance(inner, ast.ContinueStmt):
+                    kind = "continue"
+            kinds.append(kind)
+        if not any(kinds) or not self.whiles:
+            return None
+        if self.blocks[-1] != self.whiles[-1][0]:
+            raise unsupported(stmt.span, "'break'/'continue' nested deeper than an `if` "
+                                         "directly in the 'while' body")
+        self.exits.update(id(branch) for branch in (stmt.then, stmt.other) if branch)
+        return kinds[0], kinds[1]
+
+    def _after_exit(self, cond: ir.Expr, exits: tuple[str | None, str | None]) -> ir.Expr:
+        """After an ``if`` that breaks or continues: the lanes that left stop being active
+        (``break``); the rest of this iteration runs on the lanes that stayed."""
+        taken = [cond, ir.Unary(cond.axes, b.I1, "not", cond)]
+        stay: ir.Expr | None = None
+        for kind, lanes in zip(exits, taken):
+            if kind == "break":
+                self._leave_while(lanes)
+            if kind is not None:
+                left = ir.Unary(lanes.axes, b.I1, "not", lanes)
+                stay = b.and_(stay, left)
+        assert stay is not None
+        return stay
+
+    def _leave_while(self, lanes: ir.Expr | None) -> None:
+        """``break`` on ``lanes`` (all executing lanes when None)."""
+        active = self.whiles[-1][1]
+        leaving = b.and_(lanes, self.predicate()) if lanes is not None else self.predicate()
+        remaining = ir.Unary(active.axes, b.I1, "not", leaving) if leaving is not None \
+            else b.const(False, b.I1)
+        self.emit(ir.Let(None, active.name, _broadcast(b.and_(active, remaining),
+                                                       active.axes)))
 
     def _s_PrintStmt(self, stmt: ast.PrintStmt) -> None:
         if stmt.static:

@@ -8,6 +8,7 @@ reference interpreter on fresh random inputs; both must match a float64 torch re
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -177,6 +178,44 @@ __co__ void clip(s32 [2, 48] a, int limit, global s32 [2, 48] out) {
 }
 """
 
+# a `while` whose condition differs between threads, with `break` and `continue`
+WHILE_LANES = """
+__co__ void collatz(s32 [2, 40] a, global s32 [2, 40, 2] out) {
+  parallel g by 2 : block
+    parallel t by 40 : thread {
+      s32 x = a.at(g, t);
+      s32 n = 0;
+      while (x != 1) {
+        n = n + 1;
+        if (n > 12)
+          break;
+        if (x % 2 == 0) {
+          x = x / 2;
+          continue;
+        }
+        x = 3 * x + 1;
+      }
+      out.at(g, t, 0) = n;
+      out.at(g, t, 1) = x;
+    }
+}
+"""
+
+# a `while` on a value every thread of a program shares
+WHILE_UNIFORM = """
+__co__ void halving(s32 [8] a, int start, global s32 [8] out) {
+  parallel g by 8 : block {
+    mutable int k = start + g;
+    s32 acc = a.at(g);
+    while (k > 1) {
+      acc = acc * 2 + k;
+      k = k / 2;
+    }
+    out.at(g) = acc;
+  }
+}
+"""
+
 UNARY = ["__sinh", "__cosh", "__tanh", "__tan", "__asin", "__acos", "__atan", "__expm1",
          "__log1p", "__round", "__sign", "__gelu", "__softplus", "__frcp_rn", "__exp",
          "__sqrt"]
@@ -242,6 +281,29 @@ def _running(args: list[Any]) -> torch.Tensor:
     for k in range(5):
         acc = acc * 2 + args[0][:, k].long()
     return acc
+
+
+def _collatz(a: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(*a.shape, 2, dtype=torch.int64)
+    for index in itertools.product(*(range(d) for d in a.shape)):
+        x, n = int(a[index]), 0
+        while x != 1:
+            n += 1
+            if n > 12:
+                break
+            x = x // 2 if x % 2 == 0 else 3 * x + 1
+        out[index] = torch.tensor([n, x])
+    return out
+
+
+def _halving(a: torch.Tensor, start: int) -> torch.Tensor:
+    out = []
+    for g, value in enumerate(a.tolist()):
+        k, acc = start + g, value
+        while k > 1:
+            acc, k = acc * 2 + k, k // 2
+        out.append(acc)
+    return torch.tensor(out)
 
 
 def _c_round(x: torch.Tensor) -> torch.Tensor:
@@ -340,6 +402,12 @@ CASES = [
          lambda a: torch.stack([
              torch.where(a[0][0] > 5, 2, a[0][0].long() * 3 + torch.arange(48)),
              torch.where(a[0][1] > 5, 2, 1)]), torch.int32, output=2),
+    Case("while_lanes", WHILE_LANES,
+         lambda: [_ints(2, 40, low=1, high=60), _poisoned((2, 40, 2), torch.int32)],
+         lambda a: _collatz(a[0]), torch.int32, output=1),
+    Case("while_uniform", WHILE_UNIFORM,
+         lambda: [_ints(8), 37, _poisoned((8,), torch.int32)],
+         lambda a: _halving(a[0], a[1]), torch.int32, output=2),
     Case("builtins_unary", BUILTINS_UNARY, _unary_inputs, _unary, torch.float32, output=1),
     Case("builtins_binary", BUILTINS_BINARY, _binary_inputs, _binary, torch.float32,
          output=2),
@@ -453,3 +521,25 @@ def test_yield_inside_a_loop_is_rejected_at_the_yield() -> None:
     diag = err.value.diagnostics[0]
     assert diag.code == "CQ0701" and diag.line == 5
     assert "'yield' inside a loop" in diag.message
+
+
+def test_break_nested_in_a_loop_body_block_is_rejected() -> None:
+    text = """__co__ void f(s32 [8] a, global s32 [8] out) {
+  parallel t by 8 : thread {
+    s32 x = a.at(t);
+    while (x > 0) {
+      x = x - 1;
+      if (x > 3) {
+        if (x < 5)
+          break;
+      }
+    }
+    out.at(t) = x;
+  }
+}
+"""
+    with pytest.raises(croqtile.CompileError) as err:
+        croqtile.compile(text)
+    diag = err.value.diagnostics[0]
+    assert diag.code == "CQ0701" and diag.line == 7
+    assert "'break'/'continue' nested deeper" in diag.message
