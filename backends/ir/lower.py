@@ -77,8 +77,14 @@ class FunctionLowering:
         node = self.fn.node
         for sym in self.fn.params:
             self._param(sym)
+        pending: list[ast.Stmt] = []
         for stmt in node.body.stmts:
+            if _touches_data(stmt):
+                pending.append(stmt)
+                continue
+            self._host_program(pending)
             self._host_stmt(stmt)
+        self._host_program(pending)
         clones = [p.name for p in self.params
                   if p.kind == "tensor" and p.storage != "global" and not p.by_ref
                   and p.name in self.written]
@@ -159,6 +165,19 @@ class FunctionLowering:
         raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
                           "host code may allocate buffers, launch parallel blocks and return")
 
+    def _host_program(self, stmts: list[ast.Stmt]) -> None:
+        """Host statements that read or write data element by element (``foreach i ...
+        M.at(i) = ...;`` between blocks) run in order as one program of one thread."""
+        if not stmts:
+            return
+        span = stmts[0].span.join(stmts[-1].span)
+        block = ast.Block(span, tuple(stmts))
+        index = len(self.kernels)
+        kernel = KernelLowering(self, block, f"{self.fn.node.name}_k{index}").lower()
+        self.kernels.append(kernel)
+        self.body.append(ir.HostLaunch(kernel))
+        stmts.clear()
+
     def _host_views(self, stmt: ast.AssignStmt, decls: list[Symbol]) -> None:
         """``l = lhs.span_as(6, 64);`` on the host: a view the kernels read through. It
         is resolved as a kernel would resolve it; views that need run-time values (which
@@ -186,6 +205,15 @@ class FunctionLowering:
             if fill is None:
                 raise unsupported(var.init.span, "a buffer initialiser that is not a constant")
         self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
+
+
+def _touches_data(stmt: ast.Stmt) -> bool:
+    """Host statements that run as a one-thread program: loops, branches, element
+    writes and atomics (what only computes views, shapes or constants stays on the host)."""
+    if isinstance(stmt, (ast.Foreach, ast.If, ast.While, ast.ExprStmt)):
+        return True
+    return isinstance(stmt, ast.AssignStmt) and all(
+        isinstance(item.target, ast.ElemAccess) for item in stmt.items)
 
 
 def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
@@ -346,6 +374,11 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ kernel
     def lower(self) -> ir.Kernel:
+        if isinstance(self.root, ast.Block):  # host statements (FunctionLowering._host_program)
+            for stmt in self.root.stmts:
+                self.stmt(stmt)
+                self.emit(ir.Barrier(stmt.span))  # the next statement sees every write
+            return self._kernel((Sym(1),))
         levels = list(self.fn.parallels[id(self.root)])
         grid: tuple[Sym, ...] = (Sym(1),)
         if levels and levels[0].level is Level.BLOCK:
@@ -354,6 +387,9 @@ class KernelLowering:
         with self.nested_levels(levels):
             self.bodies.add(id(self.root.body))
             self.block(self.root.body)
+        return self._kernel(grid)
+
+    def _kernel(self, grid: tuple[Sym, ...]) -> ir.Kernel:
         body = self.prologue + self.scopes[0]
         params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
         for name in self.flags:
@@ -500,7 +536,7 @@ class KernelLowering:
     def _cooperative(self) -> bool:
         """Whether the blocks of this kernel are launched cooperatively (grid barriers)."""
         return any(info.node is not None and getattr(info.node, "cooperative", False)
-                   for info in self.fn.parallels[id(self.root)])
+                   for info in self.fn.parallels.get(id(self.root), ()))
 
     def _s_WaitStmt(self, stmt: ast.WaitStmt) -> None:
         pass  # copies are performed when issued; waiting has nothing left to do

@@ -216,6 +216,24 @@ __co__ void halving(s32 [8] a, int start, global s32 [8] out) {
 }
 """
 
+# host statements that touch data run in order as a one-thread program between blocks
+HOST_ELEMENTS = """
+__co__ void table(s32 [6] a, int bias, global s32 [5, 6] out) {
+  s32 [5, 6] grid;
+  foreach i in 5
+    foreach j in 6
+      grid.at(i, j) = i * 10 + j + a.at(j);
+  if (bias > 0) {
+    grid.at(0, 0) = grid.at(4, 5) + bias;
+  }
+  parallel r by 5 : block
+    parallel c by 6 : thread
+      out.at(r, c) = grid.at(r, 5 - c) * 2;
+  foreach k in 6
+    out.at(4, k) += out.at(3, k);
+}
+"""
+
 UNARY = ["__sinh", "__cosh", "__tanh", "__tan", "__asin", "__acos", "__atan", "__expm1",
          "__log1p", "__round", "__sign", "__gelu", "__softplus", "__frcp_rn", "__exp",
          "__sqrt"]
@@ -304,6 +322,15 @@ def _halving(a: torch.Tensor, start: int) -> torch.Tensor:
             acc, k = acc * 2 + k, k // 2
         out.append(acc)
     return torch.tensor(out)
+
+
+def _host_table(a: torch.Tensor, bias: int) -> torch.Tensor:
+    grid = torch.arange(5).view(5, 1) * 10 + torch.arange(6) + a.long()
+    if bias > 0:
+        grid[0, 0] = grid[4, 5] + bias
+    out = grid.flip(1) * 2
+    out[4] += out[3]
+    return out
 
 
 def _c_round(x: torch.Tensor) -> torch.Tensor:
@@ -408,6 +435,9 @@ CASES = [
     Case("while_uniform", WHILE_UNIFORM,
          lambda: [_ints(8), 37, _poisoned((8,), torch.int32)],
          lambda a: _halving(a[0], a[1]), torch.int32, output=2),
+    Case("host_elements", HOST_ELEMENTS,
+         lambda: [_ints(6), 3, _poisoned((5, 6), torch.int32)],
+         lambda a: _host_table(a[0], a[1]), torch.int32, output=2),
     Case("builtins_unary", BUILTINS_UNARY, _unary_inputs, _unary, torch.float32, output=1),
     Case("builtins_binary", BUILTINS_BINARY, _binary_inputs, _binary, torch.float32,
          output=2),
