@@ -38,7 +38,7 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
             Sym(d.extent) for d in source.dims)
         elem = source.tensor.elem if isinstance(source, Region) else source.elem
         if future is not None:
-            kl.env[future] = Buffer(future, shape, elem, content)
+            kl.env[future] = Buffer(future, shape, elem, content, scope=kl.scopes[-1])
         return
     if isinstance(dst, ast.SelectExpr):
         _copy_into_select(kl, stmt, dst, source, future)
@@ -50,7 +50,8 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
         content = _fill_buffer(target, source, stmt)
         target.buffer.content = content
         if future is not None:
-            kl.env[future] = Buffer(future, target.buffer.shape, target.buffer.elem, content)
+            kl.env[future] = Buffer(future, target.buffer.shape, target.buffer.elem, content,
+                                     scope=kl.scopes[-1])
         return
     if isinstance(target, Tile):
         raise unsupported(dst.span, "copying into part of a register-resident buffer")

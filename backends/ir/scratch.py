@@ -80,11 +80,11 @@ def store_element(kl: KernelLowering, buffer: Buffer, target: ast.ElemAccess,
                   item: ast.Assign, span: Span | None) -> None:
     """``buf.at(i...) op= value`` for a shared/local buffer."""
     index = kl.element_index(target)
-    if _tile_write(kl, buffer, index, item):
+    rhs = kl.value(item.value)  # once: it may hold an atomic
+    if _tile_write(kl, buffer, index, item, rhs):
         return
     region = scratch(kl, buffer, span)
     pointer, mask = access(region, index)
-    rhs = kl.value(item.value)
     if item.op == "=":
         value = b.cast(rhs, region.tensor.dtype)
     else:
@@ -98,7 +98,7 @@ def store_element(kl: KernelLowering, buffer: Buffer, target: ast.ElemAccess,
 
 
 def _tile_write(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
-                item: ast.Assign) -> bool:
+                item: ast.Assign, rhs: ir.Expr) -> bool:
     """Write the whole buffer as a register tile when the indices are its own axes."""
     content = buffer.content
     if buffer.owned or not (content is None or isinstance(content, Tile)):
@@ -111,7 +111,6 @@ def _tile_write(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
     if content is None and (item.op != "=" or kl.predicate() is not None):
         return False  # a partial first write: the other elements would hold nothing
     dtype = b.dtype_of(buffer.elem)
-    rhs = kl.value(item.value)
     if item.op == "=":
         value = b.cast(rhs, dtype)
     else:

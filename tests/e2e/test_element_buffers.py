@@ -119,6 +119,20 @@ __co__ void half_triple(global s32 [64] a, global s32 [64] out) {
 }
 """
 
+# elements of a copy's future rewritten in place, then read at other positions
+FUTURE_UPDATE = """
+__co__ void bump(global f32 [4, 16] a, global f32 [4, 16] out) {
+  parallel r by 4 : block {
+    f = dma.copy a.chunkat(r, _) => shared;
+    parallel t by 16 : thread {
+      f.data.at(0, t) = f.data.at(0, t) * 2.0f + 1.0f;
+      sync.barrier : block;
+      out.at(r, t) = f.data.at(0, 15 - t);
+    }
+  }
+}
+"""
+
 # element-typed scalars are variables (control scalars need `mutable`)
 SCALAR_VARIABLES = """
 __co__ void running(s32 [32, 5] a, global s32 [32] out) {
@@ -414,6 +428,9 @@ CASES = [
          lambda: [_ints(64), _poisoned((64,), torch.int32)],
          lambda a: torch.cat([a[0][:32].long() * 3, a[0][32:].long()]),
          torch.int32, output=1),
+    Case("future_update", FUTURE_UPDATE,
+         lambda: [random((4, 16), torch.float32), _poisoned((4, 16), torch.float32)],
+         lambda a: (a[0].double() * 2 + 1).flip(1), torch.float32, output=1),
     Case("scalar_variables", SCALAR_VARIABLES,
          lambda: [_ints(32, 5), _poisoned((32,), torch.int32)],
          _running, torch.int32, output=1),
