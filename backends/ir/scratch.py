@@ -208,6 +208,8 @@ def _allocate(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
     kl.fl.body.append(ir.HostAlloc(name, dims, elem.torch, None, span))
     kl.use_tensor(tensor)
     kl.scratch_used = True
+    kl.emit(ir.Comment(span, f"'{buffer.symbol.name}' lives in per-program scratch memory "
+                             "(written element by element; slower than registers)"))
     origin = (kl.program_index, *(b.axis_index(a) for a in buffer.lanes),
               *(b.const(0) for _ in buffer.shape))
     first = 1 + len(lanes)

@@ -494,6 +494,7 @@ def test_scratch_is_per_program_and_fenced() -> None:
     source = _triton_source(SHARED_REVERSE)
     assert "s_scratch = torch.zeros((3, 40)" in source
     assert "tl.debug_barrier()" in source
+    assert "# 's' lives in per-program scratch memory" in source
 
 
 def test_libdevice_on_the_gpu_float64_formulas_on_the_cpu() -> None:
