@@ -119,6 +119,22 @@ __co__ void half_triple(global s32 [64] a, global s32 [64] out) {
 }
 """
 
+# the same with the copies written inside the thread level: a copy into shared memory
+# that every thread issues alike is one copy of the block
+STAGED_IN_THREADS = """
+__co__ void half_negate(global s32 [2, 64] a, global s32 [2, 64] out) {
+  parallel g by 2 : block
+    parallel t by 64 : thread {
+      shared s32 [1, 64] buf;
+      dma.copy a.chunkat(g, _) => buf;
+      inthreads (t >= 40) {
+        buf.at(0, t) = 0 - buf.at(0, t) - g;
+      }
+      dma.copy buf => out.chunkat(g, _);
+    }
+}
+"""
+
 # elements of a copy's future rewritten in place, then read at other positions
 FUTURE_UPDATE = """
 __co__ void bump(global f32 [4, 16] a, global f32 [4, 16] out) {
@@ -427,6 +443,11 @@ CASES = [
     Case("staged_update", STAGED_UPDATE,
          lambda: [_ints(64), _poisoned((64,), torch.int32)],
          lambda a: torch.cat([a[0][:32].long() * 3, a[0][32:].long()]),
+         torch.int32, output=1),
+    Case("staged_in_threads", STAGED_IN_THREADS,
+         lambda: [_ints(2, 64), _poisoned((2, 64), torch.int32)],
+         lambda a: torch.cat([a[0][:, :40].long(),
+                              -a[0][:, 40:].long() - torch.arange(2).view(2, 1)], 1),
          torch.int32, output=1),
     Case("future_update", FUTURE_UPDATE,
          lambda: [random((4, 16), torch.float32), _poisoned((4, 16), torch.float32)],
