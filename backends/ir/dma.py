@@ -46,6 +46,11 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     if not isinstance(dst, ast.View):
         raise unsupported(dst.span, "this copy destination")
     target = kl.resolve_view(dst, write=True)
+    if isinstance(target, BufferSlot) and target.buffer.owned:
+        _copy_into_scratch(kl, target, source, stmt)
+        if future is not None:
+            kl.env[future] = target.buffer
+        return
     if isinstance(target, BufferSlot):
         content = _fill_buffer(target, source, stmt)
         target.buffer.content = content
@@ -139,6 +144,19 @@ def _fill_buffer(slot: BufferSlot, source: Region | Tile, stmt: ast.DmaStmt) -> 
     # TMA zero-fills out-of-bounds reads in hardware; dma does it when asked (.zfill)
     filled = stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)
     return source.clipped(slot.buffer.shape, filled)
+
+
+def _copy_into_scratch(kl: KernelLowering, slot: BufferSlot, source: Region | Tile,
+                       stmt: ast.DmaStmt) -> None:
+    """A copy into a buffer that lives in scratch memory (scratch.py) moves the data:
+    the buffer keeps its own storage, which later element writes update."""
+    scratch = slot.buffer.content
+    assert isinstance(scratch, Region)
+    region = scratch.shifted(list(slot.offsets), slot.extents)
+    tile = source if isinstance(source, Tile) else _materialize(kl, source, stmt)
+    kl.emit(ir.Barrier(stmt.span))  # readers of the old content first
+    store_tile(kl, region, tile, stmt.span)
+    kl.emit(ir.Barrier(stmt.span))
 
 
 def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:

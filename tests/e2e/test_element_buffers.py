@@ -149,6 +149,24 @@ __co__ void bump(global f32 [4, 16] a, global f32 [4, 16] out) {
 }
 """
 
+# a buffer in scratch memory refilled by a copy, then updated again
+SCRATCH_REFILL = """
+__co__ void refill(global f32 [2, 32] a, global f32 [2, 32] b, global f32 [2, 32] out) {
+  parallel g by 2 : block
+    parallel t by 32 : thread {
+      shared f32 [1, 32] s;
+      s.at(0, t) = a.at(g, t);
+      sync.barrier : block;
+      out.at(g, t) = s.at(0, 31 - t);
+      sync.barrier : block;
+      dma.copy b.chunkat(g, _) => s;
+      s.at(0, t) = s.at(0, t) + 1.0f;
+      sync.barrier : block;
+      out.at(g, t) = out.at(g, t) * s.at(0, 31 - t);
+    }
+}
+"""
+
 # element-typed scalars are variables (control scalars need `mutable`)
 SCALAR_VARIABLES = """
 __co__ void running(s32 [32, 5] a, global s32 [32] out) {
@@ -452,6 +470,11 @@ CASES = [
     Case("future_update", FUTURE_UPDATE,
          lambda: [random((4, 16), torch.float32), _poisoned((4, 16), torch.float32)],
          lambda a: (a[0].double() * 2 + 1).flip(1), torch.float32, output=1),
+    Case("scratch_refill", SCRATCH_REFILL,
+         lambda: [random((2, 32), torch.float32), random((2, 32), torch.float32),
+                  _poisoned((2, 32), torch.float32)],
+         lambda a: a[0].double().flip(1) * (a[1].double() + 1).flip(1), torch.float32,
+         output=2),
     Case("scalar_variables", SCALAR_VARIABLES,
          lambda: [_ints(32, 5), _poisoned((32,), torch.int32)],
          _running, torch.int32, output=1),
