@@ -143,8 +143,14 @@ class FunctionLowering:
                     continue  # known from constants and sizes: uses are folded by the checker
                 value = _literal_value(item.init, self.fn.exprs.get(id(item.init))) \
                     if item.init is not None else 0
+                if value is None and item.init is not None and _from_scalars(item.init):
+                    # computed from scalar parameters: each kernel computes it again
+                    self.env[sym] = HostScalar(item.init, sym.elem or dtypes.INT)
+                    continue
                 if value is None:
-                    raise unsupported(stmt.span, "a host scalar computed at run time")
+                    raise unsupported(stmt.span, "a host scalar computed at run time",
+                                      "host code computes scalars from parameters and "
+                                      "constants; read data inside a parallel block")
                 elem = sym.elem or dtypes.INT
                 self.env[sym] = Scalar(b.const(value, b.dtype_of(elem)), elem)
             return
@@ -205,6 +211,28 @@ class FunctionLowering:
             if fill is None:
                 raise unsupported(var.init.span, "a buffer initialiser that is not a constant")
         self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
+
+
+@dataclass(frozen=True)
+class HostScalar:
+    """A host scalar whose value is an expression of scalar parameters and constants."""
+
+    expr: ast.Expr
+    elem: dtypes.ElemType
+
+
+def _from_scalars(expr: ast.Expr) -> bool:
+    """Whether ``expr`` reads no data (only names, literals, operators and math)."""
+    from .scratch import walk
+
+    allowed = (ast.Ident, ast.IntLit, ast.FloatLit, ast.BoolLit, ast.Binary, ast.Unary,
+               ast.Ternary, ast.Cast)
+    for node in walk(expr):
+        if isinstance(node, ast.CallExpr) and node.name in builtins.SUPPORTED:
+            continue
+        if isinstance(node, ast.Expr) and not isinstance(node, allowed):
+            return False
+    return True
 
 
 def _touches_data(stmt: ast.Stmt) -> bool:
@@ -1106,6 +1134,8 @@ class KernelLowering:
         value = self.env.get(sym)
         if isinstance(value, Scalar) and sym.is_param:
             self.use_scalar(sym)
+        if isinstance(value, HostScalar):
+            return b.cast(self.value(value.expr), b.dtype_of(value.elem))
         return self._as_expr(value, e.span)
 
     def _e_IntLit(self, e: ast.IntLit) -> ir.Expr:

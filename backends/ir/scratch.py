@@ -40,7 +40,7 @@ def element_written(kl: KernelLowering, sym: object) -> bool:
     element assignment or an atomic)."""
     if kl.element_targets is None:
         targets: set[object] = set()
-        for node in _walk(kl.root):
+        for node in walk(kl.root):
             target = None
             if isinstance(node, ast.Assign) and isinstance(node.target, ast.ElemAccess):
                 target = node.target
@@ -59,7 +59,7 @@ def element_written(kl: KernelLowering, sym: object) -> bool:
     return sym in kl.element_targets
 
 
-def _walk(node: object):
+def walk(node: object):
     """Every AST node under ``node`` (statements and expressions)."""
     stack = [node]
     while stack:

@@ -179,6 +179,16 @@ __co__ void running(s32 [32, 5] a, global s32 [32] out) {
 }
 """
 
+# host scalars computed from scalar parameters
+HOST_SCALARS = """
+__co__ void rotate_scale(f32 [64] a, int k, f32 scale, global f32 [64] out) {
+  int off = k % 64;
+  f32 twice = scale * 2.0f + __fabs(scale);
+  parallel p by 64
+    out.at(p) = a.at((p + off) % 64) * twice;
+}
+"""
+
 # views computed on the host between blocks: span_as reshapes a whole tensor
 HOST_SPAN_AS = """
 __co__ void regroup(s32 [4, 3, 16] a, s32 [12, 16] b, global s32 [12, 16] out) {
@@ -478,6 +488,9 @@ CASES = [
     Case("scalar_variables", SCALAR_VARIABLES,
          lambda: [_ints(32, 5), _poisoned((32,), torch.int32)],
          _running, torch.int32, output=1),
+    Case("host_scalars", HOST_SCALARS,
+         lambda: [random((64,), torch.float32), 37, -0.75, _poisoned((64,), torch.float32)],
+         lambda a: a[0].double().roll(-37) * (-0.75 * 2 + 0.75), torch.float32, output=3),
     Case("host_span_as", HOST_SPAN_AS,
          lambda: [_ints(4, 3, 16), _ints(12, 16), _poisoned((12, 16), torch.int32)],
          lambda a: (a[0].reshape(12, 16).long() - a[1].long()) * 2, torch.int32, output=2),
@@ -635,3 +648,18 @@ def test_break_nested_in_a_loop_body_block_is_rejected() -> None:
     diag = err.value.diagnostics[0]
     assert diag.code == "CQ0701" and diag.line == 7
     assert "'break'/'continue' nested deeper" in diag.message
+
+
+def test_host_scalar_read_from_data_is_rejected_with_the_reason() -> None:
+    text = """__co__ void f(s32 [8] a, global s32 [8] out) {
+  int first = a.at(0);
+  parallel p by 8
+    out.at(p) = a.at(p) + first;
+}
+"""
+    with pytest.raises(croqtile.CompileError) as err:
+        croqtile.compile(text)
+    diag = err.value.diagnostics[0]
+    assert diag.code == "CQ0701" and diag.line == 2
+    assert "a host scalar computed at run time" in diag.message
+    assert "read data inside a parallel block" in (diag.hint or "")
