@@ -831,8 +831,13 @@ class KernelLowering:
         """``while (c) body``: lanes run while their condition holds. The loop goes on
         while any lane is active; the body is masked by the active lanes, ``break`` takes
         lanes out of the loop, ``continue`` masks the rest of their iteration."""
-        axes = tuple(self.active)
-        first = _broadcast(b.and_(_truth(self.value(stmt.cond)), self.predicate()), axes)
+        cond = b.and_(_truth(self.value(stmt.cond)), self.predicate())
+        assert cond is not None
+        exits = any(isinstance(s, (ast.BreakStmt, ast.ContinueStmt)) for s in iter_stmts(stmt.body))
+        # a condition every lane shares stays a scalar (the variables it reads may be
+        # scalars the body updates); exits may differ between lanes, so they need the lanes
+        axes = tuple(self.active) if cond.axes or exits else ()
+        first = _broadcast(cond, axes)
         name = self.fresh("active")
         self.emit(ir.Let(stmt.span, name, first))
         active = ir.Var(first.axes, b.I1, name)
