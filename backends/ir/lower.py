@@ -223,11 +223,9 @@ class HostScalar:
 
 def _from_scalars(expr: ast.Expr) -> bool:
     """Whether ``expr`` reads no data (only names, literals, operators and math)."""
-    from .scratch import walk
-
     allowed = (ast.Ident, ast.IntLit, ast.FloatLit, ast.BoolLit, ast.Binary, ast.Unary,
                ast.Ternary, ast.Cast)
-    for node in walk(expr):
+    for node in scratch.walk(expr):
         if isinstance(node, ast.CallExpr) and node.name in builtins.SUPPORTED:
             continue
         if isinstance(node, ast.Expr) and not isinstance(node, allowed):
@@ -237,7 +235,10 @@ def _from_scalars(expr: ast.Expr) -> bool:
 
 def _touches_data(stmt: ast.Stmt) -> bool:
     """Host statements that run as a one-thread program: loops, branches, element
-    writes and atomics (what only computes views, shapes or constants stays on the host)."""
+    writes and atomics (what only computes views, shapes or constants stays on the host;
+    a loop that launches parallel blocks is not one program)."""
+    if any(isinstance(node, ast.Parallel) for node in scratch.walk(stmt)):
+        return False
     if isinstance(stmt, (ast.Foreach, ast.If, ast.While, ast.ExprStmt)):
         return True
     return isinstance(stmt, ast.AssignStmt) and all(
