@@ -2154,27 +2154,33 @@ __co__ void first(global f32 [64] x, global f32 [4] y) {
     # --- constructs the Triton backend cannot map
     "CQ0701": Example(
         bad="""\
-__co__ void halve(global s32 [64] x, global s32 [64] y) {
+__co__ void leading(global s32 [64, 8] x, global s32 [64] y) {
   parallel p by 64 {
-    mutable s32 v = x.at(p);
-    while (v > 100)
-      v = v / 2;
-    y.at(p) = v;
+    y.at(p) = 0;
+    foreach k in [8] {
+      if (x.at(p, k) < 0) {
+        yield;
+      }
+      y.at(p) = y.at(p) + 1;
+    }
   }
 }
 """,
         fixed="""\
-__co__ void halve(global s32 [64] x, global s32 [64] y) {
+__co__ void leading(global s32 [64, 8] x, global s32 [64] y) {
   parallel p by 64 {
-    mutable s32 v = x.at(p);
-    foreach i in [32]
-      v = v > 100 ? v / 2 : v;
-    y.at(p) = v;
+    s32 k = 0;
+    while (k < 8) {
+      if (x.at(p, k) < 0)
+        break;
+      k = k + 1;
+    }
+    y.at(p) = k;
   }
 }
 """,
-        message="not supported by the Triton backend yet: a 'while' whose condition differs "
-                "between threads",
+        message="not supported by the Triton backend yet: 'yield' inside a loop or a nested "
+                "block",
     ),
     "CQ0702": Example(
         bad="""\

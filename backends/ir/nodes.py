@@ -264,6 +264,14 @@ class For(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class While(Stmt):
+    """``while cond: body`` (``cond`` is evaluated before every iteration)."""
+
+    cond: Expr
+    body: list[Stmt]
+
+
+@dataclass(frozen=True, eq=False)
 class If(Stmt):
     cond: Expr
     then: list[Stmt]

@@ -12,11 +12,12 @@ computes scalars and single elements may run its instances side by side as lanes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import sys
 from dataclasses import dataclass, replace
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 import torch
 
@@ -110,6 +111,7 @@ class Interpreter(Evaluator):
         self.scaled_frags = _scaled_frags(fn)
         self.scheduler: events.Scheduler | None = None  # instances exchanging events
         self._lane_cache: dict[int, bool] = {}
+        self._cooperative: set[int] = set()  # copies the whole block makes once
         self._stmt_methods: dict[type, Callable[[Any], None]] = {}
         self._init_evaluator()
 
@@ -444,7 +446,10 @@ class Interpreter(Evaluator):
         if self.options.vectorize and self._lane_safe(stmt):
             self._run_lanes(stmt, levels, sizes)
             return
-        phases = _phases(stmt.body, any(level.level is Level.BLOCK for level in levels))
+        has_blocks = any(level.level is Level.BLOCK for level in levels)
+        phases = _phases(stmt.body, has_blocks)
+        if not has_blocks:
+            phases = self._cooperative_copies(phases, levels)
         shared: dict = {}
         instances = [self._instance(levels, sizes, combo, shared)
                      for combo in itertools.product(*(
@@ -456,8 +461,38 @@ class Interpreter(Evaluator):
             if cooperative:
                 events.Scheduler(self).run(live, phase, self._run_instance)
                 continue
+            once = len(phase) == 1 and id(phase[0]) in self._cooperative
             for inst in live:
                 self._run_instance(inst, phase)
+                if once:
+                    break
+
+    def _cooperative_copies(self, phases: list[list[ast.Stmt]],
+                            levels: tuple[LevelInfo, ...]) -> list[list[ast.Stmt]]:
+        """A copy into shared memory that every thread of the block issues alike (it
+        names no thread variable and binds no future) is one copy by the whole block
+        (spec 5.2): it runs once, after every thread finished what comes before it and
+        before any thread goes on."""
+        names = {sym for level in levels for sym in level.vars}
+        split: list[list[ast.Stmt]] = []
+        for phase in phases:
+            split.append([])
+            for stmt in phase:
+                if self._shared_copy(stmt, names):
+                    self._cooperative.add(id(stmt))
+                    split.extend([[stmt], []])
+                else:
+                    split[-1].append(stmt)
+        return [phase for phase in split if phase]
+
+    def _shared_copy(self, stmt: ast.Stmt, names: set) -> bool:
+        if not isinstance(stmt, ast.DmaStmt) or stmt.future is not None or stmt.is_async:
+            return False
+        info = self.fn.views.get(id(stmt.dst))
+        if info is None or info.root.storage != "shared":
+            return False
+        return not any(isinstance(node, ast.Ident) and self.fn.refs.get(id(node)) in names
+                       for node in _nodes(stmt))
 
     def _lane_safe(self, stmt: ast.Parallel) -> bool:
         known = self._lane_cache.get(id(stmt))
@@ -601,6 +636,17 @@ def _phases(body: ast.Block, has_blocks: bool) -> list[list[ast.Stmt]]:
         else:
             phases[-1].append(stmt)
     return phases
+
+
+def _nodes(node: Any) -> Iterator[Any]:
+    """Every AST node under ``node``."""
+    yield node
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            value = getattr(node, f.name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if isinstance(item, ast.Node):
+                    yield from _nodes(item)
 
 
 def _is_barrier(stmt: ast.Stmt) -> bool:

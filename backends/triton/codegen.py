@@ -159,6 +159,14 @@ class KernelWriter:
                                      f"Python nests {_MAX_LOOPS} loops at most")
             self.block(stmt.body, stmt)
             self.loops -= 1
+        elif isinstance(stmt, ir.While):
+            w.line(f"while {self.expr(stmt.cond, ())}:")
+            self.loops += 1
+            if self.loops > _MAX_LOOPS:
+                raise self._too_deep(stmt, f"loops nested {self.loops} deep",
+                                     f"Python nests {_MAX_LOOPS} loops at most")
+            self.block(stmt.body, stmt)
+            self.loops -= 1
         elif isinstance(stmt, ir.If):
             w.line(f"if {self.expr(stmt.cond, ())}:")
             self.block(stmt.then, stmt)

@@ -300,11 +300,11 @@ def test_group_bound_limit_for_the_shape() -> None:
 
 def test_backend_gap_of_a_specialised_function_is_a_compile_error() -> None:
     """A construct the backend cannot lower is no fault of the shapes: CompileError."""
-    source = WHOLE_TILE.replace("dma.copy t => y;", "dma.copy t => y;\n      mutable s32 v = q;"
-                                "\n      while (v > 3) v = v / 2;")
+    source = WHOLE_TILE.replace("dma.copy t => y;", "dma.copy t => y;\n      foreach i in [2]"
+                                "\n        if (q > i) yield;")
     fn = croqtile.compile(source).stage3
     x = random((2, 3, 4), torch.float32)
-    with pytest.raises(croqtile.CompileError, match=r"CQ0701\]: .*'while'"):
+    with pytest.raises(croqtile.CompileError, match=r"CQ0701\]: .*'yield'"):
         fn(x, torch.empty_like(x))
 
 
