@@ -1882,6 +1882,31 @@ __co__ void scaled(global f8_e4m3 [16, 32] a, global f8_e4m3 [16, 32] b,
 """,
         message="the MMA scale operand must have shape [M, 1] or [1, M] with M = 16, got [16, 2]",
     ),
+    "CQ0550": Example(
+        bad="""\
+__co__ void gemm(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      frag.f32 acc[2] {0.0f};
+      mma.row.row acc, a, b;
+      mma.store acc[0], c;
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void gemm(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      frag.f32 acc[2] {0.0f};
+      mma.row.row acc[0], a, b;
+      mma.store acc[0], c;
+    }
+  }
+}
+""",
+        message="'acc' is an array of MMA fragments [2]: select one element, as in 'acc[0]'",
+    ),
     # --- parallel levels and control flow
     "CQ0601": Example(
         bad="""\
@@ -2129,27 +2154,33 @@ __co__ void first(global f32 [64] x, global f32 [4] y) {
     # --- constructs the Triton backend cannot map
     "CQ0701": Example(
         bad="""\
-__co__ void halve(global s32 [64] x, global s32 [64] y) {
+__co__ void leading(global s32 [64, 8] x, global s32 [64] y) {
   parallel p by 64 {
-    mutable s32 v = x.at(p);
-    while (v > 100)
-      v = v / 2;
-    y.at(p) = v;
+    y.at(p) = 0;
+    foreach k in [8] {
+      if (x.at(p, k) < 0) {
+        yield;
+      }
+      y.at(p) = y.at(p) + 1;
+    }
   }
 }
 """,
         fixed="""\
-__co__ void halve(global s32 [64] x, global s32 [64] y) {
+__co__ void leading(global s32 [64, 8] x, global s32 [64] y) {
   parallel p by 64 {
-    mutable s32 v = x.at(p);
-    foreach i in [32]
-      v = v > 100 ? v / 2 : v;
-    y.at(p) = v;
+    s32 k = 0;
+    while (k < 8) {
+      if (x.at(p, k) < 0)
+        break;
+      k = k + 1;
+    }
+    y.at(p) = k;
   }
 }
 """,
-        message="not supported by the Triton backend yet: a 'while' whose condition differs "
-                "between threads",
+        message="not supported by the Triton backend yet: 'yield' inside a loop or a nested "
+                "block",
     ),
     "CQ0702": Example(
         bad="""\
@@ -2224,6 +2255,103 @@ __co__ void ragged(global f32 [64] x, global s32 [4] sizes, global f32 [64] y) {
 }
 """,
         message="tile extent 'n' has no static bound; Triton needs a constant tile shape",
+    ),
+    "CQ0755": Example(
+        bad="""\
+__co__ void ring(global f16 [64, 256] a, global f16 [64, 256] b, global f32 [64, 64] c) {
+  parallel p by 1 : block {
+    shared event full[2], empty[2];
+    shared f16 [64, 64] ra[2], rb[2];
+    parallel wg by 2 : group-4 {
+      inthreads.async (wg == 0) {
+        foreach {k} in [4] {
+          wait empty.at(k);
+          fa = tma.copy.async a.subspan(64, 64).at(0, k) => ra[k % 2];
+          fb = tma.copy.async b.subspan(64, 64).at(0, k) => rb[k % 2];
+          trigger full.at(k) after fa, fb;
+        }
+      }
+      inthreads.async (wg == 1) {
+        acc = mma.fill.f32 0.0f;
+        foreach {k} in [4] {
+          wait full.at(k);
+          mma.row.row acc, ra[k % 2], rb[k % 2];
+          trigger empty.at(k);
+        }
+        mma.store acc, c;
+      }
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void ring(global f16 [64, 256] a, global f16 [64, 256] b, global f32 [64, 64] c) {
+  parallel p by 1 : block {
+    shared event full[2], empty[2];
+    shared f16 [64, 64] ra[2], rb[2];
+    parallel wg by 2 : group-4 {
+      inthreads.async (wg == 0) {
+        foreach {k} in [4] {
+          wait empty.at(k);
+          fa = tma.copy.async a.subspan(64, 64).at(0, k) => ra[k % 2];
+          fb = tma.copy.async b.subspan(64, 64).at(0, k) => rb[k % 2];
+          trigger full.at(k) after fa, fb;
+        }
+      }
+      inthreads.async (wg == 1) {
+        acc = mma.fill.f32 0.0f;
+        foreach {s} in [2] { trigger empty.at(s); }
+        foreach {k} in [4] {
+          wait full.at(k);
+          mma.row.row acc, ra[k % 2], rb[k % 2];
+          trigger empty.at(k);
+        }
+        mma.store acc, c;
+      }
+    }
+  }
+}
+""",
+        message=("this warp specialisation cannot be serialised into one loop: no role can "
+                 "start: release every slot of the ring before the loops (`foreach {s} in "
+                 "[S] { trigger empty.at(s); }` in each consumer) or declare the event "
+                 "`= ready`"),
+    ),
+    "CQ0756": Example(
+        bad="""\
+__co__ void handshake(global s32 [256] a, global s32 [256] out) {
+  parallel p by 256 : thread {
+    shared event ping, pong;
+    inthreads.async (p < 128) {
+      wait pong;
+      trigger ping;
+    }
+    inthreads.async (p >= 128) {
+      wait ping;
+      trigger pong;
+    }
+    out.at(p) = a.at(p);
+  }
+}
+""",
+        fixed="""\
+__co__ void handshake(global s32 [256] a, global s32 [256] out) {
+  parallel p by 256 : thread {
+    shared event ping, pong;
+    inthreads.async (p < 128) {
+      trigger ping;
+      wait pong;
+    }
+    inthreads.async (p >= 128) {
+      wait ping;
+      trigger pong;
+    }
+    out.at(p) = a.at(p);
+  }
+}
+""",
+        message=("'wait' on 'pong' would never return: in no order of the roles is it "
+                 "triggered first (every role waits for another)"),
     ),
     "CQ0220": Example(
         bad="""\
@@ -2301,7 +2429,7 @@ __co__ void stage(global f32 [2, 4] a, global f32 [2, 4] o) {
   parallel wg by 3 : block {
     local f32 [2, 4] b[3];
     dma.copy a => b[wg];
-    dma.copy b[0] => o;
+    dma.copy b[wg] => o;
   }
 }
 """,
@@ -2632,6 +2760,7 @@ __co__ void ring(global f32 [64] x) {
 __co__ void ring(global f32 [64] x) {
   parallel p by 1 : block {
     shared event ready[2];
+    trigger ready.at(0);
     wait ready.at(0);
   }
 }
@@ -2651,6 +2780,7 @@ __co__ void ring(global f32 [64] x) {
 __co__ void ring(global f32 [64] x) {
   parallel p by 1 : block {
     shared event ready[2];
+    trigger ready.at(1);
     wait ready.at(1);
   }
 }
@@ -2672,6 +2802,7 @@ __co__ void ring(global f32 [64] x) {
   parallel p by 1 : block {
     shared event ready[2];
     mutable int order = 0;
+    trigger ready.at(0);
     wait ready.at(order++);
   }
 }
@@ -3124,6 +3255,8 @@ MEANINGS: dict[str, str] = {
     "CQ0511": "2:4 sparse MMA compresses K in groups of four, so K must be a multiple of 4.",
     "CQ0512": "The per-row scale of a scaled MMA has one value per row of the accumulator: "
               "shape `[M, 1]` or `[1, M]`.",
+    "CQ0550": "`frag mc[2][3] {v};` declares an array of accumulators; MMA statements work on "
+              "one of them at a time, named with its indices.",
     "CQ0601": "A `parallel` bound is zero or negative.",
     "CQ0602": "The same variable name is used twice in one `parallel` statement.",
     "CQ0603": "An unannotated `parallel` level sits where more than one hardware level "
@@ -3158,5 +3291,11 @@ MEANINGS: dict[str, str] = {
               "extent is only known at run time, and nothing bounds it (an extent such as "
               "`(T < rest) ? T : rest` or `c ? 2 : 3` is bounded: the tile takes the bound "
               "and masks the rest).",
+    "CQ0755": "Triton has no warp roles, so producer and consumer roles are serialised "
+              "into one loop; that is only possible for the ring shape in the hint (or "
+              "roles without loops), where the serial order provably reads what the "
+              "protocol would have delivered.",
+    "CQ0756": "No order of the roles lets this wait find its trigger: on the GPU every "
+              "role would wait for another forever.",
     "CQ0901": "A bug inside the compiler, reported instead of a Python traceback.",
 }

@@ -199,6 +199,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0511", E, "sparse MMA needs K to be a multiple of 4 (K = {k})"),
     Code("CQ0512", E, "the MMA scale operand must have shape [M, 1] or [1, M] with M = {m}, "
                       "got {shape}"),
+    Code("CQ0550", E, "'{name}' is an array of MMA fragments {dims}: select one element, as in "
+                      "'{name}{first}'"),
     # --- parallel levels and control flow ----------------------------------------------
     Code("CQ0601", E, "bound {value} in parallel is invalid: it must be greater than 0"),
     Code("CQ0602", E, "the parallel variable '{name}' is used twice in the same parallel statement"),
@@ -237,6 +239,14 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0702", E, "{construct} has no Triton mapping: {reason}"),
     Code("CQ0703", E, "cannot lower this MMA to one tile-level dot: {reason}"),
     Code("CQ0704", E, "tile extent '{extent}' has no static bound; Triton needs a constant tile shape"),
+    Code("CQ0755", E, "this warp specialisation cannot be serialised into one loop: {reason}",
+         "supported: roles without loops whose waits find their triggers in some order, or "
+         "a ring: one producer role `foreach {{k}} in [n] {{ wait empty.at(k); <copies into "
+         "ring[k % S]>; trigger full.at(k); }}` and consumer roles that release every slot "
+         "of `empty` and then `foreach {{k}} in [n] {{ wait full.at(k); <use ring[k % S]>; "
+         "trigger empty.at(k); }}`"),
+    Code("CQ0756", E, "'wait' on '{name}' would never return: {reason}",
+         "trigger the event (in another role, or earlier) before it is waited for"),
     # --- internal -------------------------------------------------------------------
     Code("CQ0901", E, "internal compiler error: {detail} (please report this)"),
 )

@@ -27,18 +27,9 @@ BAD_GAPS: dict[str, str] = {}
 
 # Fixed programs that still report an error.
 FIXED_GAPS: dict[str, str] = {
-    "CQ0308": "backend: `span_as` is not lowered (CQ0701)",
-    "CQ0315": "backend: arrays of buffers are not lowered (CQ0701)",
-    "CQ0430": "backend: events are not lowered (CQ0701)",
-    "CQ0431": "backend: events are not lowered (CQ0701)",
-    "CQ0432": "backend: events are not lowered (CQ0701)",
-    "CQ0433": "backend: events are not lowered (CQ0701)",
-    "CQ0434": "backend: events are not lowered (CQ0701)",
+    "CQ0433": "backend: an event polled as a `while` condition is not lowered (CQ0701)",
     "CQ0420": "backend: a future chosen by `select` is not lowered (CQ0701)",
-    "CQ0423": "checker: `shared event` declarations are not analysed, so `wait full` is "
-              "CQ0201; backend: events are not lowered (CQ0701)",
     "CQ0511": "backend: sparse MMA (`mma.row.row.sp`) is not lowered (CQ0701)",
-    "CQ0512": "backend: scaled MMA (`mma.row.row.scale`) is not lowered (CQ0701)",
 }
 
 

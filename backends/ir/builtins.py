@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .lower import KernelLowering
 
 F64 = ir.DType.F64
+Let = Callable[[ir.Expr], ir.Expr]  # names a value of a formula (see libdevice)
 
 # built-in -> tl.math function
 TL_MATH = {
@@ -100,9 +101,20 @@ def libdevice(kl: KernelLowering, fn: str, args: list[ir.Expr], dtype: ir.DType,
     axes = b.merged(*args)
     name = kl.fresh(fn)
     gpu = ir.Call(axes, dtype, f"libdevice.{fn}", tuple(args))
-    wide = [b.cast(a, F64) for a in args]
-    cpu = b.cast(_CPU[fn](*wide), dtype)
-    kl.emit(ir.Branch(span, kl.cpu_flag(), [ir.Let(span, name, cpu)], [ir.Let(span, name, gpu)]))
+    steps: list[ir.Stmt] = []
+
+    def let(value: ir.Expr) -> ir.Expr:
+        """Name an intermediate value (formulas use some several times)."""
+        if isinstance(value, (ir.Const, ir.Var)):
+            return value
+        var = kl.fresh("t")
+        steps.append(ir.Let(span, var, value))
+        return ir.Var(value.axes, value.dtype, var)
+
+    wide = [let(b.cast(a, F64)) for a in args]
+    cpu = b.cast(_CPU[fn](let, *wide), dtype)
+    kl.emit(ir.Branch(span, kl.cpu_flag(), steps + [ir.Let(span, name, cpu)],
+                      [ir.Let(span, name, gpu)]))
     return ir.Var(axes, dtype, name)
 
 
@@ -138,44 +150,45 @@ def _neg(x: ir.Expr) -> ir.Expr:
     return _op("-", _c(0.0), x)
 
 
-def _sinh(x: ir.Expr) -> ir.Expr:
+def _sinh(let: Let, x: ir.Expr) -> ir.Expr:
     return _op("*", _op("-", _call("exp", x), _call("exp", _neg(x))), _c(0.5))
 
 
-def _cosh(x: ir.Expr) -> ir.Expr:
+def _cosh(let: Let, x: ir.Expr) -> ir.Expr:
     return _op("*", _op("+", _call("exp", x), _call("exp", _neg(x))), _c(0.5))
 
 
-def _tanh(x: ir.Expr) -> ir.Expr:
+def _tanh(let: Let, x: ir.Expr) -> ir.Expr:
     t = _call("exp", _op("*", _c(-2.0), _call("abs", x)))
-    r = _op("/", _op("-", _c(1.0), t), _op("+", _c(1.0), t))
+    t = let(t)
+    r = let(_op("/", _op("-", _c(1.0), t), _op("+", _c(1.0), t)))
     return _where(_cmp("<", x, _c(0.0)), _neg(r), r)
 
 
-def _tan(x: ir.Expr) -> ir.Expr:
+def _tan(let: Let, x: ir.Expr) -> ir.Expr:
     return _op("/", _call("sin", x), _call("cos", x))
 
 
-def _atan(x: ir.Expr) -> ir.Expr:
+def _atan(let: Let, x: ir.Expr) -> ir.Expr:
     """|x| > 1 folds to pi/2 - atan(1/|x|); two half-angle steps bring the argument below
     tan(pi/16), where 13 terms of the series are exact in float64."""
-    a = _call("abs", x)
-    inverted = _cmp(">", a, _c(1.0))
-    z = _where(inverted, _op("/", _c(1.0), _where(inverted, a, _c(1.0))), a)
+    a = let(_call("abs", x))
+    inverted = let(_cmp(">", a, _c(1.0)))
+    z = let(_where(inverted, _op("/", _c(1.0), _where(inverted, a, _c(1.0))), a))
     for _ in range(2):
-        z = _op("/", z, _op("+", _c(1.0), _call("sqrt", _op("+", _c(1.0), _op("*", z, z)))))
-    z2 = _op("*", z, z)
+        z = let(_op("/", z, _op("+", _c(1.0), _call("sqrt", _op("+", _c(1.0), _op("*", z, z))))))
+    z2 = let(_op("*", z, z))
     series = _c(1.0 / 25)  # sum of (-1)^k z^2k / (2k + 1), k = 0..12, by Horner
     for k in range(11, -1, -1):
         series = _op("+", _c((-1) ** k / (2 * k + 1)), _op("*", z2, series))
-    r = _op("*", _c(4.0), _op("*", z, series))
-    r = _where(inverted, _op("-", _c(math.pi / 2), r), r)
+    r = let(_op("*", _c(4.0), _op("*", z, series)))
+    r = let(_where(inverted, _op("-", _c(math.pi / 2), r), r))
     return _where(_cmp("<", x, _c(0.0)), _neg(r), r)
 
 
-def _atan2(y: ir.Expr, x: ir.Expr) -> ir.Expr:
+def _atan2(let: Let, y: ir.Expr, x: ir.Expr) -> ir.Expr:
     safe = _where(_cmp("==", x, _c(0.0)), _c(1.0), x)
-    base = _atan(_op("/", y, safe))
+    base = let(_atan(let, _op("/", y, safe)))
     left = _where(_cmp("<", y, _c(0.0)), _op("-", base, _c(math.pi)),
                   _op("+", base, _c(math.pi)))
     axis = _where(_cmp(">", y, _c(0.0)), _c(math.pi / 2),
@@ -185,24 +198,24 @@ def _atan2(y: ir.Expr, x: ir.Expr) -> ir.Expr:
                          _where(_cmp("==", x, x), axis, x)))
 
 
-def _asin(x: ir.Expr) -> ir.Expr:
-    return _atan2(x, _call("sqrt", _op("-", _c(1.0), _op("*", x, x))))
+def _asin(let: Let, x: ir.Expr) -> ir.Expr:
+    return _atan2(let, x, let(_call("sqrt", _op("-", _c(1.0), _op("*", x, x)))))
 
 
-def _acos(x: ir.Expr) -> ir.Expr:
-    return _atan2(_call("sqrt", _op("-", _c(1.0), _op("*", x, x))), x)
+def _acos(let: Let, x: ir.Expr) -> ir.Expr:
+    return _atan2(let, let(_call("sqrt", _op("-", _c(1.0), _op("*", x, x)))), x)
 
 
-def _expm1(x: ir.Expr) -> ir.Expr:
+def _expm1(let: Let, x: ir.Expr) -> ir.Expr:
     small = _op("+", x, _op("*", _op("*", x, x), _op("+", _c(0.5), _op("/", x, _c(6.0)))))
     return _where(_cmp("<", _call("abs", x), _c(1e-5)), small,
                   _op("-", _call("exp", x), _c(1.0)))
 
 
-def _log1p(x: ir.Expr) -> ir.Expr:
+def _log1p(let: Let, x: ir.Expr) -> ir.Expr:
     """log(u) * x / (u - 1) with u = 1 + x cancels the rounding of u (Goldberg)."""
-    u = _op("+", _c(1.0), x)
-    exact = _cmp("==", u, _c(1.0))
+    u = let(_op("+", _c(1.0), x))
+    exact = let(_cmp("==", u, _c(1.0)))
     den = _where(exact, _c(1.0), _op("-", u, _c(1.0)))
     positive = _where(_cmp(">", u, _c(0.0)), u, _c(1.0))
     scaled = _op("/", _op("*", _call("log", positive), x), den)
@@ -211,15 +224,16 @@ def _log1p(x: ir.Expr) -> ir.Expr:
                   _where(_cmp("==", u, _c(0.0)), _c(-math.inf), _c(math.nan)))
 
 
-def _pow(x: ir.Expr, y: ir.Expr) -> ir.Expr:
+def _pow(let: Let, x: ir.Expr, y: ir.Expr) -> ir.Expr:
     """C's pow: |x|^y with the sign of x for odd integral y; NaN for a negative base and
     a fractional exponent; x^0 = 1."""
-    a = _call("abs", x)
-    zero = _cmp("==", a, _c(0.0))
-    magnitude = _call("exp", _op("*", y, _call("log", _where(zero, _c(1.0), a))))
-    magnitude = _where(zero, _where(_cmp(">", y, _c(0.0)), _c(0.0), _c(math.inf)), magnitude)
-    integral = _cmp("==", _call("floor", y), y)
-    half = _op("*", y, _c(0.5))
+    a = let(_call("abs", x))
+    zero = let(_cmp("==", a, _c(0.0)))
+    magnitude = let(_call("exp", _op("*", y, _call("log", _where(zero, _c(1.0), a)))))
+    magnitude = let(_where(zero, _where(_cmp(">", y, _c(0.0)), _c(0.0), _c(math.inf)),
+                           magnitude))
+    integral = let(_cmp("==", _call("floor", y), y))
+    half = let(_op("*", y, _c(0.5)))
     odd = b.binary("&", integral, _cmp("!=", _call("floor", half), half), b.I1)
     signed = _where(odd, _neg(magnitude), magnitude)
     negative = _where(integral, signed, _c(math.nan))
@@ -227,9 +241,9 @@ def _pow(x: ir.Expr, y: ir.Expr) -> ir.Expr:
     return _where(_cmp("==", y, _c(0.0)), _c(1.0), result)
 
 
-def _round(x: ir.Expr) -> ir.Expr:
+def _round(let: Let, x: ir.Expr) -> ir.Expr:
     """Halfway cases away from zero (C's round)."""
-    r = _call("floor", _op("+", _call("abs", x), _c(0.5)))
+    r = let(_call("floor", _op("+", _call("abs", x), _c(0.5))))
     return _where(_cmp("<", x, _c(0.0)), _neg(r), r)
 
 

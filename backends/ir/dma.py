@@ -12,6 +12,7 @@ from ...frontend import syntax as ast
 from ...frontend.sema.model import SymKind
 from ...frontend.sema.symbolic import Sym
 from . import build as b
+from . import scratch
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .lower import BufferSlot, KernelLowering
@@ -32,15 +33,13 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     if isinstance(dst, ast.StorageDest):
         if dst.storage == "global":
             raise unsupported(dst.span, "copies into a fresh global buffer")
-        content = source
-        if isinstance(source, Region) and (stmt.engine == "tma" or any(
-                a.name == "zfill" for a in stmt.attrs)):
-            content = source.clipped(source.extents, True)
+        content = staged(source, stmt)
         shape = source.extents if isinstance(source, Region) else tuple(
             Sym(d.extent) for d in source.dims)
         elem = source.tensor.elem if isinstance(source, Region) else source.elem
         if future is not None:
-            kl.env[future] = Buffer(future, shape, elem, content)
+            kl.env[future] = scratch.settle(
+                kl, Buffer(future, shape, elem, content, scope=kl.scopes[-1]), stmt.span)
         return
     if isinstance(dst, ast.SelectExpr):
         _copy_into_select(kl, stmt, dst, source, future)
@@ -48,11 +47,20 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     if not isinstance(dst, ast.View):
         raise unsupported(dst.span, "this copy destination")
     target = kl.resolve_view(dst, write=True)
-    if isinstance(target, BufferSlot):
-        content = _fill_buffer(target, source, stmt)
-        target.buffer.content = content
+    if isinstance(target, BufferSlot) and target.buffer.owned:
+        _copy_into_scratch(kl, target, source, stmt)
         if future is not None:
-            kl.env[future] = Buffer(future, target.buffer.shape, target.buffer.elem, content)
+            kl.env[future] = target.buffer
+        return
+    if isinstance(target, BufferSlot):
+        target.buffer.content = _fill_buffer(target, source, stmt)
+        scratch.settle(kl, target.buffer, stmt.span)
+        if future is not None and target.buffer.owned:
+            kl.env[future] = target.buffer  # its elements are written: one storage for both
+        elif future is not None:
+            kl.env[future] = scratch.settle(
+                kl, Buffer(future, target.buffer.shape, target.buffer.elem,
+                           target.buffer.content, scope=kl.scopes[-1]), stmt.span)
         return
     if isinstance(target, Tile):
         raise unsupported(dst.span, "copying into part of a register-resident buffer")
@@ -60,6 +68,15 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     store_tile(kl, target, tile, stmt.span)
     if future is not None:
         kl.env[future] = Buffer(future, target.extents, target.tensor.elem, target)
+
+
+def staged(source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
+    """What a copy ``=> shared`` / ``=> local`` holds: the source, whose masked part is
+    data (zeros) when TMA or ``.zfill`` fills it."""
+    if isinstance(source, Region) and (stmt.engine == "tma" or any(
+            a.name == "zfill" for a in stmt.attrs)):
+        return source.clipped(source.extents, True)
+    return source
 
 
 def _transformed(kl: KernelLowering, source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
@@ -140,6 +157,19 @@ def _fill_buffer(slot: BufferSlot, source: Region | Tile, stmt: ast.DmaStmt) -> 
     # TMA zero-fills out-of-bounds reads in hardware; dma does it when asked (.zfill)
     filled = stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)
     return source.clipped(slot.buffer.shape, filled)
+
+
+def _copy_into_scratch(kl: KernelLowering, slot: BufferSlot, source: Region | Tile,
+                       stmt: ast.DmaStmt) -> None:
+    """A copy into a buffer that lives in scratch memory (scratch.py) moves the data:
+    the buffer keeps its own storage, which later element writes update."""
+    scratch = slot.buffer.content
+    assert isinstance(scratch, Region)
+    region = scratch.shifted(list(slot.offsets), slot.extents)
+    tile = source if isinstance(source, Tile) else _materialize(kl, source, stmt)
+    kl.emit(ir.Barrier(stmt.span))  # readers of the old content first
+    store_tile(kl, region, tile, stmt.span)
+    kl.emit(ir.Barrier(stmt.span))
 
 
 def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import LoopInfo, Symbol
+from ...frontend.sema.model import LoopInfo, Symbol, SymKind
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
@@ -25,7 +25,7 @@ from .values import Bounded, Buffer, Region, access, padding_mask
 
 def lower_foreach(kl: KernelLowering, stmt: ast.Foreach) -> None:
     loops = kl.fn.loops[id(stmt)]
-    if _is_mma_slice_loop(stmt, loops) and _try_collapse(kl, stmt, loops):
+    if _is_mma_slice_loop(kl, stmt, loops) and _try_collapse(kl, stmt, loops):
         return
     vector = _vectorizable(kl, stmt, loops)
     sequential: list[tuple[Symbol, LoopInfo, int]] = []
@@ -90,7 +90,8 @@ def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int
 # ----------------------------------------------------------------------- MMA K-slice loops
 
 
-def _is_mma_slice_loop(stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
+def _is_mma_slice_loop(kl: KernelLowering, stmt: ast.Foreach,
+                       loops: tuple[LoopInfo, ...]) -> bool:
     if any(loop.lower or loop.upper or loop.step for loop in loops):
         return False
     if not all(bound.value is not None for loop in loops for bound in loop.bounds):
@@ -101,12 +102,18 @@ def _is_mma_slice_loop(stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
             execs += 1
         elif isinstance(inner, ast.MmaLoad) and inner.declares:
             continue
-        elif isinstance(inner, ast.AssignStmt) and all(
-                isinstance(item.value, ast.View) for item in inner.items):
-            continue  # `ma = buf.chunkat(_, k);`: operand views named for the MMA
+        elif _declares_views(kl, inner):
+            continue
         elif not isinstance(inner, (ast.Parallel, ast.Block, ast.Empty, ast.MmaCommit)):
             return False
     return execs > 0
+
+
+def _declares_views(kl: KernelLowering, stmt: ast.Stmt) -> bool:
+    """``ma = lhs_s.chunkat(_, k);``: names for operand views (no data moves)."""
+    decls = kl.fn.decls.get(id(stmt), [])
+    return isinstance(stmt, ast.AssignStmt) and bool(decls) and all(
+        s.kind is SymKind.VIEW for s in decls)
 
 
 def _try_collapse(kl: KernelLowering, stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
@@ -320,6 +327,10 @@ def _carry_futures(kl: KernelLowering, stmt: ast.Foreach, var: str, start: ir.Ex
         cur = syms[0] if syms[1] is nxt else syms[1]
         current = kl.env.get(cur)
         source = kl.resolve_view_read(copy.src)
+        if isinstance(copy.dst, ast.StorageDest):
+            from .dma import staged
+
+            source = staged(source, copy)
         if not isinstance(source, Region) or not isinstance(current, Buffer) or not isinstance(
                 current.content, Region):
             raise unsupported(inner.span, "this double-buffering pattern",

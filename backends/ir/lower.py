@@ -19,15 +19,15 @@ from ...frontend.sema import dtypes
 from ...frontend.sema.levels import is_device_scope, threads_per_block
 from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFunction, IndexItem,
                                     Level, LevelInfo, ScalarType, Symbol, SymKind, TupleType,
-                                    ViewInfo)
+                                    ViewInfo, ViewStep)
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import builtins, scratch
 from . import nodes as ir
 from .errors import LoweringError, NeedsSpecialization, static_extent, unsupported
-from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
-                     padding_mask)
+from .values import (Acc, Bounded, Buffer, BufferArray, Region, Scalar, TensorRef, Tile,
+                     access, padding_mask)
 
 
 @dataclass(frozen=True)
@@ -82,8 +82,14 @@ class FunctionLowering:
     def _lower(self) -> ir.Function:
         node = self.fn.node
         self.host_params()
+        pending: list[ast.Stmt] = []
         for stmt in node.body.stmts:
+            if _touches_data(stmt):
+                pending.append(stmt)
+                continue
+            self._host_program(pending)
             self._host_stmt(stmt)
+        self._host_program(pending)
         clones = [p.name for p in self.params
                   if p.kind == "tensor" and p.storage != "global" and not p.by_ref
                   and p.name in self.written]
@@ -135,6 +141,12 @@ class FunctionLowering:
             self.body.append(ir.HostLaunch(kernel))
             return
         if isinstance(stmt, ast.ReturnStmt):
+            if self.fn.returns == "scalar" and stmt.value is not None:
+                info = self.fn.exprs.get(id(stmt.value))
+                if info is None or info.static is None:
+                    raise unsupported(stmt.span, "returning a scalar computed at run time")
+                self.body.append(ir.HostReturn(None, info.static))
+                return
             sym = self.fn.returned
             self.body.append(ir.HostReturn(sym.name if sym is not None else None))
             if sym is not None and sym.is_param:
@@ -146,8 +158,14 @@ class FunctionLowering:
                     continue  # known from constants and sizes: uses are folded by the checker
                 value = _literal_value(item.init, self.fn.exprs.get(id(item.init))) \
                     if item.init is not None else 0
+                if value is None and item.init is not None and _from_scalars(item.init):
+                    # computed from scalar parameters: each kernel computes it again
+                    self.env[sym] = HostScalar(item.init, sym.elem or dtypes.INT)
+                    continue
                 if value is None:
-                    raise unsupported(stmt.span, "a host scalar computed at run time")
+                    raise unsupported(stmt.span, "a host scalar computed at run time",
+                                      "host code computes scalars from parameters and "
+                                      "constants; read data inside a parallel block")
                 elem = sym.elem or dtypes.INT
                 self.env[sym] = Scalar(b.const(value, b.dtype_of(elem)), elem)
             return
@@ -157,12 +175,41 @@ class FunctionLowering:
         if isinstance(stmt, ast.AssignStmt) and decls and all(
                 s.kind in (SymKind.ITUPLE, SymKind.MDSPAN) for s in decls):
             return  # `t = {1, 2};` declares a compile-time ituple (other assignments: below)
+        if isinstance(stmt, ast.AssignStmt) and decls and all(
+                s.kind is SymKind.VIEW for s in decls):
+            self._host_views(stmt, decls)
+            return
         if isinstance(stmt, ast.AssertStmt):
             if id(stmt) in self.fn.host_asserts:
                 return  # decided at compile time, or tested when the arguments are bound
             raise unsupported(stmt.span, "an assert on values computed at run time")
         raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
                           "host code may allocate buffers, launch parallel blocks and return")
+
+    def _host_program(self, stmts: list[ast.Stmt]) -> None:
+        """Host statements that read or write data element by element (``foreach i ...
+        M.at(i) = ...;`` between blocks) run in order as one program of one thread."""
+        if not stmts:
+            return
+        span = stmts[0].span.join(stmts[-1].span)
+        block = ast.Block(span, tuple(stmts))
+        index = len(self.kernels)
+        kernel = KernelLowering(self, block, f"{self.fn.node.name}_k{index}").lower()
+        self.kernels.append(kernel)
+        self.body.append(ir.HostLaunch(kernel))
+        stmts.clear()
+
+    def _host_views(self, stmt: ast.AssignStmt, decls: list[Symbol]) -> None:
+        """``l = lhs.span_as(6, 64);`` on the host: a view the kernels read through. It
+        is resolved as a kernel would resolve it; views that need run-time values (which
+        the host does not compute) are rejected."""
+        probe = KernelLowering(self, None, "host")  # type: ignore[arg-type]
+        for item, sym in zip(stmt.items, decls):
+            view = probe.resolve_view_read(item.value)
+            if probe.scopes[0] or not isinstance(view, Region):
+                raise unsupported(item.span, "a host view that needs values computed at run "
+                                             "time", "declare the view inside the parallel block")
+            self.env[sym] = view
 
     def _alloc(self, stmt: ast.SpannedDecl, sym: Symbol) -> None:
         elem = sym.elem or dtypes.F32
@@ -191,6 +238,38 @@ def _limited(region: Region, ends: list[tuple[int, ir.Expr]]) -> Region:
         t = region.axis_of(d)
         limits[t] = limits[t] + (b.add(region.origin[t], end),)
     return region._replace(limits=tuple(limits))
+
+
+@dataclass(frozen=True)
+class HostScalar:
+    """A host scalar whose value is an expression of scalar parameters and constants."""
+
+    expr: ast.Expr
+    elem: dtypes.ElemType
+
+
+def _from_scalars(expr: ast.Expr) -> bool:
+    """Whether ``expr`` reads no data (only names, literals, operators and math)."""
+    allowed = (ast.Ident, ast.IntLit, ast.FloatLit, ast.BoolLit, ast.Binary, ast.Unary,
+               ast.Ternary, ast.Cast)
+    for node in scratch.walk(expr):
+        if isinstance(node, ast.CallExpr) and node.name in builtins.SUPPORTED:
+            continue
+        if isinstance(node, ast.Expr) and not isinstance(node, allowed):
+            return False
+    return True
+
+
+def _touches_data(stmt: ast.Stmt) -> bool:
+    """Host statements that run as a one-thread program: loops, branches, element
+    writes and atomics (what only computes views, shapes or constants stays on the host;
+    a loop that launches parallel blocks is not one program)."""
+    if any(isinstance(node, ast.Parallel) for node in scratch.walk(stmt)):
+        return False
+    if isinstance(stmt, (ast.Foreach, ast.If, ast.While, ast.ExprStmt)):
+        return True
+    return isinstance(stmt, ast.AssignStmt) and all(
+        isinstance(item.target, ast.ElemAccess) for item in stmt.items)
 
 
 def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
@@ -242,6 +321,16 @@ class KernelLowering:
         self.program_index: ir.Expr = b.const(0)  # this program's row-major launch index
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
+        self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
+        self.events = None  # the event ledger of straight-line code (roles.py), made on use
+        self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
+        self.uncertain = 0  # inside a branch that may not run
+        self.bodies: set[int] = set()  # parallel bodies: where a `yield` may end a thread
+        self.yielding: set[int] = set()  # branches of `if`s directly in those bodies
+        self.blocks: list[int] = []  # the blocks being lowered, innermost last
+        self.continuing: ir.Expr | None = None  # lanes an `if` with a `yield` lets through
+        self.whiles: list[tuple[int, ir.Var]] = []  # enclosing `while`s: body, active lanes
+        self.exits: set[int] = set()  # branches of `if`s that may `break`/`continue`
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -282,7 +371,19 @@ class KernelLowering:
             return value  # type: ignore[return-value]
         name = self.fresh(base)
         self.emit(ir.Let(span, name, value))
+        self.definitions[name] = value
         return ir.Var(value.axes, value.dtype, name)
+
+    def canonical(self, e: ir.Expr) -> tuple[object, ...]:
+        """The structural key of ``e`` with let-bound names replaced by their values, so
+        that ``stage`` (``stage = k % 4``) and ``k % 4`` written elsewhere compare equal."""
+        for _ in range(32):  # definitions nest as deep as the lets that made them
+            names = [n for n in _var_names(e) if n in self.definitions]
+            if not names:
+                break
+            for name in names:
+                e = b.substitute(e, name, self.definitions[name])
+        return b.key(e)
 
     def axis(self, key: object, extent: int, base: str, min_size: int = 1) -> ir.Axis:
         """The axis for ``key``; the same hardware level reuses its axis (so that an
@@ -343,13 +444,22 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ kernel
     def lower(self) -> ir.Kernel:
+        if isinstance(self.root, ast.Block):  # host statements (FunctionLowering._host_program)
+            for stmt in self.root.stmts:
+                self.stmt(stmt)
+                self.emit(ir.Barrier(stmt.span))  # the next statement sees every write
+            return self._kernel((Sym(1),))
         levels = list(self.fn.parallels[id(self.root)])
         grid: tuple[Sym, ...] = (Sym(1),)
         if levels and levels[0].level is Level.BLOCK:
             grid = self._program_ids(levels.pop(0))
         self.grid = grid
         with self.nested_levels(levels):
+            self.bodies.add(id(self.root.body))
             self.block(self.root.body)
+        return self._kernel(grid)
+
+    def _kernel(self, grid: tuple[Sym, ...]) -> ir.Kernel:
         body = self.prologue + self.scopes[0]
         params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
         for name in self.flags:
@@ -431,8 +541,55 @@ class KernelLowering:
 
     # ------------------------------------------------------------------ statements
     def block(self, block: ast.Block) -> None:
-        for stmt in block.stmts:
-            self.stmt(stmt)
+        """The statements of ``block``. A ``yield`` ends the thread: nothing after it in
+        the block runs, and after an ``if`` whose branch yields, the rest of the parallel
+        body runs only on the lanes that did not (spec 5.2: early exit, masked when the
+        condition differs between threads). ``inthreads.async`` roles run side by side, so
+        a run of them is lowered together (roles.py); declarations between them (which
+        every thread makes) go first."""
+        depth = len(self.predicates)
+        self.blocks.append(id(block))
+        stmts = block.stmts
+        try:
+            i = 0
+            while i < len(stmts):
+                stmt = stmts[i]
+                if isinstance(stmt, ast.YieldStmt):
+                    if id(block) not in self.bodies | self.yielding or self.loop_depth:
+                        raise unsupported(stmt.span, "'yield' inside a loop or a nested block",
+                                          "yield directly in the parallel body or in an "
+                                          "`if` there")
+                    break
+                if isinstance(stmt, (ast.BreakStmt, ast.ContinueStmt)) and self.whiles and (
+                        id(block) in self.exits or id(block) == self.whiles[-1][0]):
+                    if isinstance(stmt, ast.BreakStmt) and id(block) == self.whiles[-1][0]:
+                        self._leave_while(None)
+                    break  # the enclosing `if` masks what follows
+                if _is_role(stmt):
+                    j = i
+                    while j < len(stmts) and (_is_role(stmts[j]) or _declares_only(stmts[j])):
+                        j += 1
+                    while not _is_role(stmts[j - 1]):
+                        j -= 1
+                    for other in stmts[i:j]:
+                        if not _is_role(other):
+                            self.stmt(other)
+                    self.roles([other for other in stmts[i:j] if _is_role(other)])
+                    i = j
+                else:
+                    self.stmt(stmt)
+                    i += 1
+                if self.continuing is not None:
+                    self.predicates.append(self.continuing)
+                    self.continuing = None
+        finally:
+            self.blocks.pop()
+            del self.predicates[depth:]
+
+    def roles(self, roles: list[ast.InThreads]) -> None:
+        from .roles import lower_roles
+
+        lower_roles(self, roles)
 
     def stmt(self, stmt: ast.Stmt) -> None:
         method = getattr(self, "_s_" + type(stmt).__name__, None)
@@ -472,10 +629,24 @@ class KernelLowering:
     def _cooperative(self) -> bool:
         """Whether the blocks of this kernel are launched cooperatively (grid barriers)."""
         return any(info.node is not None and getattr(info.node, "cooperative", False)
-                   for info in self.fn.parallels[id(self.root)])
+                   for info in self.fn.parallels.get(id(self.root), ()))
 
     def _s_WaitStmt(self, stmt: ast.WaitStmt) -> None:
-        pass  # copies are performed when issued; waiting has nothing left to do
+        """Copies are performed when issued, so waiting for a future has nothing left to
+        do; waits for events outside warp-specialised roles are checked in program order."""
+        from .roles import straight_line_event
+
+        for target in stmt.targets:
+            straight_line_event(self, stmt, target, "wait")
+
+    def _s_TriggerStmt(self, stmt: ast.TriggerStmt) -> None:
+        from .roles import straight_line_event
+
+        for target in stmt.targets:
+            straight_line_event(self, stmt, target, "trigger")
+
+    def _s_EventDecl(self, stmt: ast.EventDecl) -> None:
+        pass  # events carry no data: only their protocol is checked (roles.py)
 
     def _s_Parallel(self, stmt: ast.Parallel) -> None:
         levels = list(self.fn.parallels[id(stmt)])
@@ -483,6 +654,7 @@ class KernelLowering:
             if level.level is Level.BLOCK:
                 raise LoweringError("CQ0609", stmt.span, inner="block", outer="block")
         with self.nested_levels(levels):
+            self.bodies.add(id(stmt.body))
             self.block(stmt.body)
 
     def _s_SpannedDecl(self, stmt: ast.SpannedDecl) -> None:
@@ -491,7 +663,8 @@ class KernelLowering:
             if elem.torch is None:
                 raise LoweringError("CQ0214", stmt.span, elem=elem.name)
             if sym.array_dims:
-                raise unsupported(stmt.span, "arrays of buffers")
+                self.env[sym] = self._buffer_array(stmt, sym, elem)
+                continue
             buffer = Buffer(sym, sym.shape or (), elem, scope=self.scopes[-1],
                             lanes=scratch.private_lanes(self, sym.storage))
             var = next(v for v in stmt.vars if v.name == sym.name)
@@ -500,6 +673,40 @@ class KernelLowering:
                 if scratch.element_written(self, sym):
                     scratch.scratch(self, buffer, stmt.span)  # filled, then written piecewise
             self.env[sym] = buffer
+
+    def _buffer_array(self, stmt: ast.SpannedDecl, sym: Symbol,
+                      elem: dtypes.ElemType) -> BufferArray:
+        var = next(v for v in stmt.vars if v.name == sym.name)
+        if var.init is not None:
+            raise unsupported(var.init.span, "an initialiser on an array of buffers")
+        count = 1
+        for dim in sym.array_dims:
+            if dim.value is None:
+                raise LoweringError("CQ0704", stmt.span, extent=dim)
+            count *= dim.value
+        return BufferArray(sym, sym.shape or (), elem, count)
+
+    def array_element(self, array: BufferArray, index: tuple[ast.Expr, ...], span: Span,
+                      write: bool) -> Buffer:
+        """The buffer ``array[index]`` names. A write starts a fresh element under the
+        index's key and forgets the others (they may be the same element at run time,
+        unless both indices are different constants); a read must use the key of a write."""
+        values = [self.value(i) for i in index]
+        key = tuple(self.canonical(v) for v in values)
+        constant = all(isinstance(v, ir.Const) for v in values)
+        if write:
+            for other in list(array.slots):
+                if not (constant and other != key and all(k[0] == "Const" for k in other)):
+                    del array.slots[other]
+            array.slots[key] = Buffer(array.symbol, array.shape, array.elem)
+            return array.slots[key]
+        found = array.slots.get(key)
+        if found is None:
+            raise unsupported(span, f"reading an element of '{array.symbol.name}' that cannot "
+                                    "be matched with the copy that filled it",
+                              "index the array with the same expression as the copy into it, "
+                              "e.g. `ring[k % STAGES]` for both")
+        return found
 
     def _filled_tile(self, buffer: Buffer, init: ast.Expr) -> Tile:
         value = self.value(init)
@@ -524,8 +731,9 @@ class KernelLowering:
             if sym.mutable:
                 # a per-thread variable lives over the thread axes from the start, so that
                 # its type stays the same when later updates depend on the thread
-                value = _broadcast(value, tuple(self.active))
                 name = self.fresh(sym.name)
+                self._note_known(name, value)
+                value = _broadcast(value, tuple(self.active))
                 self.emit(ir.Let(stmt.span, name, value))
                 self.env[sym] = Scalar(ir.Var(value.axes, dtype, name), elem)
             else:
@@ -559,6 +767,7 @@ class KernelLowering:
                 if set(value.axes) - set(old.axes):
                     raise unsupported(item.span, f"giving the scalar '{target.name}' a value "
                                       "per thread when it was declared outside the threads")
+                self._note_known(old.name, value)
                 value = _broadcast(value, old.axes)
                 self.emit(ir.Let(stmt.span, old.name, value))
                 return
@@ -567,6 +776,24 @@ class KernelLowering:
             self._store_element(stmt, target, item)
             return
         raise unsupported(item.span, "this assignment target")
+
+    def _note_known(self, name: str, value: ir.Expr) -> None:
+        """Remember the value of a mutable scalar while it is the same at every run of
+        this point (straight-line code: no loop, no branch, no lane mask), so that event
+        orders kept in such a variable are known when compiling (roles.py)."""
+        for used in _var_names(value) & set(self.known):
+            value = b.substitute(value, used, b.const(self.known[used], value.dtype))
+        if isinstance(value, ir.Const) and not self.loop_depth and not self.uncertain \
+                and self.predicate() is None:
+            self.known[name] = value.value
+        else:
+            self.known.pop(name, None)
+
+    def update(self, target: ast.Ident, op: str, stmt: ast.Stmt) -> None:
+        """``x++`` / ``x--`` of a mutable scalar, as its own statement."""
+        one = ast.IntLit(target.span, 1, "1")
+        self._assign(stmt, ast.Assign(target.span, target, "+=" if op == "++" else "-=", one),
+                     {})  # type: ignore[arg-type]
 
     def _declare_value(self, sym: Symbol, value: ast.Expr, span: Span) -> None:
         if sym.kind is SymKind.VIEW:
@@ -606,7 +833,6 @@ class KernelLowering:
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
 
-    # ------------------------------------------------------------------ loops
     def _s_With(self, stmt: ast.With) -> None:
         for loop in self.fn.loops[id(stmt)]:
             for sym, bound in zip(loop.vars, loop.bounds):
@@ -667,31 +893,69 @@ class KernelLowering:
         return self.atomic(e, e.span, want_result=True)
 
     def _s_If(self, stmt: ast.If) -> None:
-        cond = _truth(self.value(stmt.cond))
+        cond = self._snapshot(_truth(self.value(stmt.cond)))
+        continuing = self._yielding_if(stmt, cond)
+        exits = self._exiting_if(stmt)
+        if exits is not None and not cond.axes:
+            cond = _broadcast(cond, self.whiles[-1][1].axes)  # masks, not a branch
+        self._if(stmt, cond)
+        if exits is not None:
+            continuing = self._after_exit(cond, exits)
+        self.continuing = continuing  # applies after the branches
+
+    def _if(self, stmt: ast.If, cond: ir.Expr) -> None:
         if cond.axes:  # differs between threads: both branches run, under lane masks
             self._predicated(cond, stmt.then)
             if stmt.other is not None:
                 self._predicated(ir.Unary(cond.axes, b.I1, "not", cond), stmt.other)
             return
-        with self.nested() as then:
-            self.block(stmt.then)
-        other: list[ir.Stmt] = []
-        if stmt.other is not None:
-            with self.nested() as other_scope:
-                self.block(stmt.other)
-            other = other_scope.body
+        self.uncertain += 1
+        try:
+            with self.nested() as then:
+                self.block(stmt.then)
+            other: list[ir.Stmt] = []
+            if stmt.other is not None:
+                with self.nested() as other_scope:
+                    self.block(stmt.other)
+                other = other_scope.body
+        finally:
+            self.uncertain -= 1
         self.emit(ir.If(stmt.span, cond, then.body, other))
+
+    def _yielding_if(self, stmt: ast.If, cond: ir.Expr) -> ir.Expr | None:
+        """An ``if`` with a ``yield`` in a branch: the lanes that go on afterwards."""
+        yields = [any(isinstance(s, ast.YieldStmt) for s in branch.stmts) if branch else False
+                  for branch in (stmt.then, stmt.other)]
+        if not any(yields):
+            return None
+        if self.blocks[-1] not in self.bodies or self.loop_depth:
+            raise unsupported(stmt.span, "'yield' inside a loop or a nested block",
+                              "yield from an `if` directly in the parallel body")
+        self.yielding.update(id(branch) for branch in (stmt.then, stmt.other) if branch)
+        if all(yields):
+            return b.const(False, b.I1)
+        return ir.Unary(cond.axes, b.I1, "not", cond) if yields[0] else cond
 
     def _s_InThreads(self, stmt: ast.InThreads) -> None:
         if stmt.is_async:
-            raise unsupported(stmt.span, "warp-specialised 'inthreads.async' roles")
-        cond = _truth(self.value(stmt.pred))
+            self.roles([stmt])
+            return
+        cond = self._snapshot(_truth(self.value(stmt.pred)))
         if not cond.axes:
             with self.nested() as then:
                 self.block(stmt.body)
             self.emit(ir.If(stmt.span, cond, then.body, []))
             return
         self._predicated(cond, stmt.body)
+
+    def _snapshot(self, cond: ir.Expr) -> ir.Expr:
+        """A per-lane condition under a name of its own: it masks statements that may
+        change the variables it was computed from."""
+        if not cond.axes or isinstance(cond, ir.AxisIndex):
+            return cond
+        name = self.fresh("cond")
+        self.emit(ir.Let(None, name, cond))
+        return ir.Var(cond.axes, cond.dtype, name)
 
     def _predicated(self, cond: ir.Expr, body: ast.Block) -> None:
         """Run ``body`` for the lanes where ``cond`` holds: every write is masked."""
@@ -702,11 +966,80 @@ class KernelLowering:
             self.predicates.pop()
 
     def _s_While(self, stmt: ast.While) -> None:
-        cond = _truth(self.value(stmt.cond))
-        if cond.axes:
-            raise unsupported(stmt.cond.span, "a 'while' whose condition differs between threads")
-        raise unsupported(stmt.span, "'while' loops",
-                          "loop with `foreach` over a bound; Triton needs a scalar loop")
+        """``while (c) body``: lanes run while their condition holds. The loop goes on
+        while any lane is active; the body is masked by the active lanes, ``break`` takes
+        lanes out of the loop, ``continue`` masks the rest of their iteration."""
+        cond = b.and_(_truth(self.value(stmt.cond)), self.predicate())
+        assert cond is not None
+        exits = any(isinstance(s, (ast.BreakStmt, ast.ContinueStmt)) for s in iter_stmts(stmt.body))
+        # a condition every lane shares stays a scalar (the variables it reads may be
+        # scalars the body updates); exits may differ between lanes, so they need the lanes
+        axes = tuple(self.active) if cond.axes or exits else ()
+        first = _broadcast(cond, axes)
+        name = self.fresh("active")
+        self.emit(ir.Let(stmt.span, name, first))
+        active = ir.Var(first.axes, b.I1, name)
+        with self.nested() as inner:
+            self.whiles.append((id(stmt.body), active))
+            self.predicates.append(active)
+            self.loop_depth += 1
+            try:
+                self.block(stmt.body)
+                again = b.and_(active, _truth(self.value(stmt.cond)))
+                self.emit(ir.Let(stmt.span, name, _broadcast(again, active.axes)))
+            finally:
+                self.loop_depth -= 1
+                self.predicates.pop()
+                self.whiles.pop()
+        any_active: ir.Expr = ir.Cast(active.axes, b.I32, active)
+        for axis in active.axes:  # the largest flag over every lane
+            rest = tuple(a for a in any_active.axes if a is not axis)
+            any_active = ir.Reduce(rest, b.I32, "max", any_active, axis)
+        any_active = b.binary(">", any_active, b.const(0), b.I1)
+        self.emit(ir.While(stmt.span, any_active, inner.body))
+
+    def _exiting_if(self, stmt: ast.If) -> tuple[str | None, str | None] | None:
+        """For an ``if`` directly in a ``while`` body: which branch ends with ``break`` or
+        ``continue`` (None when neither does)."""
+        kinds = []
+        for branch in (stmt.then, stmt.other):
+            kind = None
+            for inner in branch.stmts if branch else ():
+                if isinstance(inner, ast.BreakStmt):
+                    kind = "break"
+                elif isinstance(inner, ast.ContinueStmt):
+                    kind = "continue"
+            kinds.append(kind)
+        if not any(kinds) or not self.whiles:
+            return None
+        if self.blocks[-1] != self.whiles[-1][0]:
+            raise unsupported(stmt.span, "'break'/'continue' nested deeper than an `if` "
+                                         "directly in the 'while' body")
+        self.exits.update(id(branch) for branch in (stmt.then, stmt.other) if branch)
+        return kinds[0], kinds[1]
+
+    def _after_exit(self, cond: ir.Expr, exits: tuple[str | None, str | None]) -> ir.Expr:
+        """After an ``if`` that breaks or continues: the lanes that left stop being active
+        (``break``); the rest of this iteration runs on the lanes that stayed."""
+        taken = [cond, ir.Unary(cond.axes, b.I1, "not", cond)]
+        stay: ir.Expr | None = None
+        for kind, lanes in zip(exits, taken):
+            if kind == "break":
+                self._leave_while(lanes)
+            if kind is not None:
+                left = ir.Unary(lanes.axes, b.I1, "not", lanes)
+                stay = b.and_(stay, left)
+        assert stay is not None
+        return stay
+
+    def _leave_while(self, lanes: ir.Expr | None) -> None:
+        """``break`` on ``lanes`` (all executing lanes when None)."""
+        active = self.whiles[-1][1]
+        leaving = b.and_(lanes, self.predicate()) if lanes is not None else self.predicate()
+        remaining = ir.Unary(active.axes, b.I1, "not", leaving) if leaving is not None \
+            else b.const(False, b.I1)
+        self.emit(ir.Let(None, active.name, _broadcast(b.and_(active, remaining),
+                                                       active.axes)))
 
     def _s_PrintStmt(self, stmt: ast.PrintStmt) -> None:
         if stmt.static:
@@ -760,6 +1093,16 @@ class KernelLowering:
 
         lower_store(self, stmt)
 
+    def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
+        from .mma import lower_frag_decl
+
+        lower_frag_decl(self, stmt)
+
+    def _s_MmaScale(self, stmt: ast.MmaScale) -> None:
+        from .mma import lower_scale
+
+        lower_scale(self, stmt)
+
     def _acc_arith(self, acc: Acc, item: ast.Assign) -> None:
         from .mma import acc_arith
 
@@ -771,29 +1114,42 @@ class KernelLowering:
         if not isinstance(view, ast.View):
             raise unsupported(view.span, "this operand")
         info: ViewInfo = self.fn.views[id(view)]
+        strided = next((op for op in view.ops if op.strides is not None), None)
+        if strided is not None:
+            raise unsupported(strided.span, "explicit element strides in a view")
+        root_sym = info.root  # (a view of a view alias carries the alias's steps)
+        root = self.env.get(root_sym)
         if info.array_index:
-            raise unsupported(view.span, "arrays of buffers")
-        root = self.env.get(info.root)
+            if not isinstance(root, BufferArray):
+                raise unsupported(view.span, "indexing this value as an array of buffers")
+            root = self.array_element(root, info.array_index, view.span, write)
         offsets: list[ir.Expr] = []
-        extents = info.root.shape or ()
+        extents = root_sym.shape or ()
         base = root
+        if isinstance(root, Region):
+            extents = root.extents
+        elif isinstance(root, Tile):
+            extents = tuple(Sym(d.extent) for d in root.dims)
         if isinstance(root, Buffer):
             extents = root.shape
             if not write:
                 if root.content is None:
-                    raise unsupported(view.span, f"reading '{info.root.name}' before anything "
+                    raise unsupported(view.span, f"reading '{root_sym.name}' before anything "
                                                  "is copied or stored into it")
                 base = root.content
         elif isinstance(root, TensorRef):
             base = Region.whole(self.use_tensor(root))
             extents = root.dims
         elif not isinstance(root, (Region, Tile)):
-            raise unsupported(view.span, f"'{info.root.name}' as a view")
+            raise unsupported(view.span, f"'{root_sym.name}' as a view")
         offsets = [b.const(0) for _ in extents]
         ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
             if step.kind == "span_as":
-                raise unsupported(step.span, "'span_as'")
+                base = self._reshaped(base, offsets, tuple(extents), step)
+                offsets = [b.const(0) for _ in step.extents]
+                extents = step.extents
+                continue
             for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
                 offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
             extents = step.extents
@@ -804,6 +1160,7 @@ class KernelLowering:
             # (a copy into a runtime-sized part: the source's own masks say what arrives)
             return BufferSlot(base, tuple(offsets), tuple(extents))
         if isinstance(base, Region):
+            self.use_tensor(base.tensor)
             if base.rank != len(offsets):
                 raise unsupported(view.span, "views that change the rank of their data")
             return _limited(base, ends).shifted(offsets, tuple(extents))
@@ -813,6 +1170,20 @@ class KernelLowering:
             return base
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
+
+    def _reshaped(self, base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
+                  step: ViewStep) -> Region:
+        """``span_as``: the same elements in a new shape. Supported for a whole tensor
+        (row-major, so any shape of the same size is a re-striding of its memory)."""
+        span = step.span
+        if not isinstance(base, Region):
+            raise unsupported(span, "'span_as' of a register-resident buffer")
+        whole = Region.whole(base.tensor)
+        if not (all(b.is_const(o, 0) for o in offsets) and base.key()[1:] == whole.key()[1:]
+                and all(e.provably_eq(d) for e, d in zip(extents, base.tensor.dims))):
+            raise unsupported(span, "'span_as' of part of a tensor",
+                              "reshape the whole tensor, then take the part")
+        return Region.whole(TensorRef(base.tensor.name, base.tensor.elem, step.extents))
 
     def resolve_view_read(self, view: ast.Expr) -> Region | Tile:
         result = self.resolve_view(view)
@@ -843,6 +1214,10 @@ class KernelLowering:
         base = e.base
         if isinstance(base, ast.Member) and base.member in ("data", "mdata"):
             base = base.obj
+        if isinstance(base, ast.View) and id(base) in self.fn.views:  # `a.span_as(64).at(i)`
+            view = self.resolve_view_read(base)
+            view_elem = view.tensor.elem if isinstance(view, Region) else view.elem
+            return view, self.element_index(e), view_elem
         if not isinstance(base, ast.Ident):
             raise unsupported(e.span, "this element access")
         sym = self.fn.refs.get(id(base))
@@ -858,14 +1233,20 @@ class KernelLowering:
         elif isinstance(value, (Region, Tile)):
             source = value
             elem = value.tensor.elem if isinstance(value, Region) else value.elem
+            if isinstance(value, Region):
+                self.use_tensor(value.tensor)
         else:
             raise unsupported(e.span, "this element access")
         return source, self.element_index(e), elem
 
     def element_index(self, e: ast.ElemAccess) -> list[ir.Expr]:
-        """The indices of ``x.at(...)``, a bounded ituple supplying several."""
+        """The indices of ``x.at(...)``."""
+        return self.indices(e.indices)
+
+    def indices(self, exprs: tuple[ast.Expr, ...]) -> list[ir.Expr]:
+        """Element indices, bounded ituples spread into their members."""
         index: list[ir.Expr] = []
-        for expr in e.indices:
+        for expr in exprs:
             info = self.fn.exprs.get(id(expr))
             if info is not None and isinstance(info.type, (BoundedTupleType, TupleType)):
                 index.extend(self.members(expr))
@@ -907,6 +1288,11 @@ class KernelLowering:
         value = self.env.get(sym)
         if isinstance(value, Scalar) and sym.is_param:
             self.use_scalar(sym)
+        if value is None and isinstance(sym.decl_node, ast.Parallel):
+            raise unsupported(e.span, f"the rank of a block in its cluster ('{e.name}')",
+                              "clusters are ignored (spec 8): index with the block variables")
+        if isinstance(value, HostScalar):
+            return b.cast(self.value(value.expr), b.dtype_of(value.elem))
         return self._as_expr(value, e.span)
 
     def _e_IntLit(self, e: ast.IntLit) -> ir.Expr:
@@ -927,7 +1313,7 @@ class KernelLowering:
             return self._tile_element(source, index, e.span)
         pointer, mask = access(source, index)
         return ir.Load(b.merged(pointer, *( [mask] if mask is not None else [])),
-                       pointer.dtype, pointer, mask)
+                       pointer.dtype, pointer, mask, source.fill)  # padding reads its value
 
     def _tile_element(self, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
         """Reading a register tile at indices that are exactly its own axes."""
@@ -962,9 +1348,9 @@ class KernelLowering:
 
     def arith(self, op: str, lhs: ir.Expr, rhs: ir.Expr, elem: dtypes.ElemType) -> ir.Expr:
         dtype = b.dtype_of(elem)
-        if dtype is ir.DType.BF16:
-            # bf16 arithmetic is computed in f32 and rounded once (what the hardware does;
-            # Triton 3.6's interpreter would otherwise compute on the raw 16-bit patterns)
+        if dtype in (ir.DType.BF16, ir.DType.F8E4, ir.DType.F8E5):
+            # bf16 and fp8 arithmetic is computed in f32 and rounded once (what the hardware
+            # does; Triton 3.6's interpreter would otherwise compute on the raw bit patterns)
             wide = self.arith(op, lhs, rhs, dtypes.F32)
             return b.cast(wide, dtype)
         lhs, rhs = b.cast(lhs, dtype), b.cast(rhs, dtype)
@@ -1068,6 +1454,26 @@ def _high(bound: Sym | None) -> int | None:
     return bound.value - 1 if bound is not None and bound.value is not None else None
 
 
+def _is_role(stmt: ast.Stmt) -> bool:
+    return isinstance(stmt, ast.InThreads) and stmt.is_async
+
+
+def _declares_only(stmt: ast.Stmt) -> bool:
+    """A statement with no effect but a name: buffers without initialiser, events."""
+    if isinstance(stmt, ast.SpannedDecl):
+        return all(v.init is None for v in stmt.vars)
+    return isinstance(stmt, (ast.Empty, ast.EventDecl))
+
+
+def _var_names(e: ir.Expr) -> set[str]:
+    if isinstance(e, ir.Var):
+        return {e.name}
+    names: set[str] = set()
+    for child in b.children(e):
+        names |= _var_names(child)
+    return names
+
+
 def _truth(e: ir.Expr) -> ir.Expr:
     return e if e.dtype == b.I1 else b.binary("!=", e, b.const(0, e.dtype), b.I1)
 
@@ -1088,12 +1494,14 @@ def _is_int_type(t: object) -> bool:
 def _describe(node: ast.Node) -> str:
     names = {
         "While": "'while' loops", "InThreads": "'inthreads' blocks", "Apply": "'apply' blocks",
-        "TriggerStmt": "events ('trigger')", "EventDecl": "events", "SwapStmt": "'swap'/'rotate'",
+        "SwapStmt": "'swap'/'rotate'",
         "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
         "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
         "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
         "ExternCall": "external calls ('call')", "SelectExpr": "'select'",
+        "Postfix": "'++'/'--' after a name", "SizeOf": "'|...|' of this operand",
+        "Unary": "a prefix operator as a statement",
     }
     return names.get(type(node).__name__, f"'{type(node).__name__}'")
 

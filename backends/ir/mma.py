@@ -11,18 +11,21 @@ which index breaks the pattern.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import Symbol
 from ...frontend.sema.symbolic import Sym
+from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, static_extent, unsupported
-from .lower import BufferSlot, KernelLowering
+from .lower import BufferSlot, KernelLowering, _broadcast, iter_stmts
 from .tiles import load_tile, store_tile
-from .values import Acc, AccLayout, Buffer, Operand, Region, Tile
+from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
+                     padding_mask)
 
 
 DOT_MIN = 16  # tl.dot needs every dimension >= 16: smaller MMA tiles (m8n8k4) are padded
@@ -30,37 +33,184 @@ DOT_MIN = 16  # tl.dot needs every dimension >= 16: smaller MMA tiles (m8n8k4) a
 
 def lower_fill(kl: KernelLowering, stmt: ast.MmaFill) -> None:
     sym = kl.fn.frags[id(stmt)]
-    fill = kl.value(stmt.value)
+    fill = _fill_value(kl, stmt.value)
+    acc = _acc(kl, sym, fill, stmt.target)
+    acc.fill = fill
+    _start(kl, acc, stmt.span, with_value=True)
+
+
+def _fill_value(kl: KernelLowering, expr: ast.Expr) -> float | int:
+    fill = kl.value(expr)
     if not isinstance(fill, ir.Const):
-        raise unsupported(stmt.value.span, "an accumulator fill value that is not a constant")
-    acc = kl.env.get(sym)
-    if not isinstance(acc, Acc):
-        elem = sym.elem or dtypes.F32
-        acc = Acc(sym, kl.fresh(sym.name), elem, fill.value)
-        kl.env[sym] = acc
-    acc.fill = fill.value
-    if acc.layout is not None:
-        kl.emit(ir.Let(stmt.span, acc.name, _full(acc)))
+        raise unsupported(expr.span, "an accumulator fill value that is not a constant")
+    return fill.value
+
+
+def lower_frag_decl(kl: KernelLowering, stmt: ast.FragDecl) -> None:
+    """``frag[.T] mc {v};`` is ``mc = mma.fill[.T] v;``; ``frag mc[2][3] {v};`` reserves
+    the initialisation of each element here, made when the element is first used."""
+    sym = kl.fn.frags[id(stmt)]
+    fill = _fill_value(kl, stmt.value)
+    if not sym.array_dims:
+        _start(kl, _acc(kl, sym, fill, None), stmt.span, with_value=True)
+        return
+    dims = [d.value or 1 for d in sym.array_dims]
+    per_element = 2 if sym in _scaled_symbols(kl) else 1
+    slots: dict[tuple[int, ...], list[tuple[list[ir.Stmt], int]]] = {}
+    for index in itertools.product(*(range(d) for d in dims)):
+        slots[index] = []
+        for _ in range(per_element):
+            kl.body.append(ir.Comment(stmt.span, f"{sym.name}{list(index)}: not used"))
+            slots[index].append((kl.body, len(kl.body) - 1))
+    kl.env[sym] = FragArray(sym, fill, slots)
+
+
+def _acc(kl: KernelLowering, sym: Symbol, fill: float | int, expr: ast.Expr | None) -> Acc:
+    """The accumulator ``expr`` names (``sym``, or an element of the array ``sym``),
+    created at its first fill or load."""
+    current = kl.env.get(sym)
+    if isinstance(current, FragArray):
+        assert expr is not None
+        return _element(kl, current, expr)
+    if not isinstance(current, Acc):
+        current = _new_acc(kl, sym, fill, sym.name)
+        kl.env[sym] = current
+    return current
+
+
+def _new_acc(kl: KernelLowering, sym: Symbol, fill: float | int, base: str) -> Acc:
+    acc = Acc(sym, kl.fresh(base), sym.elem or dtypes.F32, fill)
+    if sym in _scaled_symbols(kl):
+        acc.part = kl.fresh(f"{base}_part")
+    return acc
+
+
+def _named_acc(kl: KernelLowering, sym: Symbol, expr: ast.Expr) -> Acc | None:
+    """The accumulator an MMA, store or scale statement names, if it has one."""
+    current = kl.env.get(sym)
+    if isinstance(current, FragArray):
+        return _element(kl, current, expr)
+    return current if isinstance(current, Acc) else None
+
+
+def _element(kl: KernelLowering, array: FragArray, expr: ast.Expr) -> Acc:
+    """``mc[i][j]``: constant indices name distinct accumulators; one runtime index that
+    stays the same through the kernel (scalar parameters) may select the element instead,
+    when it is the only way the array is indexed."""
+    indices: list[ast.Expr] = []
+    while isinstance(expr, ast.Index):
+        indices.insert(0, expr.index)
+        expr = expr.base
+    values = [kl.value(i) for i in indices]
+    dynamic = not all(isinstance(v, ir.Const) for v in values)
+    if dynamic:
+        if any(not _kernel_invariant(kl, v) for v in values):
+            raise unsupported(indices[0].span, "a fragment selected by an index that changes "
+                                               "within the kernel",
+                              "index fragment arrays with constants or scalar parameters")
+        key: object = tuple(b.key(v) for v in values)
+        slot = tuple(0 for _ in values)
     else:
-        kl.body.append(ir.Comment(stmt.span, f"{acc.name}: accumulator (shape from its first mma)"))
-        acc.pending.append((kl.body, len(kl.body) - 1))
+        slot = tuple(int(v.value) for v in values)  # type: ignore[attr-defined]
+        key = slot
+    if array.dynamic is not None and (array.dynamic != dynamic or (dynamic and key not in
+                                                                   array.elements)):
+        raise unsupported(indices[0].span, "a fragment array indexed both by constants and by "
+                                           "a runtime value (or by two runtime values)")
+    array.dynamic = dynamic
+    acc = array.elements.get(key)
+    if acc is None:
+        if slot not in array.slots:
+            raise unsupported(indices[0].span, "an index outside the fragment array")
+        sym = array.symbol
+        acc = _new_acc(kl, sym, array.fill, f"{sym.name}_{'_'.join(map(str, slot))}")
+        names = [(acc.name, b.dtype_of(acc.elem), array.fill)]
+        if acc.part is not None:
+            names.append((acc.part, _part_dtype(acc), 0))
+        for (body, index), (name, dtype, value) in zip(array.slots[slot], names):
+            body[index] = ir.Comment(body[index].span, f"{name}: accumulator (shape from its "
+                                                       "first mma)")
+            acc.pending.append((body, index, name, dtype, value))
+        array.elements[key] = acc
+    return acc
 
 
-def _full(acc: Acc) -> ir.Expr:
-    assert acc.layout is not None
-    axes = (acc.layout.m, acc.layout.n)
-    return ir.Full(axes, b.dtype_of(acc.elem), acc.fill)
+def _kernel_invariant(kl: KernelLowering, e: ir.Expr) -> bool:
+    """Whether ``e`` only reads scalar parameters of the kernel (one value throughout)."""
+    if isinstance(e, ir.Var):
+        return e.name in kl.params
+    if e.axes or isinstance(e, (ir.Load, ir.Call)):
+        return False
+    return all(_kernel_invariant(kl, child) for child in b.children(e))
+
+
+def _scaled_symbols(kl: KernelLowering) -> set[Symbol]:
+    """Accumulators that some ``mma.scale`` scales: they keep two tiles (spec 5.8)."""
+    found = set()
+    for stmt in iter_stmts(kl.fn.node.body):
+        if isinstance(stmt, ast.MmaScale) and id(stmt) in kl.fn.frags:
+            found.add(kl.fn.frags[id(stmt)])
+    return found
+
+
+def _start(kl: KernelLowering, acc: Acc, span: Span, with_value: bool) -> None:
+    """(Re)initialise the accumulator to its fill value (``with_value``) and its raw partial
+    products to zero; before the first mma fixes the shape, placeholders stand in."""
+    inits = [(acc.name, b.dtype_of(acc.elem), acc.fill)] if with_value else []
+    if acc.part is not None:
+        inits.append((acc.part, _part_dtype(acc), 0))
+    for name, dtype, value in inits:
+        if acc.layout is not None:
+            kl.emit(ir.Let(span, name, ir.Full((acc.layout.m, acc.layout.n), dtype, value)))
+        else:
+            kl.body.append(ir.Comment(span, f"{name}: accumulator (shape from its first mma)"))
+            acc.pending.append((kl.body, len(kl.body) - 1, name, dtype, value))
+
+
+def _part_dtype(acc: Acc) -> ir.DType:
+    """Raw products waiting for ``mma.scale`` are summed in f32 (f64, s32 alike)."""
+    if acc.elem.is_int:
+        return ir.DType.I32
+    return ir.DType.F64 if acc.elem.name == "f64" else ir.DType.F32
 
 
 def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
     sym = kl.fn.frags.get(id(stmt))
-    if sym is None or not stmt.declares:
-        raise unsupported(stmt.span, "'mma.load' into an existing fragment")
-    current = kl.env.get(sym)
-    if isinstance(current, Acc) or sym.frag_role == "acc":
-        raise unsupported(stmt.span, "loading an accumulator from memory ('mc = mma.load ...')")
+    if sym is None:
+        raise unsupported(stmt.span, "this 'mma.load'")
+    if sym.frag_role == "acc":
+        _load_accumulator(kl, stmt, sym)
+        return
     source = kl.resolve_view_read(stmt.src)
     kl.env[sym] = Operand(source, sym.elem or dtypes.F16)
+
+
+def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> None:
+    """``mc = mma.load out.chunkat(...)``: the accumulator starts from memory (C input).
+    The instances' views must sit side by side as their MMA tiles will, so the fused
+    accumulator is one tile load; its layout is fixed here rather than at the first mma."""
+    source = kl.resolve_view_read(stmt.src)
+    if isinstance(source, Tile):
+        raise unsupported(stmt.src.span, "an accumulator loaded from a register-resident buffer",
+                          "load it from the global or shared data it was copied from")
+    acc = _acc(kl, sym, 0, stmt.target)
+    row_t, col_t = source.axis_of(0), source.axis_of(1)
+    em, en = _static(source.extents[0], stmt.src), _static(source.extents[1], stmt.src)
+    lin_row = _linear(source.origin[row_t], stmt.src)
+    lin_col = _linear(source.origin[col_t], stmt.src)
+    if lin_row.collapsed or lin_col.collapsed:
+        raise _fail(stmt.src, "a collapsed K loop selects the accumulator tile")
+    m_parts, m_total = _fuse(lin_row, em, stmt.src, "M")
+    n_parts, n_total = _fuse(lin_col, en, stmt.src, "N")
+    layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
+    region = replace(source, origin=_replace(source.origin, {row_t: lin_row.rest,
+                                                             col_t: lin_col.rest}),
+                     extents=(Sym(m_total), Sym(n_total)), fill=0, filled=True)
+    if kl.loop_depth:  # the previous iteration may have stored this tile from other threads
+        kl.emit(ir.Barrier(stmt.span))
+    tile = load_tile(kl, region, (layout.m, layout.n), stmt.span, f"{acc.name}_in")
+    kl.emit(ir.Let(stmt.span, acc.name, b.cast(tile.expr, b.dtype_of(acc.elem))))
+    _start(kl, acc, stmt.span, with_value=False)
 
 
 def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
@@ -69,33 +219,43 @@ def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
         value = kl.env.get(sym) if sym is not None else None
         if isinstance(value, Operand):
             source = value.source
+        elif isinstance(value, Acc):
+            source = _accumulator_tile(value, expr)
         elif isinstance(value, (Region, Tile)):
             source = value  # a named view (`ma = buf.chunkat(_, k);`), resolved when named
         else:
             source = kl.resolve_view_read(expr)
     else:
         source = kl.resolve_view_read(expr)
-    if isinstance(source, Tile):
-        raise unsupported(expr.span, "MMA operands computed in registers",
-                          "stage operands with dma.copy / tma.copy and pass the views")
     return source
 
 
+def _accumulator_tile(acc: Acc, node: ast.Expr) -> Tile:
+    """An accumulator read as the operand of another MMA (register A, as in P·V)."""
+    layout = acc.layout
+    if layout is None:
+        raise unsupported(node.span, "an accumulator that no MMA updated used as an operand")
+    if layout.m_parts or layout.n_parts:
+        raise _fail(node, "this accumulator is split between instances, and each instance "
+                          "would multiply only its own part")
+    dims = (layout.m, layout.n)
+    return Tile(ir.Var(dims, b.dtype_of(acc.elem), acc.name), dims, acc.elem)
+
+
 def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
-    if stmt.kind != "plain":
+    if stmt.kind not in ("plain", "scale"):
         raise unsupported(stmt.span, f"'mma.{stmt.layout_a}.{stmt.layout_b}.{stmt.kind}'")
-    sym: Symbol = kl.fn.frags[id(stmt)]
-    acc = kl.env.get(sym)
-    if not isinstance(acc, Acc):
+    acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.acc)
+    if acc is None:
         raise unsupported(stmt.acc.span, "an accumulator that was not filled in this kernel")
     a = _operand(kl, stmt.a)
     bb = _operand(kl, stmt.b)
     a_m, a_k = (0, 1) if stmt.layout_a == "row" else (1, 0)
     b_n, b_k = (0, 1) if stmt.layout_b == "row" else (1, 0)
-    em, ek = _static(a.extents[a_m], stmt.a), _static(a.extents[a_k], stmt.a)
-    en = _static(bb.extents[b_n], stmt.b)
-    lin_am, lin_ak = _linear(a.origin_of(a_m), stmt.a), _linear(a.origin_of(a_k), stmt.a)
-    lin_bn, lin_bk = _linear(bb.origin_of(b_n), stmt.b), _linear(bb.origin_of(b_k), stmt.b)
+    em, ek = _static(_extent(a, a_m), stmt.a), _static(_extent(a, a_k), stmt.a)
+    en = _static(_extent(bb, b_n), stmt.b)
+    lin_am, lin_ak = _origin(a, a_m, stmt.a), _origin(a, a_k, stmt.a)
+    lin_bn, lin_bk = _origin(bb, b_n, stmt.b), _origin(bb, b_k, stmt.b)
     for lin, what, node in ((lin_am, "M", stmt.a), (lin_bn, "N", stmt.b)):
         if lin.collapsed:
             raise _fail(node, f"the loop index of a collapsed K loop selects {what} here")
@@ -110,31 +270,164 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     n_parts, n_total = _fuse(lin_bn, en, stmt.b, "N")
     layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
     # tl.dot needs K >= 32 for one-byte operands (int8, fp8) and >= 16 otherwise
-    k_min = 32 if a.tensor.elem.bits == 8 else DOT_MIN
+    a_elem = a.elem if isinstance(a, Tile) else a.tensor.elem
+    k_min = 32 if a_elem.bits == 8 else DOT_MIN
     k_axis = kl.axis(object(), k_total, "k", k_min)
-    # the fused operand tiles: every instance's slice together, masked elements read as 0
-    a_region = replace(a, origin=_replace(a.origin, {a.axis_of(a_m): lin_am.rest,
-                                                     a.axis_of(a_k): lin_ak.rest}),
-                       extents=_dims2(a_m, m_total, k_total), fill=0, filled=True)
-    b_region = replace(bb, origin=_replace(bb.origin, {bb.axis_of(b_n): lin_bn.rest,
-                                                       bb.axis_of(b_k): lin_bk.rest}),
-                       extents=_dims2(b_n, n_total, k_total), fill=0, filled=True)
     a_dims = (layout.m, k_axis) if a_m == 0 else (k_axis, layout.m)
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
-    a_tile = load_tile(kl, a_region, a_dims, stmt.span, "a")
-    b_tile = load_tile(kl, b_region, b_dims, stmt.span, "b")
-    for tile, region in ((a_tile, a_region), (b_tile, b_region)):
-        _widen_bf16_on_cpu(kl, tile.expr)
-        kl.stage_bytes += _tile_bytes(tile, region)
+    # the fused operand tiles: every instance's slice together, masked elements read as 0
+    a_tile = _operand_tile(kl, a, {a_m: lin_am.rest, a_k: lin_ak.rest}, a_dims, stmt.a, "a")
+    b_tile = _operand_tile(kl, bb, {b_n: lin_bn.rest, b_k: lin_bk.rest}, b_dims, stmt.b, "b")
     kl.has_dot = True
-    acc_dtype = b.dtype_of(acc.elem)
-    current = ir.Var((layout.m, layout.n), acc_dtype, acc.name)
     precision = None
-    if a.tensor.elem.name in ("f32", "tf32"):
+    if a_elem.name in ("f32", "tf32"):
         precision = kl.fl.options.f32_precision
-    dot = ir.Dot((layout.m, layout.n), acc_dtype, a_tile.expr, b_tile.expr, current,
-                 layout.m, layout.n, k_axis, precision)
-    kl.emit(ir.Let(stmt.span, acc.name, dot))
+    axes = (layout.m, layout.n)
+    a_expr, b_expr, correction = _signed_bytes(kl, a_tile.expr, b_tile.expr, k_axis)
+    # with mma.scale later, products collect in the raw partial sum until the scale point
+    target, dtype = (acc.part, _part_dtype(acc)) if acc.part else (acc.name, b.dtype_of(acc.elem))
+    current = ir.Var(axes, dtype, target)
+    if stmt.kind == "scale":  # acc += (A·B)[m, n] * sa[m] * sb, in f32
+        factor = _scale_factor(kl, stmt.extra[0], stmt.extra[1], layout)
+        wide = _part_dtype(acc)
+        dot: ir.Expr = ir.Dot(axes, wide, a_expr, b_expr, ir.Full(axes, wide, 0),
+                              layout.m, layout.n, k_axis, precision)
+        value = b.cast(b.add(b.cast(current, wide), b.mul(dot, factor)), dtype)
+    else:
+        value = ir.Dot(axes, dtype, a_expr, b_expr, current, layout.m, layout.n, k_axis,
+                       precision)
+        if correction is not None:
+            value = b.add(value, correction)
+    kl.emit(ir.Let(stmt.span, target, value))
+
+
+def _signed_bytes(kl: KernelLowering, a: ir.Expr, bb: ir.Expr,
+                  k: ir.Axis) -> tuple[ir.Expr, ir.Expr, ir.Expr | None]:
+    """``tl.dot`` multiplies signed bytes only. A u8 operand X is X' + 128 with
+    X' = X - 128 in int8, and exactly (in int32)
+    A·B = A'·B' + 128·sum_k A'[m, k] (when B is u8) + 128·sum_k B[k, n] (when A is u8);
+    K padding (0 in both operands) adds nothing to the right-hand side."""
+    if ir.DType.U8 not in (a.dtype, bb.dtype):
+        return a, bb, None
+    a_s = _to_signed(kl, a, "a_s8")
+    b_s = _to_signed(kl, bb, "b_s8")
+    correction: ir.Expr | None = None
+    for unsigned, other in ((bb, a_s), (a, bb)):
+        if unsigned.dtype is ir.DType.U8:
+            term = b.mul(b.const(128), _k_sum(other, k))
+            correction = term if correction is None else b.add(correction, term)
+    return a_s, b_s, correction
+
+
+def _to_signed(kl: KernelLowering, x: ir.Expr, base: str) -> ir.Expr:
+    if x.dtype is not ir.DType.U8:
+        return x
+    shifted = b.binary("-", b.cast(x, ir.DType.I32), b.const(128))
+    return kl.let(base, b.cast(shifted, ir.DType.I8))
+
+
+def _k_sum(x: ir.Expr, k: ir.Axis) -> ir.Expr:
+    axes = tuple(a for a in x.axes if a is not k)
+    return ir.Reduce(axes, ir.DType.I32, "sum", b.cast(x, ir.DType.I32), k)
+
+
+def lower_scale(kl: KernelLowering, stmt: ast.MmaScale) -> None:
+    """``mma.scale mc, sa, sb``: the raw products since the last scale point, times
+    ``sa[m] * sb``, join the running result; the raw sum starts again from zero."""
+    acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.frag)
+    if acc is None or acc.layout is None or acc.part is None:
+        raise unsupported(stmt.span, "'mma.scale' of an accumulator that no MMA in this "
+                                     "kernel updated")
+    axes = (acc.layout.m, acc.layout.n)
+    factor = _scale_factor(kl, stmt.scale_a, stmt.scale_b, acc.layout)
+    wide = _part_dtype(acc)
+    dtype = b.dtype_of(acc.elem)
+    scaled = b.mul(ir.Var(axes, wide, acc.part), factor)
+    kl.emit(ir.Let(stmt.span, acc.name,
+                   b.cast(b.add(b.cast(ir.Var(axes, dtype, acc.name), wide), scaled), dtype)))
+    _start(kl, acc, stmt.span, with_value=False)
+
+
+def _scale_factor(kl: KernelLowering, sa: ast.Expr, sb: ast.Expr, layout: AccLayout) -> ir.Expr:
+    """``sa[m] * sb`` over the accumulator rows: ``sa`` a ``[M, 1]`` or ``[1, M]`` view of
+    per-row scales (each instance's rows where its tile sits), ``sb`` one scalar. A scale
+    that changes along a collapsed K loop stops the collapse (CQ0703)."""
+    region = kl.resolve_view_read(sa)
+    if isinstance(region, Tile):
+        raise unsupported(sa.span, "MMA scales held in a register-resident buffer",
+                          "pass a view of the global or staged scales")
+    rows = 1 if region.extents[0] == Sym(1) and region.extents[1] != Sym(1) else 0
+    row_t, other_t = region.axis_of(rows), region.axis_of(1 - rows)
+    lin = _linear(region.origin[row_t], sa)
+    other = _linear(region.origin[other_t], sa)
+    if lin.collapsed or other.has_leaves():
+        raise _fail(sa, "the scales change along the K slices of one MMA")
+    _unfuse(lin, layout.m_parts, layout.tile_m, sa, "rows")
+    origin = _replace(region.origin, {row_t: lin.rest})
+    index: list[ir.Expr] = [b.const(0), b.const(0)]
+    index[rows] = b.axis_index(layout.m)
+    pointer, mask = access(replace(region, origin=origin), index)
+    mask = b.and_(mask, padding_mask((layout.m,)))
+    kl.use_tensor(region.tensor)
+    row_scales = ir.Load((layout.m,), region.tensor.dtype, pointer, mask, 0)
+    scalar = kl.value(sb)
+    leaves = b.linearize(scalar)
+    if leaves is None or leaves.has_leaves():
+        raise _fail(sb, "the scalar scale differs between instances or K slices")
+    return b.mul(b.cast(row_scales, ir.DType.F32), b.cast(scalar, ir.DType.F32))
+
+
+def _extent(source: Region | Tile, dim: int) -> Sym:
+    return Sym(source.dims[dim].extent) if isinstance(source, Tile) else source.extents[dim]
+
+
+def _origin(source: Region | Tile, dim: int, node: ast.Expr) -> b.Linear:
+    """Where an operand starts along ``dim``, split into instance and loop leaves; a
+    register tile is whole and the same for every instance."""
+    if isinstance(source, Tile):
+        return b.Linear({}, {}, b.const(0))
+    return _linear(source.origin_of(dim), node)
+
+
+def _operand_tile(kl: KernelLowering, source: Region | Tile, rest: dict[int, ir.Expr],
+                  dims: tuple[ir.Axis, ir.Axis], node: ast.Expr, base: str) -> Tile:
+    """The operand as a tile over the dot's axes ``dims``: a view is loaded (all instances'
+    slices together, from their common origin ``rest`` per view dimension), a register
+    tile is taken as it is (RS-mode MMA)."""
+    if isinstance(source, Tile):
+        return _register_operand(kl, source, dims, node, base)
+    extents = tuple(Sym(d.extent) for d in dims)
+    origin = _replace(source.origin, {source.axis_of(d): r for d, r in rest.items()})
+    region = replace(source, origin=origin, extents=extents, fill=0, filled=True)
+    tile = load_tile(kl, region, dims, node.span, base)
+    _widen_bf16_on_cpu(kl, tile.expr)
+    kl.stage_bytes += _tile_bytes(tile, region)
+    return tile
+
+
+def _register_operand(kl: KernelLowering, tile: Tile, dims: tuple[ir.Axis, ir.Axis],
+                      node: ast.Expr, base: str) -> Tile:
+    """A register tile (``frag f16 [M, K] a {1.0f}``, a computed buffer) as a dot operand:
+    the same values laid along the dot's axes. Its padding must match the dot's, and lanes
+    past its extent along K must not add anything."""
+    if set(tile.expr.axes) - set(tile.dims):
+        raise unsupported(node.span, "an MMA operand held in registers that differs between "
+                                     "instances")
+    for have, want in zip(tile.dims, dims):
+        if have.size != want.size or have.extent != want.extent:
+            raise _fail(node, f"the register operand's extent {have.extent} is padded to "
+                              f"{have.size}, the dot needs {want.size}")
+    value = _broadcast(tile.expr, ir.sort_axes(tile.dims))
+    padding = padding_mask(tile.dims)
+    if padding is not None:
+        value = ir.Where(value.axes, value.dtype, padding, value, b.cast(b.const(0), value.dtype))
+    mapping = dict(zip(tile.dims, dims))
+    relabelled: ir.Expr = ir.Relabel(tuple(mapping[a] for a in value.axes), value.dtype, value)
+    name = kl.fresh(base)
+    kl.emit(ir.Let(node.span, name, relabelled))
+    var = ir.Var(relabelled.axes, relabelled.dtype, name)
+    _widen_bf16_on_cpu(kl, var)
+    return Tile(var, dims, tile.elem)
 
 
 def _widen_bf16_on_cpu(kl: KernelLowering, operand: ir.Expr) -> None:
@@ -197,15 +490,15 @@ def _fuse(lin: b.Linear, tile: int, node: ast.Expr, what: str) -> tuple[tuple[ir
 
 def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
             n_parts: tuple[ir.Axis, ...], em: int, en: int, m_total: int, n_total: int,
-            stmt: ast.MmaExec) -> AccLayout:
+            stmt: ast.MmaExec | ast.MmaLoad) -> AccLayout:
     layout = acc.layout
     if layout is None:
         m = kl.axis(object(), m_total, "m", DOT_MIN)
         n = kl.axis(object(), n_total, "n", DOT_MIN)
         layout = AccLayout(m, n, m_parts, n_parts, em, en)
         acc.layout = layout
-        for body, index in acc.pending:
-            body[index] = ir.Let(body[index].span, acc.name, _full(acc))
+        for body, index, name, dtype, value in acc.pending:
+            body[index] = ir.Let(body[index].span, name, ir.Full((m, n), dtype, value))
         acc.pending.clear()
         return layout
     if (layout.m_parts, layout.n_parts, layout.tile_m, layout.tile_n) != (m_parts, n_parts, em, en):
@@ -222,9 +515,8 @@ def _dims2(first: int, outer: int, k: int) -> tuple[Sym, Sym]:
 
 
 def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
-    sym = kl.fn.frags[id(stmt)]
-    acc = kl.env.get(sym)
-    if not isinstance(acc, Acc) or acc.layout is None:
+    acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.frag)
+    if acc is None or acc.layout is None:
         raise unsupported(stmt.span, "storing an accumulator that no MMA in this kernel updated")
     layout = acc.layout
     transposed = stmt.modifier == "transp"

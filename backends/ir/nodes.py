@@ -185,6 +185,14 @@ class Reduce(Expr):
 
 
 @dataclass(frozen=True, eq=False)
+class Relabel(Expr):
+    """``operand`` with its axes renamed: the i-th axis of the operand becomes ``axes[i]``
+    (same sizes; the tensor is unchanged). A register tile enters a dot this way."""
+
+    operand: Expr
+
+
+@dataclass(frozen=True, eq=False)
 class Full(Expr):
     value: int | float
 
@@ -252,6 +260,15 @@ class For(Stmt):
     body: list[Stmt]
     pipelined: bool = False
     step: Expr | None = None
+    stages: int | None = None  # a pipelined loop's own software-pipeline depth
+
+
+@dataclass(frozen=True, eq=False)
+class While(Stmt):
+    """``while cond: body`` (``cond`` is evaluated before every iteration)."""
+
+    cond: Expr
+    body: list[Stmt]
 
 
 @dataclass(frozen=True, eq=False)
@@ -292,7 +309,8 @@ class Print(Stmt):
 @dataclass(frozen=True, eq=False)
 class Barrier(Stmt):
     """``tl.debug_barrier()``: the threads of the program wait for each other, so that
-    what one wrote to scratch memory is what another reads."""
+    what one wrote to global scratch memory (or a tile stored and read back by a later
+    iteration) is what another reads."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -353,6 +371,7 @@ class HostLaunch:
 @dataclass(frozen=True)
 class HostReturn:
     name: str | None
+    value: Sym | None = None  # a scalar result known from constants and sizes
 
 
 HostStmt = HostAlloc | HostLaunch | HostReturn

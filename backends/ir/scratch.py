@@ -40,7 +40,7 @@ def element_written(kl: KernelLowering, sym: object) -> bool:
     element assignment or an atomic)."""
     if kl.element_targets is None:
         targets: set[object] = set()
-        for node in _walk(kl.root):
+        for node in walk(kl.root):
             target = None
             if isinstance(node, ast.Assign) and isinstance(node.target, ast.ElemAccess):
                 target = node.target
@@ -59,7 +59,7 @@ def element_written(kl: KernelLowering, sym: object) -> bool:
     return sym in kl.element_targets
 
 
-def _walk(node: object):
+def walk(node: object):
     """Every AST node under ``node`` (statements and expressions)."""
     stack = [node]
     while stack:
@@ -80,11 +80,11 @@ def store_element(kl: KernelLowering, buffer: Buffer, target: ast.ElemAccess,
                   item: ast.Assign, span: Span | None) -> None:
     """``buf.at(i...) op= value`` for a shared/local buffer."""
     index = kl.element_index(target)
-    if _tile_write(kl, buffer, index, item):
+    rhs = kl.value(item.value)  # once: it may hold an atomic
+    if _tile_write(kl, buffer, index, item, rhs):
         return
     region = scratch(kl, buffer, span)
     pointer, mask = access(region, index)
-    rhs = kl.value(item.value)
     if item.op == "=":
         value = b.cast(rhs, region.tensor.dtype)
     else:
@@ -98,7 +98,7 @@ def store_element(kl: KernelLowering, buffer: Buffer, target: ast.ElemAccess,
 
 
 def _tile_write(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
-                item: ast.Assign) -> bool:
+                item: ast.Assign, rhs: ir.Expr) -> bool:
     """Write the whole buffer as a register tile when the indices are its own axes."""
     content = buffer.content
     if buffer.owned or not (content is None or isinstance(content, Tile)):
@@ -111,7 +111,6 @@ def _tile_write(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
     if content is None and (item.op != "=" or kl.predicate() is not None):
         return False  # a partial first write: the other elements would hold nothing
     dtype = b.dtype_of(buffer.elem)
-    rhs = kl.value(item.value)
     if item.op == "=":
         value = b.cast(rhs, dtype)
     else:
@@ -162,6 +161,17 @@ def readable(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
     return content
 
 
+def settle(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Buffer:
+    """A buffer that a copy just filled: when the kernel writes its elements, it moves to
+    scratch storage here, where its content is made. (Moving it at the first element
+    write would move it on one path only when that write sits in a nested loop or
+    branch, and a loop would not refill it on its next trip.)"""
+    if not buffer.owned and element_written(kl, buffer.symbol):
+        buffer.scope = kl.scopes[-1]  # the content is (re)made in this block
+        scratch(kl, buffer, span)
+    return buffer
+
+
 def scratch(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
     """The buffer's scratch region, allocated (and filled with its current content) on
     first use."""
@@ -209,6 +219,8 @@ def _allocate(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
     kl.fl.body.append(ir.HostAlloc(name, dims, elem.torch, None, span))
     kl.use_tensor(tensor)
     kl.scratch_used = True
+    kl.emit(ir.Comment(span, f"'{buffer.symbol.name}' lives in per-program scratch memory "
+                             "(written element by element; slower than registers)"))
     origin = (kl.program_index, *(b.axis_index(a) for a in buffer.lanes),
               *(b.const(0) for _ in buffer.shape))
     first = 1 + len(lanes)

@@ -191,6 +191,20 @@ class Buffer:
 
 
 @dataclass
+class BufferArray:
+    """``shared f16 [64, 64] ring[4];``: an array of buffers. Each element is a ``Buffer``
+    keyed by the structural identity of the index expression that selected it: a read
+    finds the copy only when it names the element the same way the copy did (``ring[s]``
+    after ``=> ring[s]``), which is what a ring buffer indexed by ``k % STAGES`` does."""
+
+    symbol: Symbol
+    shape: tuple[Sym, ...]
+    elem: ElemType
+    count: int
+    slots: dict[tuple[object, ...], Buffer] = field(default_factory=dict)
+
+
+@dataclass
 class AccLayout:
     """How a fused accumulator's rows and columns decompose: the vector axes merged in
     (outermost first, with their extents) and the per-instance extents."""
@@ -212,8 +226,26 @@ class Acc:
     elem: ElemType
     fill: float | int
     layout: AccLayout | None = None
-    # where the initialising `tl.full` goes once the shape is known
-    pending: list[tuple[list[ir.Stmt], int]] = field(default_factory=list)
+    # where each initialising `tl.full` goes once the shape is known: the statement list,
+    # the index of its placeholder, the variable, its type and its value
+    pending: list[tuple[list[ir.Stmt], int, str, ir.DType, float | int]] = field(
+        default_factory=list)
+    # with `mma.scale`: the raw products since the last scale point (spec 5.8)
+    part: str | None = None
+
+
+@dataclass
+class FragArray:
+    """``frag mc[2][3] {v};``: one accumulator per element, made at its first use. Each
+    element's initialisation goes where the declaration stands: ``slots`` holds, per
+    element, the placeholders (statement list, index) for its tile and its raw partial sum.
+    ``dynamic`` records whether elements are selected by constants or by one runtime index."""
+
+    symbol: Symbol
+    fill: float | int
+    slots: dict[tuple[int, ...], list[tuple[list[ir.Stmt], int]]]
+    elements: dict[object, Acc] = field(default_factory=dict)
+    dynamic: bool | None = None
 
 
 @dataclass
@@ -224,7 +256,8 @@ class Operand:
     elem: ElemType
 
 
-Value = Scalar | Bounded | Buffer | Acc | Operand | TensorRef | Region | list
+Value = (Scalar | Bounded | Buffer | BufferArray | Acc | FragArray | Operand | TensorRef | Region
+         | list)
 
 
 def access(region: Region, index: list[ir.Expr]) -> tuple[ir.Pointer, ir.Expr | None]:

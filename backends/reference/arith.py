@@ -313,11 +313,17 @@ def builtin(name: str, args: list[Value], elem: ElemType) -> Value:
         fn = torch.maximum if name == "__max" else torch.minimum
         return fn(as_tensor(args[0], elem), as_tensor(args[1], elem))
     if name in ("__alignup", "__aligndown"):
-        value, align = (int(a) for a in args)
+        value, align = args
+        if not any(isinstance(a, torch.Tensor) for a in args):
+            value, align = int(value), int(align)
         down = value // align * align
-        return down if name == "__aligndown" or down == value else down + align
-    if name == "__isfinite":
-        return truth(torch.isfinite(as_tensor(args[0], elem)))
+        if name == "__aligndown":
+            return down
+        return (value + align - 1) // align * align
+    if name == "__isfinite":  # of the argument as it is (the result type is int)
+        value = args[0]
+        return truth(torch.isfinite(value if isinstance(value, torch.Tensor)
+                                    else torch.tensor(float(value))))
     if name not in _UNARY_MATH and name not in ("__pow", "__atan2", "__fmaf"):
         raise not_implemented(f"the built-in '{name}'")
     tensors = [as_tensor(a, elem) for a in args]

@@ -444,7 +444,8 @@ class Evaluator:
             if e.ops:
                 raise InterpretError(f"the view '{_text(e)}' was not checked")
             return data
-        for op, step in zip(e.ops, info.steps):
+        # the steps of a view alias come first; `e.base` already evaluates to the alias
+        for op, step in zip(e.ops, info.steps[len(info.steps) - len(e.ops):]):
             data = self._view_step(data, op, step)
         return data
 

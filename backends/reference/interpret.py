@@ -12,11 +12,12 @@ computes scalars and single elements may run its instances side by side as lanes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable, TextIO
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterator, TextIO
 
 import torch
 
@@ -26,7 +27,7 @@ from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
 from ...frontend.source import Span
-from . import arith, dma, mma
+from . import arith, dma, events, mma
 from .errors import AssertionFailed, InterpretError, not_implemented
 from .exprs import Evaluator
 from .lanes import lane_safe
@@ -108,7 +109,9 @@ class Interpreter(Evaluator):
         self.mask: torch.Tensor | None = None  # active lanes (None: all of them)
         self.lanes = False  # inside a parallel running as lanes
         self.scaled_frags = _scaled_frags(fn)
+        self.scheduler: events.Scheduler | None = None  # instances exchanging events
         self._lane_cache: dict[int, bool] = {}
+        self._cooperative: set[int] = set()  # copies the whole block makes once
         self._stmt_methods: dict[type, Callable[[Any], None]] = {}
         self._init_evaluator()
 
@@ -203,13 +206,12 @@ class Interpreter(Evaluator):
         for var, sym in zip(stmt.vars, self.fn.decls.get(id(stmt), [])):
             elem = sym.elem or dtypes.F32
             shape = tuple(self.sym_value(d) for d in sym.shape or ())
-            if stmt.frag:
-                raise not_implemented("'frag' declarations")
             fill = self.undefined_value(elem)
             if var.init is not None:
                 fill = arith.convert(self.eval(var.init), elem)
                 fill = fill.item() if isinstance(fill, torch.Tensor) else fill
-            space = sym.storage or "global"
+            # `frag T [M, K] x {v};`: a register tile, private to each instance
+            space = "local" if stmt.frag else sym.storage or "global"
             arrays = tuple(self.sym_value(d) for d in sym.array_dims)
             allocate = functools.partial(_allocate, sym.name, arrays, shape, elem, space, fill)
             value = self.block_shared((id(stmt), var.name), allocate) if space == "shared" \
@@ -347,8 +349,8 @@ class Interpreter(Evaluator):
         self._branch(stmt.cond, stmt.then, stmt.other)
 
     def _s_InThreads(self, stmt: ast.InThreads) -> None:
-        """Only instances where ``pred`` holds run the body (spec 5.3); ``.async`` warp
-        specialisation runs the same way here (events are not implemented)."""
+        """Only instances where ``pred`` holds run the body (spec 5.3); ``.async`` roles run
+        the same way, their instances interleaved at event waits (``events.py``)."""
         self._branch(stmt.pred, stmt.body, None)
 
     def _branch(self, cond_expr: ast.Expr, then: ast.Block, other: ast.Block | None) -> None:
@@ -444,16 +446,53 @@ class Interpreter(Evaluator):
         if self.options.vectorize and self._lane_safe(stmt):
             self._run_lanes(stmt, levels, sizes)
             return
-        phases = _phases(stmt.body, any(level.level is Level.BLOCK for level in levels))
+        has_blocks = any(level.level is Level.BLOCK for level in levels)
+        phases = _phases(stmt.body, has_blocks)
+        if not has_blocks:
+            phases = self._cooperative_copies(phases, levels)
         shared: dict = {}
         instances = [self._instance(levels, sizes, combo, shared)
                      for combo in itertools.product(*(
                          list(itertools.product(*(range(b) for b in bounds)))
                          for bounds in sizes))]
+        cooperative = events.uses_events(self.fn, stmt.body)
         for phase in phases:
-            for inst in instances:
-                if not inst.done:
-                    self._run_instance(inst, phase)
+            live = [inst for inst in instances if not inst.done]
+            if cooperative:
+                events.Scheduler(self).run(live, phase, self._run_instance)
+                continue
+            once = len(phase) == 1 and id(phase[0]) in self._cooperative
+            for inst in live:
+                self._run_instance(inst, phase)
+                if once:
+                    break
+
+    def _cooperative_copies(self, phases: list[list[ast.Stmt]],
+                            levels: tuple[LevelInfo, ...]) -> list[list[ast.Stmt]]:
+        """A copy into shared memory that every thread of the block issues alike (it
+        names no thread variable and binds no future) is one copy by the whole block
+        (spec 5.2): it runs once, after every thread finished what comes before it and
+        before any thread goes on."""
+        names = {sym for level in levels for sym in level.vars}
+        split: list[list[ast.Stmt]] = []
+        for phase in phases:
+            split.append([])
+            for stmt in phase:
+                if self._shared_copy(stmt, names):
+                    self._cooperative.add(id(stmt))
+                    split.extend([[stmt], []])
+                else:
+                    split[-1].append(stmt)
+        return [phase for phase in split if phase]
+
+    def _shared_copy(self, stmt: ast.Stmt, names: set) -> bool:
+        if not isinstance(stmt, ast.DmaStmt) or stmt.future is not None or stmt.is_async:
+            return False
+        info = self.fn.views.get(id(stmt.dst))
+        if info is None or info.root.storage != "shared":
+            return False
+        return not any(isinstance(node, ast.Ident) and self.fn.refs.get(id(node)) in names
+                       for node in _nodes(stmt))
 
     def _lane_safe(self, stmt: ast.Parallel) -> bool:
         known = self._lane_cache.get(id(stmt))
@@ -521,10 +560,23 @@ class Interpreter(Evaluator):
         dma.exec_any(self, stmt)
 
     def _s_WaitStmt(self, stmt: ast.WaitStmt) -> None:
-        dma.exec_wait(self, stmt)
+        futures = [t for t in stmt.targets if not events.is_event(self, t)]
+        dma.exec_wait(self, replace(stmt, targets=tuple(futures)))
+        for target in stmt.targets:
+            if events.is_event(self, target):
+                events.wait(self, target)
+
+    def _s_TriggerStmt(self, stmt: ast.TriggerStmt) -> None:
+        events.trigger(self, stmt)
+
+    def _s_EventDecl(self, stmt: ast.EventDecl) -> None:
+        events.declare(self, stmt)
 
     def _s_SwapStmt(self, stmt: ast.SwapStmt) -> None:
         dma.exec_swap(self, stmt)
+
+    def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
+        mma.exec_frag_decl(self, stmt)
 
     def _s_MmaFill(self, stmt: ast.MmaFill) -> None:
         mma.exec_fill(self, stmt)
@@ -586,6 +638,17 @@ def _phases(body: ast.Block, has_blocks: bool) -> list[list[ast.Stmt]]:
     return phases
 
 
+def _nodes(node: Any) -> Iterator[Any]:
+    """Every AST node under ``node``."""
+    yield node
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            value = getattr(node, f.name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if isinstance(item, ast.Node):
+                    yield from _nodes(item)
+
+
 def _is_barrier(stmt: ast.Stmt) -> bool:
     return isinstance(stmt, ast.SyncStmt) and stmt.kind in ("shared", "barrier")
 
@@ -629,7 +692,7 @@ def _format(value: Any) -> str:
 
 def _describe(stmt: ast.Stmt) -> str:
     names = {
-        "EventDecl": "events", "TriggerStmt": "events ('trigger')", "Apply": "'apply' blocks",
+        "Apply": "'apply' blocks",
         "FragDecl": "'frag' declarations", "CppStmt": "'__cpp__' code",
         "AsmStmt": "inline assembly", "BufferMap": "'buffer.map'",
     }

@@ -24,13 +24,13 @@ from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.model import Symbol, SymKind
 from . import arith
 from .errors import InterpretError, not_implemented
-from .values import DataView, Frag, Future, PrivateCell
+from .values import DataView, Frag, FragArray, Future, PrivateCell
 
 
 def frag_symbol(it: Any, expr: ast.Expr) -> tuple[Symbol, str]:
     base = expr
-    if isinstance(base, ast.Index):
-        raise not_implemented("arrays of MMA fragments")
+    while isinstance(base, ast.Index):
+        base = base.base
     if isinstance(base, ast.View) and not base.ops:
         base = base.base
     if not isinstance(base, ast.Ident):
@@ -42,8 +42,17 @@ def frag_symbol(it: Any, expr: ast.Expr) -> tuple[Symbol, str]:
 
 
 def frag(it: Any, expr: ast.Expr) -> Frag:
+    """The fragment ``expr`` names: ``mc`` or an element ``mc[i][j]`` of an array."""
     sym, name = frag_symbol(it, expr)
     value = it.lookup(sym, name)
+    indices: list[int] = []
+    while isinstance(expr, ast.Index):
+        indices.insert(0, int(it.eval(expr.index)))
+        expr = expr.base
+    if isinstance(value, FragArray):
+        if len(indices) != len(value.dims):
+            raise InterpretError(f"'{name}' is an array of fragments: select one element")
+        value = value.at(indices)
     if not isinstance(value, Frag):
         raise InterpretError(f"'{name}' is not an MMA fragment")
     return value
@@ -71,6 +80,26 @@ def exec_fill(it: Any, stmt: ast.MmaFill) -> None:
     acc.value, acc.fill, acc.part, acc.pending = value, fill, None, False
 
 
+def exec_frag_decl(it: Any, stmt: ast.FragDecl) -> None:
+    """``frag[.T] mc {v};`` / ``frag[.T] mc[2][3] {v};``: accumulators filled with ``v``."""
+    sym: Symbol = it.fn.frags[id(stmt)]
+    elem = sym.elem or dtypes.F32
+    fill = arith.convert(it.eval(stmt.value), elem)
+    shape = acc_shape(it, sym)
+
+    def one() -> Frag:
+        return Frag(elem, None if shape is None else _full(shape, fill, elem), fill)
+
+    value: Frag | FragArray = one()
+    if sym.array_dims:
+        dims = tuple(it.sym_value(d) for d in sym.array_dims)
+        count = 1
+        for d in dims:
+            count *= d
+        value = FragArray(dims, [one() for _ in range(count)])
+    it.define(sym, stmt.name, PrivateCell(value, stmt.name))
+
+
 def _full(shape: tuple[int, ...], fill: Any, elem: ElemType) -> torch.Tensor:
     value = fill.item() if isinstance(fill, torch.Tensor) else fill
     return torch.full(shape, value, dtype=torch.float64 if elem.is_float else torch.int64).to(
@@ -90,9 +119,14 @@ def exec_load(it: Any, stmt: ast.MmaLoad) -> None:
         return
     assert sym is not None
     name = stmt.target.name if isinstance(stmt.target, ast.Ident) else sym.name
-    if sym.frag_role == "acc":  # reload an accumulator from memory
+    if sym.frag_role == "acc":  # an accumulator (re)loaded from memory: C input
+        elem = sym.elem or data.elem
+        value = tile.to(arith.torch_dtype(elem))
+        if it.owner(sym, name) is None:
+            it.define(sym, name, PrivateCell(Frag(elem, value), name))
+            return
         target = it.lookup(sym, name)
-        target.value = tile.to(arith.torch_dtype(target.elem))
+        target.value, target.part, target.pending = value, None, False
         return
     it.bind(sym, name, Frag(data.elem, tile))
 

@@ -322,8 +322,27 @@ class Frag:
                     None if self.part is None else self.part.clone(), self.pending)
 
 
+@dataclass
+class FragArray:
+    """``frag mc[2][3] {v};``: the accumulators of an array of fragments, row-major."""
+
+    dims: tuple[int, ...]
+    items: list[Frag]
+
+    def clone(self) -> FragArray:
+        return FragArray(self.dims, [f.clone() for f in self.items])
+
+    def at(self, index: list[int]) -> Frag:
+        flat = 0
+        for i, d in zip(index, self.dims):
+            if not 0 <= i < d:
+                raise InterpretError(f"fragment index {index} outside the array {list(self.dims)}")
+            flat = flat * d + i
+        return self.items[flat]
+
+
 def copy_value(value: object) -> object:
-    if isinstance(value, (Frag, DataView, BufferArray)):
+    if isinstance(value, (Frag, FragArray, DataView, BufferArray)):
         return value.clone()
     return value
 

@@ -130,8 +130,11 @@ class KernelWriter:
             axes = ir.sort_axes([a for e in parts for a in e.axes])
             ptr = self.pointer(stmt.pointer, axes)
             value = self.expr(stmt.value, axes)
-            if stmt.op == "cas":
-                call = f"tl.atomic_cas({ptr}, {self.expr(stmt.cmp, axes)}, {value})"
+            if stmt.op == "cas":  # no broadcasting here: the operands take the pointer's shape
+                sizes = ", ".join(str(a.size) for a in axes)
+                cmp, value = (f"tl.zeros([{sizes}], tl.{x.dtype.value}) + ({self.expr(x, axes)})"
+                              if axes else self.expr(x, axes) for x in (stmt.cmp, stmt.value))
+                call = f"tl.atomic_cas({ptr}, {cmp}, {value})"
             else:
                 mask = f", mask={self.expr(stmt.mask, axes)}" if stmt.mask is not None else ""
                 call = f"tl.atomic_{stmt.op}({ptr}, {value}{mask})"
@@ -146,8 +149,18 @@ class KernelWriter:
             start = self.expr(stmt.start, ())
             stop = self.expr(stmt.stop, ())
             step = f", {self.expr(stmt.step, ())}" if stmt.step is not None else ""
+            if stmt.pipelined and stmt.stages:
+                step += f", num_stages={stmt.stages}"
             loop = "tl.range" if stmt.pipelined else "range"
             w.line(f"for {stmt.var} in {loop}({start}, {stop}{step}):")
+            self.loops += 1
+            if self.loops > _MAX_LOOPS:
+                raise self._too_deep(stmt, f"loops nested {self.loops} deep",
+                                     f"Python nests {_MAX_LOOPS} loops at most")
+            self.block(stmt.body, stmt)
+            self.loops -= 1
+        elif isinstance(stmt, ir.While):
+            w.line(f"while {self.expr(stmt.cond, ())}:")
             self.loops += 1
             if self.loops > _MAX_LOOPS:
                 raise self._too_deep(stmt, f"loops nested {self.loops} deep",
@@ -285,6 +298,8 @@ class KernelWriter:
             return f"tl.full([{sizes}], {render_const(e.value, e.dtype)}, tl.{e.dtype.value})"
         if isinstance(e, ir.Dot):
             return self._dot(e)
+        if isinstance(e, ir.Relabel):
+            return self.expr(e.operand, e.operand.axes)
         if isinstance(e, ir.Reduce):
             dim = e.operand.axes.index(e.axis)
             return f"tl.{e.op}({self.expr(e.operand, e.operand.axes)}, {dim})"
@@ -405,6 +420,8 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
                        f"dtype=torch.{stmt.dtype}, device=device)")
         elif isinstance(stmt, ir.HostLaunch):
             _launch(w, stmt.kernel)
+        elif isinstance(stmt, ir.HostReturn) and stmt.value is not None:
+            w.line(f"return {render_sym(stmt.value)}")
         elif isinstance(stmt, ir.HostReturn):
             w.line(f"return {host_name(stmt.name)}" if stmt.name else "return None")
     if not fn.body or not isinstance(fn.body[-1], ir.HostReturn):

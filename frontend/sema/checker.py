@@ -99,6 +99,8 @@ class Checker:
         self.swap_groups: list[set[Symbol]] = []
         self.kernel_threads: tuple[int, Span] | None = None
         self.scalar_bounds: dict[Symbol, int] = {}  # runtime ints with a static upper bound
+        # ranges of bounded variables narrowed by enclosing `if` / `inthreads` conditions
+        self.known: dict[Symbol, tuple[int | None, int | None]] = {}
 
     # ------------------------------------------------------------------ entry points
     def check_program(self, program: ast.Program) -> CheckedProgram:
@@ -610,13 +612,23 @@ class Checker:
         if not self.ctx.on_device:
             self._error("CQ0606", stmt.span, what="'inthreads'", where="outside a parallel block")
         self._expr(stmt.pred)
-        parallel = [i for i in _idents(stmt.pred)
-                    if (sym := self._fn().refs.get(id(i))) is not None
-                    and sym.kind is SymKind.BOUNDED and sym.level is not None
-                    and sym.level.is_parallel]
-        if not parallel:
+        if not self._divergent(stmt.pred, 8):
             self._error("CQ0613", stmt.pred.span)
-        self._block(stmt.body)
+        self._block_under(stmt.pred, stmt.body)
+
+    def _divergent(self, expr: ast.Expr, depth: int) -> bool:
+        """Whether ``expr`` depends on a parallel variable, directly or through immutable
+        scalars defined from one (``pred = p < 128; inthreads (pred)``)."""
+        for ident in _idents(expr):
+            sym = self._fn().refs.get(id(ident))
+            if sym is None:
+                continue
+            if sym.kind is SymKind.BOUNDED and sym.level is not None and sym.level.is_parallel:
+                return True
+            init = _initialiser(sym)
+            if depth and init is not None and self._divergent(init, depth - 1):
+                return True
+        return False
 
     def _stmt_ReturnStmt(self, stmt: ast.ReturnStmt) -> None:
         fn = self._fn()
@@ -664,9 +676,71 @@ class Checker:
 
     def _stmt_If(self, stmt: ast.If) -> None:
         self._expr(stmt.cond)
-        self._block(stmt.then)
+        self._block_under(stmt.cond, stmt.then)
         if stmt.other is not None:
             self._block(stmt.other)
+
+    def _block_under(self, cond: ast.Expr, block: ast.Block) -> None:
+        """``block`` runs only where ``cond`` holds: comparisons of a bounded variable with
+        a constant (``wg > 0 && wg < 3``) narrow its range there (buffer-array indices)."""
+        saved = dict(self.known)
+        for term in _conjuncts(cond):
+            self._narrow(term)
+        try:
+            self._block(block)
+        finally:
+            self.known = saved
+
+    def _narrow(self, term: ast.Expr) -> None:
+        if not isinstance(term, ast.Binary) or term.op not in _FLIP:
+            return
+        var, op, value = term.lhs, term.op, self._fn().exprs.get(id(term.rhs))
+        if not isinstance(var, ast.Ident):
+            var, op, value = term.rhs, _FLIP[term.op], self._fn().exprs.get(id(term.lhs))
+        sym = self._fn().refs.get(id(var)) if isinstance(var, ast.Ident) else None
+        if sym is None or sym.kind is not SymKind.BOUNDED or value is None \
+                or value.static is None or value.static.value is None:
+            return
+        low, high = self._range_of(sym)
+        c = value.static.value
+        if op in ("<", "<=", "=="):
+            limit = c - 1 if op == "<" else c
+            high = limit if high is None else min(high, limit)
+        if op in (">", ">=", "=="):
+            limit = c + 1 if op == ">" else c
+            low = limit if low is None else max(low, limit)
+        self.known[sym] = (low, high)
+
+    def _range_of(self, sym: Symbol) -> tuple[int | None, int | None]:
+        if sym in self.known:
+            return self.known[sym]
+        bound = sym.bound.value if sym.bound is not None else None
+        return 0, None if bound is None else bound - 1
+
+    def _index_range(self, expr: ast.Expr) -> tuple[int | None, int | None]:
+        """The values an index expression takes: constants, bounded variables (narrowed by
+        enclosing conditions), and sums, differences and constant multiples of them."""
+        info = self._fn().exprs.get(id(expr))
+        if info is not None and info.static is not None and info.static.value is not None:
+            return info.static.value, info.static.value
+        if isinstance(expr, ast.Ident):
+            sym = self._fn().refs.get(id(expr))
+            if sym is not None and sym.kind is SymKind.BOUNDED:
+                return self._range_of(sym)
+        if isinstance(expr, ast.Binary) and expr.op in ("+", "-", "*"):
+            (a, b), (c, d) = self._index_range(expr.lhs), self._index_range(expr.rhs)
+            if None in (a, b, c, d):
+                return None, None
+            if expr.op == "+":
+                return a + c, b + d
+            if expr.op == "-":
+                return a - d, b - c
+            products = [a * c, a * d, b * c, b * d]
+            return min(products), max(products)
+        if info is not None and isinstance(info.type, BoundedType) \
+                and info.type.bound.value is not None:
+            return None, info.type.bound.value - 1
+        return None, None
 
     def _stmt_While(self, stmt: ast.While) -> None:
         self._expr(stmt.cond)
@@ -739,7 +813,7 @@ class Checker:
             value = Sym(0) if node.level == "device" else None
             for name in node.vars:
                 self._declare(Symbol(name, SymKind.SCALAR, node.span, elem=dtypes.INT,
-                                     value=value))
+                                     value=value, decl_node=stmt))
         self._block(stmt.body, new_scope=False)
         self.scopes.pop()
 
@@ -927,9 +1001,9 @@ class Checker:
             bounds = [info.static]
         elif isinstance(info.type, _Error):
             bounds = [Sym(1)]
-        elif self._static_bound(item.shape) is not None and _is_intlike(info):
+        elif _is_intlike(info) and (self._static_bound(item.shape) or 0) > 0:
             # `foreach y in X`, X a runtime integer with a static bound: X trips
-            bounds = [Sym(max(1, self._static_bound(item.shape) or 1))]
+            bounds = [Sym(self._static_bound(item.shape) or 1)]
             dynamic = (item.shape,)
         else:
             self._error("CQ0209", item.shape.span, what="a loop bound",
@@ -1304,6 +1378,10 @@ class Checker:
         root, data, array_index = root_info
         steps: list[ViewStep] = []
         shape = data.shape
+        alias = self._fn().refs.get(id(_view_base_name(view.base)))
+        if alias is not None and alias.kind is SymKind.VIEW and alias.view is not None:
+            steps = list(alias.view.steps)  # a view of a view alias continues the alias's steps
+            array_index = alias.view.array_index
         for op in view.ops:
             try:
                 step = self._view_step(op, shape)
@@ -1361,15 +1439,30 @@ class Checker:
             info = self._fn().exprs.get(id(index))
             if info is None or count.value is None:
                 continue
-            low = high = None
-            if info.static is not None and info.static.value is not None:
-                low = high = info.static.value
-            elif isinstance(info.type, BoundedType) and info.type.bound.value is not None:
-                high = info.type.bound.value - 1
+            low, high = self._index_range(index)
+            modulus = self._modulus(index, 4)
+            if modulus is not None and low is None:
+                high = modulus - 1 if high is None else min(high, modulus - 1)
             if (high is not None and high >= count.value) or (low is not None and low < 0):
                 self._error("CQ0315", index.span, index=_text(index), name=sym.name,
                             high=high if high is not None and high >= count.value else low,
                             count=count.value)
+
+    def _modulus(self, index: ast.Expr, depth: int) -> int | None:
+        """``c`` when ``index`` is ``x % c`` of a bounded (non-negative) ``x`` with a
+        constant ``c > 0``, directly or through a name defined so (``stage = k % 4``):
+        its values stay below ``c`` whatever the bound of ``x``."""
+        if isinstance(index, ast.Ident) and depth:
+            sym = self._fn().refs.get(id(index))
+            init = _initialiser(sym) if sym is not None else None
+            return self._modulus(init, depth - 1) if init is not None else None
+        if not isinstance(index, ast.Binary) or index.op != "%":
+            return None
+        lhs, rhs = self._fn().exprs.get(id(index.lhs)), self._fn().exprs.get(id(index.rhs))
+        if lhs is None or rhs is None or not isinstance(lhs.type, BoundedType) or \
+                rhs.static is None or rhs.static.value is None or rhs.static.value <= 0:
+            return None
+        return rhs.static.value
 
     def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
         step = self._view_step_shape(op, shape)
@@ -1556,10 +1649,26 @@ class Checker:
         self._fn().frags[id(stmt)] = sym
         del value
 
+    def _stmt_FragDecl(self, stmt: ast.FragDecl) -> None:
+        """``frag[.T] mc[2][3] {v};``: accumulators filled with ``v`` -- one, or an array of
+        them selected as ``mc[i][j]``; the shape comes from the first mma, as for mma.fill."""
+        self._expr(stmt.value)
+        elem = self._elem(stmt.elem, stmt.span) if stmt.elem else None
+        dims = tuple(self._static_int(d, "an array dimension") for d in stmt.array_dims)
+        sym = Symbol(stmt.name, SymKind.FRAG, stmt.span, elem=elem, frag_role="acc",
+                     mutable=True, decl_node=stmt, array_dims=dims)
+        self._declare(sym)
+        self._note_decl(stmt, sym)
+        self._fn().frags[id(stmt)] = sym
+
     def _frag_ref(self, expr: ast.Expr) -> Symbol | None:
-        base = expr.base if isinstance(expr, ast.Index) else expr
-        if isinstance(expr, ast.Index):
-            self._expr(expr.index)
+        """The fragment ``expr`` names: ``mc``, or ``mc[i][j]`` of an array of fragments."""
+        indices: list[ast.Expr] = []
+        base = expr
+        while isinstance(base, ast.Index):
+            indices.insert(0, base.index)
+            self._expr(base.index)
+            base = base.base
         if not isinstance(base, ast.Ident):
             self._error("CQ0508", expr.span, name=_text(expr))
             return None
@@ -1571,6 +1680,15 @@ class Checker:
         if sym.kind is not SymKind.FRAG:
             self._error("CQ0508", expr.span, name=base.name)
             return None
+        if sym.array_dims and not indices:
+            self._error("CQ0550", expr.span, name=base.name,
+                        dims="".join(f"[{d}]" for d in sym.array_dims),
+                        first="[0]" * len(sym.array_dims))
+            return None
+        if indices and not sym.array_dims:
+            self._error("CQ0508", expr.span, name=_text(expr))
+            return None
+        self._check_array_index(sym, indices)
         return sym
 
     def _stmt_MmaLoad(self, stmt: ast.MmaLoad) -> None:
@@ -1580,8 +1698,10 @@ class Checker:
         self._check_swizzle(stmt)
         if len(data.shape) != 2 or not all(d.is_const for d in data.shape):
             self._error("CQ0501", stmt.src.span, name=_text(stmt.src), shape=shape_text(data.shape))
-        if not stmt.declares:
-            self._frag_ref(stmt.target)
+        if not stmt.declares:  # `mma.load view, frag;`: new contents for a fragment
+            sym = self._frag_ref(stmt.target)
+            if sym is not None:
+                self._fn().frags[id(stmt)] = sym
             return
         name = _target_name(stmt.target)
         existing = self._lookup(name)
@@ -1620,6 +1740,7 @@ class Checker:
             sym = self._lookup(expr.base.name)
             if sym is not None and sym.kind is SymKind.FRAG:
                 self._fn().refs[id(expr.base)] = sym
+                sym.frag_as_operand = True
                 if sym.shape is None or sym.elem is None:
                     self._error("CQ0505", expr.span, usage="used as an operand before mma.load",
                                 name=sym.name)
@@ -1641,9 +1762,10 @@ class Checker:
             self._expr(extra)
         if acc is None or a is None or b is None:
             return
-        if acc.frag_role != "acc":
+        if acc.frag_role != "acc" and not _loaded_as_accumulator(acc):
             self._error("CQ0505", stmt.acc.span, usage="accumulated into", name=acc.name)
             return
+        acc.frag_role = "acc"
         (ea, sa), (eb, sb) = a, b
         m, ka = (sa[0], sa[1]) if stmt.layout_a == "row" else (sa[1], sa[0])
         n, kb = (sb[0], sb[1]) if stmt.layout_b == "row" else (sb[1], sb[0])
@@ -1712,6 +1834,8 @@ class Checker:
         acc = self._frag_ref(stmt.frag)
         self._expr(stmt.scale_a)
         self._expr(stmt.scale_b)
+        if acc is not None:
+            self._fn().frags[id(stmt)] = acc
         if acc is not None and acc.shape is not None:
             self._check_scale_operand(stmt.scale_a, acc.shape[0])
 
@@ -2142,6 +2266,19 @@ class Checker:
 # ---------------------------------------------------------------------- module helpers
 
 
+def _view_base_name(base: ast.Expr) -> ast.Expr:
+    """The identifier under ``buf[i][j]`` (the name a view starts from)."""
+    while isinstance(base, ast.Index):
+        base = base.base
+    return base
+
+
+def _loaded_as_accumulator(sym: Symbol) -> bool:
+    """``mc = mma.load out.chunkat(...)`` followed by ``mma ... mc, ...``: a fragment loaded
+    from memory that no MMA has read as an operand becomes the accumulator (C input)."""
+    return isinstance(sym.decl_node, ast.MmaLoad) and not sym.frag_as_operand
+
+
 def default_accumulator(a: ElemType) -> ElemType:
     """Accumulator type of ``mma.fill v`` without a type: A's element type when the
     tensor cores accumulate in it (f16, f64, f32/tf32), else f32 (bf16, fp8) or s32."""
@@ -2353,6 +2490,28 @@ def _trigger_after_problem(sym: Symbol, waited: set[Symbol]) -> str | None:
         return "it was already waited"
     if node.engine != "tma" or not sym.is_async or sym.storage != "shared":
         return "only asynchronous TMA copies into shared memory complete events by themselves"
+    return None
+
+
+# `c op x` read as `x FLIP[op] c`
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
+
+
+def _conjuncts(cond: ast.Expr) -> list[ast.Expr]:
+    """The terms of ``a && b && ...``."""
+    if isinstance(cond, ast.Binary) and cond.op == "&&":
+        return _conjuncts(cond.lhs) + _conjuncts(cond.rhs)
+    return [cond]
+def _initialiser(sym: Symbol) -> ast.Expr | None:
+    """The value an immutable scalar was declared with (None when it may change)."""
+    node = sym.decl_node
+    if sym.kind not in (SymKind.SCALAR, SymKind.BOUNDED) or sym.mutable:
+        return None
+    if isinstance(node, ast.ScalarDecl):
+        return next((i.init for i in node.items if i.name == sym.name), None)
+    if isinstance(node, ast.AssignStmt):
+        return next((i.value for i in node.items if isinstance(i.target, ast.Ident)
+                     and i.target.name == sym.name and i.op == "="), None)
     return None
 
 

@@ -75,6 +75,7 @@ class Symbol:
     # FRAG: filled by the checker as uses are seen
     frag_role: str = ""  # "acc" (mma.fill / accumulator load) or "operand" (mma.load)
     frag_executed: bool = False
+    frag_as_operand: bool = False  # read as an MMA operand (so it cannot become an accumulator)
     view: ViewInfo | None = None  # VIEW alias / FRAG operand source
     decl_node: ast.Node | None = None
 

@@ -28,3 +28,13 @@ def compile_for_sm90(artifact: Artifact, index: int, what: str) -> None:
                                   options={"num_warps": artifact.num_warps[index],
                                            "num_stages": artifact.num_stages[index]})
         assert compiled.asm["cubin"], f"{what}: no machine code"
+
+
+def assert_compiles_for_sm90(text: str, name: str) -> None:
+    """Every kernel of every function of ``text`` compiles to sm_90 machine code."""
+    import croqtile
+
+    for function, fn in croqtile.compile(text, filename=name).functions.items():
+        artifact = fn._compiled.artifact  # type: ignore[attr-defined]
+        for index in range(len(artifact.kernels)):
+            compile_for_sm90(artifact, index, f"{name}:{function}")

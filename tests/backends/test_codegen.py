@@ -51,3 +51,17 @@ def test_descriptor_flags_are_decided_on_the_host() -> None:
     assert "TMA_lhs: tl.constexpr" in source
     assert "lhs.data_ptr() % 16 == 0 and d_K * 2 % 16 == 0" in source
     assert "tl.make_tensor_descriptor(lhs_ptr, shape=[d_M, d_K], strides=[d_K, 1]" in source
+
+
+def test_fp8_arithmetic_is_computed_in_f32() -> None:
+    """Rounded once to the fp8 type, as the reference interpreter computes it (Triton's
+    interpreter would add the raw bytes)."""
+    source = croqtile.compile("""
+__co__ f16 [8] add(f8_e5m2 [8] a, f8_e5m2 [8] b) {
+  f16 [a.span] out;
+  parallel i by 8
+    out.at(i) = a.at(i) + b.at(i);
+  return out;
+}
+""").add.triton_source
+    assert ".to(tl.float32) + (" in source and ".to(tl.float8e5)).to(tl.float16)" in source

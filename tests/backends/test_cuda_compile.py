@@ -1,6 +1,6 @@
-"""Every kernel of the sample and construct programs compiles for sm_90 with Triton's real
-compiler (no GPU needed): catches what the CPU interpreter accepts but the GPU does not
-(tl.dot minimum sizes, layouts, types)."""
+"""Every kernel of the programs in tests/data (the seeds and the corpus) and of the MMA
+programs compiles for sm_90 with Triton's real compiler (no GPU needed): catches what the
+CPU interpreter accepts but the GPU does not (tl.dot minimum sizes, layouts, types)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import pytest
 import croqtile
 
 from ..e2e import test_constructs as constructs
+from ..e2e import test_element_buffers as element_buffers
+from ..e2e import test_mma_more as mma_more
 from ..e2e.checks import DATA
 from .sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 
 PROGRAMS = {p.name: p.read_text() for p in sorted(DATA.glob("*.co"))}
-PROGRAMS.update({name: getattr(constructs, name) for name in dir(constructs)
-                 if name.isupper() and isinstance(getattr(constructs, name), str)})
+for module in (constructs, mma_more, element_buffers):
+    PROGRAMS.update({name: getattr(module, name) for name in dir(module)
+                     if name.isupper() and isinstance(getattr(module, name), str)})
 
 
 def _kernels() -> list[tuple[str, str, int]]:

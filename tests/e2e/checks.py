@@ -1,11 +1,18 @@
-"""Numeric checks shared by end-to-end tests: float64 references, poisoning, tolerances."""
+"""Numeric checks shared by end-to-end tests: float64 references, poisoning, tolerances,
+and running one program through the reference interpreter and the Triton path."""
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 import torch
+
+import croqtile
+from croqtile.backends.reference import Options, interpret_source
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -56,3 +63,64 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype,
     tol = tolerance if tolerance is not None else TOLERANCE[dtype]
     assert err <= tol, f"relative error {err:.3g} exceeds {tol:g}"
     return err
+
+
+Inputs = Callable[[], list[Any]]
+Reference = Callable[[list[Any]], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One program, how to make its inputs and what it must compute."""
+
+    id: str
+    source: str
+    inputs: Inputs
+    reference: Reference  # float64 (exact for integers); NaN marks elements left unwritten
+    dtype: torch.dtype
+    output: int | None = None  # index of the argument written in place; None: returned
+    tolerance: float | None = None
+    defines: dict[str, int] = field(default_factory=dict)
+    options: Options = Options()
+    function: str | None = None  # which function of a source with several
+
+
+def run_both(case: Case, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+    """The outputs of the interpreter (on the CPU) and of the Triton path (on ``device``),
+    and the inputs."""
+    args = case.inputs()
+    mine = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    theirs = [a.clone().to(device) if isinstance(a, torch.Tensor) else a for a in args]
+    got = interpret_source(case.source, mine, case.defines, options=case.options,
+                           function=case.function)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", croqtile.CompileWarning)
+        module = croqtile.compile(case.source, defines=case.defines)
+    function = getattr(module, case.function) if case.function else module
+    triton = function(*theirs)
+    if case.output is not None:
+        assert got is None and triton is None
+        got, triton = mine[case.output], theirs[case.output]
+    if not isinstance(got, torch.Tensor):  # a scalar result
+        got, triton = torch.tensor(got), torch.tensor(triton)
+    return got, triton.cpu(), args
+
+
+def check(case: Case, device: str = "cpu") -> None:
+    """Interpreter and Triton path against the torch reference, and against each other."""
+    got, triton, args = run_both(case, device)
+    expected = case.reference(args)
+    for out, ref in ((got, expected), (triton, expected), (got, triton.double())):
+        close(out, ref, case.dtype, case.tolerance)
+
+
+def close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype,
+          tolerance: float | None) -> None:
+    """``assert_close``; NaN in the reference marks elements that must stay unwritten
+    (still NaN from the poisoning)."""
+    unwritten = torch.isnan(ref)
+    if not unwritten.any():
+        assert_close(out, ref, dtype, tolerance)
+        return
+    assert torch.equal(torch.isnan(out.double()), unwritten), "written elements differ"
+    assert_close(out[~unwritten], ref[~unwritten], dtype, tolerance)

@@ -1,11 +1,13 @@
-"""Symbolic sizes where Triton needs constants: a staged tile or shared buffer shaped by
-parameter dimensions, group and thread bounds from them, anonymous parallel levels.
+"""Sizes and parallel forms that need more than one static compile: a staged tile or
+shared buffer shaped by parameter dimensions, group and thread bounds from them, runtime
+extents with a static bound, anonymous parallel levels, device and cluster levels, and
+shared buffers written element by element.
 
-Such a function is compiled per call, specialised on the dimensions of its arguments
-(one compile per distinct shape); the per-block limits are checked then and reported as
-``ArgumentError``. Every program runs through the Triton path (Triton's CPU interpreter)
-and the reference interpreter against float64 torch references, and its kernels compile
-for sm_90."""
+A function that needs dimensions as constants is compiled per call, specialised on the
+dimensions of its arguments (one compile per distinct shape); the per-block limits are
+checked then and reported as ``ArgumentError``. Every program runs through the Triton path
+(Triton's CPU interpreter) and the reference interpreter against float64 torch
+references, and its kernels compile for sm_90."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from croqtile.backends.reference import interpret_source
 
 from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 from .checks import assert_close, poison, random
-
 
 
 @dataclass(frozen=True)
@@ -297,6 +298,16 @@ def test_group_bound_limit_for_the_shape() -> None:
         fn(x, x, torch.empty_like(x))
 
 
+def test_backend_gap_of_a_specialised_function_is_a_compile_error() -> None:
+    """A construct the backend cannot lower is no fault of the shapes: CompileError."""
+    source = WHOLE_TILE.replace("dma.copy t => y;", "dma.copy t => y;\n      foreach i in [2]"
+                                "\n        if (q > i) yield;")
+    fn = croqtile.compile(source).stage3
+    x = random((2, 3, 4), torch.float32)
+    with pytest.raises(croqtile.CompileError, match=r"CQ0701\]: .*'yield'"):
+        fn(x, torch.empty_like(x))
+
+
 DEVICE_SCOPE = """
 __co__ void bump(global s32 [R] a, global f32 [R] b) {
   parallel.async by 1 : device(cpu) {
@@ -346,3 +357,100 @@ def test_runtime_extent_that_would_move_its_tile_is_rejected() -> None:
     source = RUNTIME_EXTENT_MIN.replace("out.subspan(n, _) =>", "out.subspan(n, _).at(0, 0) =>")
     with pytest.raises(croqtile.CompileError, match="CQ0704"):
         croqtile.compile(source)
+
+
+WRITE_STAGED = """
+__co__ void twice(global f32 [4, 40] x, global f32 [4, 40] y) {
+  parallel p by 4 : block {
+    s = dma.copy x.chunkat(p, _) => shared;
+    parallel t by 40 : thread
+      s.data.at(0, t) = s.data.at(0, t) * 2.0f - 1.0f;
+    dma.copy s.data => y.chunkat(p, _);
+  }
+}
+"""
+
+
+def test_element_writes_into_a_staged_copy_leave_the_source_alone() -> None:
+    """A staged copy is a view of its source until an element is written into it: then it
+    gets its own storage, holding what was copied (the caller's tensor must not change)."""
+    x = random((4, 40), torch.float32)
+    expected = x.double() * 2 - 1
+    for run in (croqtile.compile(WRITE_STAGED).twice,
+                lambda *args: interpret_source(WRITE_STAGED, list(args))):
+        source, out = x.clone(), poison(torch.empty(4, 40))
+        run(source, out)
+        assert torch.equal(source, x)
+        assert_close(out, expected, torch.float32)
+    if HAVE_CUDA_BACKEND:
+        artifact = croqtile.compile(WRITE_STAGED).twice.artifact_for(x, x)
+        compile_for_sm90(artifact, 0, "write staged")
+
+
+CLUSTER = """
+__co__ void shift(global f32 [N, 64] x, global f32 [N, 64] y) {
+  parallel {c} by [2] : cluster {
+    parallel {bm} by [cdiv(N, 16)] : block {
+      shared f32 [16, 64] xs;
+      tma.copy.multicast x.subspan(16, 64).at(bm, 0) => xs;
+      parallel t by 64 : thread
+        foreach r in [16]
+          y.at(bm # r, t) = xs.at(r, t) + 0.25f;
+    }
+  }
+}
+"""
+
+
+def test_cluster_scope_and_multicast() -> None:
+    """Clusters only group blocks (for multicast TMA): the kernels inside run as if the
+    level were not there, and a multicast copy is each block's own copy (spec 8)."""
+    x = random((48, 64), torch.float32)
+    for run in (croqtile.compile(CLUSTER).shift,
+                lambda *args: interpret_source(CLUSTER, list(args))):
+        out = poison(torch.empty(48, 64))
+        run(x, out)
+        assert_close(out, x.double() + 0.25, torch.float32)
+    if HAVE_CUDA_BACKEND:
+        artifact = croqtile.compile(CLUSTER).shift.artifact_for(x, x)
+        compile_for_sm90(artifact, 0, "cluster")
+
+
+def test_cluster_rank_is_rejected() -> None:
+    source = CLUSTER.replace("xs.at(r, t) + 0.25f", "xs.at(r, t) + c")
+    with pytest.raises(croqtile.CompileError, match=r"CQ0701\]: .*rank of a block in its cluster"):
+        croqtile.compile(source)
+
+
+REFILLED = """
+__co__ void runs(global s32 [3, 4, 32] x, global s32 [3, 4, 32] y) {
+  parallel p by 3 : block {
+    foreach k in [4] {
+      shared s32 [1, 1, 32] acc{5};
+      s = dma.copy x.view(1, 1, 32).from(p, k, 0) => shared;
+      parallel t by 32 : thread
+        foreach i in [2] {
+          acc.at(0, 0, t) += s.data.at(0, 0, t);
+          s.data.at(0, 0, t) = s.data.at(0, 0, t) * 3;
+        }
+      dma.copy acc => y.view(1, 1, 32).from(p, k, 0);
+    }
+  }
+}
+"""
+
+
+def test_buffers_written_by_element_are_refilled_on_every_trip() -> None:
+    """A buffer declared (or filled by a copy) inside a loop gets its initialiser (or the
+    copy) again on every trip, also when its first element write sits in an inner loop."""
+    x = random((3, 4, 32), torch.int32)
+    expected = 5 + x.double() + 3 * x.double()
+    for run in (croqtile.compile(REFILLED).runs,
+                lambda *args: interpret_source(REFILLED, list(args))):
+        source, out = x.clone(), poison(torch.empty(3, 4, 32, dtype=torch.int32))
+        run(source, out)
+        assert torch.equal(source, x)
+        assert_close(out, expected, torch.int32)
+    if HAVE_CUDA_BACKEND:
+        artifact = croqtile.compile(REFILLED).runs.artifact_for(x, x)
+        compile_for_sm90(artifact, 0, "refilled")

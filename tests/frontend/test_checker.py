@@ -166,3 +166,36 @@ def check_anyway(text: str) -> list:
     from croqtile.driver import check_source
 
     return check_source(text, filename="t.co")
+
+
+BUFFER_ARRAY_INDEX = """__co__ void f(global f32 [4, 8] a) {{
+  parallel p by 1 : block {{
+    shared f32 [4, 8] s[3];
+    parallel wg by 4 : group-4 {{
+      {guard} {{
+        dma.copy a => s[{index}];
+      }}
+    }}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("guard, index, message", [
+    ("inthreads (wg > 0)", "wg - 1", None),
+    ("if (wg >= 1 && wg < 4)", "wg - 1", None),
+    ("if (0 < wg)", "2 * wg - 2", "the index '2 * wg - 2' of the buffer array 's' reaches 4, "
+                                  "outside [0, 3)"),
+    ("if (wg == 0)", "wg + 2", None),
+    ("if (true)", "wg - 1", "the index 'wg - 1' of the buffer array 's' reaches -1, outside "
+                            "[0, 3)"),
+    ("if (wg < 3)", "wg + 1", "the index 'wg + 1' of the buffer array 's' reaches 3, outside "
+                              "[0, 3)"),
+])
+def test_buffer_array_index_ranges_follow_enclosing_conditions(guard: str, index: str,
+                                                               message: str | None) -> None:
+    """A bounded index's range is narrowed by the conditions around it, and sums,
+    differences and multiples of it are followed (not only its bound minus one)."""
+    reporter = check(BUFFER_ARRAY_INDEX.format(guard=guard, index=index))
+    found = [d.message for d in reporter.diagnostics if d.code == "CQ0315"]
+    assert found == ([message] if message else [])
