@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 from ...frontend import syntax as ast
@@ -751,6 +751,9 @@ class KernelLowering:
         if all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == d.extent for e, d in zip(extents, base.dims)):
             return base
+        split = _instance_parts(offsets, tuple(extents), base)
+        if split is not None:
+            return replace(base, split=split)
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
 
@@ -987,6 +990,29 @@ class _LevelScope:
 
     def __exit__(self, *exc: object) -> None:
         del self.kl.active[self.depth:]
+
+
+def _instance_parts(offsets: list[ir.Expr], extents: tuple[Sym, ...],
+                    tile: Tile) -> tuple[tuple[tuple[ir.Axis, ...], int], ...] | None:
+    """``buf.subspan(64, 64).at(wg, 0)`` of a tile the instances filled side by side: when
+    each offset is instance indices times whole parts, and the parts together cover the
+    tile, the per-dimension split (see ``Tile.split``); None otherwise."""
+    split = []
+    for offset, extent, dim in zip(offsets, extents, tile.dims):
+        lin = b.linearize(offset)
+        if lin is None or lin.collapsed or not b.is_const(lin.rest, 0) or extent.value is None:
+            return None
+        covered = extent.value
+        axes = []
+        for axis, coef in sorted(lin.axes.items(), key=lambda kv: kv[1]):
+            if coef != covered:
+                return None
+            axes.append(axis)
+            covered *= axis.extent
+        if covered != dim.extent:
+            return None
+        split.append((tuple(reversed(axes)), extent.value))
+    return tuple(split)
 
 
 def _broadcast(value: ir.Expr, axes: tuple[ir.Axis, ...]) -> ir.Expr:

@@ -408,7 +408,7 @@ def _register_operand(kl: KernelLowering, tile: Tile, dims: tuple[ir.Axis, ir.Ax
     """A register tile (``frag f16 [M, K] a {1.0f}``, a computed buffer) as a dot operand:
     the same values laid along the dot's axes. Its padding must match the dot's, and lanes
     past its extent along K must not add anything."""
-    if set(tile.expr.axes) - set(tile.dims):
+    if set(tile.expr.axes) - set(tile.dims) or tile.split:
         raise unsupported(node.span, "an MMA operand held in registers that differs between "
                                      "instances")
     for have, want in zip(tile.dims, dims):

@@ -1092,7 +1092,8 @@ class Checker:
         self.swizzles[info.root] = value if swiz else 0
 
     def _tma_rules(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:
-        """TMA moves tiles between global and shared memory, once per block (spec 5.7)."""
+        """TMA moves tiles between global and shared memory, issued by one thread of the
+        block or of each warpgroup (spec 5.7): warp and thread indices cannot pick a tile."""
         if not 1 <= len(src.shape) <= 5:
             self._error("CQ0437", stmt.span, rank=len(src.shape))
         pair = (src.storage, dst.storage)
@@ -1104,7 +1105,7 @@ class Checker:
             for ident in _idents(operand):
                 sym = self._fn().refs.get(id(ident))
                 if sym is not None and sym.kind is SymKind.BOUNDED and sym.level in (
-                        Level.GROUP4, Level.GROUP, Level.THREAD):
+                        Level.GROUP, Level.THREAD):
                     self._error("CQ0421", ident.span, name=sym.name, level=sym.level.value)
                     return
 

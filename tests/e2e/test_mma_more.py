@@ -4,7 +4,8 @@ operands with fused ``.scale`` and standalone ``mma.scale`` (block-scaled GEMM w
 1x128 activation and 128x128 weight scales), arrays of fragments (``frag mc[2] {v}``,
 selected by constants or a scalar parameter), u8 operands accumulating in s32, operands
 held in registers (a filled ``frag`` tile, an accumulator as the A of the next MMA),
-asynchronous MMA futures and ``mma.commit`` (no-ops), ``mma.load view, frag``.
+asynchronous MMA futures and ``mma.commit`` (no-ops), ``mma.load view, frag``,
+per-warpgroup TMA copies of the parts of one fused result.
 
 Every program runs through the reference interpreter and the Triton path on the CPU
 against a float64 torch reference (``check``), and through the Triton path on the GPU
@@ -278,6 +279,26 @@ __co__ auto reload(f16 [32, 32] a, f16 [32, 32] b, f32 [32, 32] c) {
 }
 """
 
+WARPGROUP_COPIES = """
+// each warpgroup loads its own rows with TMA, stores its half of the block's result into
+// its part of one shared tile, and copies that part out with TMA
+__co__ void per_warpgroup(global f16 [M, K] a, global f16 [N, K] b, global f16 [M, N] out) {
+  parallel {bm, bn} by [M / 128, N / 64] : block {
+    shared f16 [128, 64] out_s;
+    parallel wg by 2 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      foreach k in [K / 32] {
+        as = tma.copy a.subspan(64, 32).at(bm # wg, k) => shared;
+        bs = tma.copy b.subspan(64, 32).at(bn, k) => shared;
+        mma.row.row mc, as.data, bs.data;
+      }
+      mma.store mc, out_s.subspan(64, 64).at(wg, 0);
+      tma.copy out_s.subspan(64, 64).at(wg, 0) => out.subspan(64, 64).at(bm # wg, bn);
+    }
+  }
+}
+"""
+
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -370,6 +391,12 @@ def _qk_v_reference(x: list[Any]) -> torch.Tensor:
     return scores.double() @ x[2].double()
 
 
+WARPGROUP_CASE = Case("per_warpgroup", WARPGROUP_COPIES,
+                      lambda: [random((256, 64), torch.float16),
+                               random((128, 64), torch.float16),
+                               poison(torch.empty((256, 128), dtype=torch.float16))],
+                      lambda x: x[0].double() @ x[1].double().T, torch.float16, output=2)
+
 ASYNC_CASES = [
     Case("async_transp", ASYNC_AND_RELOAD,
          lambda: [random((32, 48), torch.float16), random((48, 32), torch.float16)],
@@ -414,6 +441,7 @@ CASES = [
     *UNSIGNED_CASES,
     *REGISTER_CASES,
     *ASYNC_CASES,
+    WARPGROUP_CASE,
 ]
 
 
@@ -450,3 +478,21 @@ def test_scale_points_keep_the_raw_products_apart() -> None:
     source = croqtile.compile(FP8_SCALED).fp8_scale_points.triton_source
     assert "acc_part = tl.dot(" in source and "out_dtype=tl.float32" in source
     assert source.count("acc_part = tl.full([32, 32], 0.0, tl.float32)") == 2
+
+
+def test_warpgroup_parts_are_stored_as_one_tile() -> None:
+    """The two warpgroups' TMA stores of their halves become one store of the whole tile."""
+    source = croqtile.compile(WARPGROUP_COPIES).per_warpgroup.triton_source
+    assert source.count("tl.store(out_ptr") == 1 and source.count("tl.dot(") == 1
+
+
+def test_warpgroup_parts_placed_differently_are_rejected() -> None:
+    """A destination that puts the warpgroups' rows side by side along columns does not
+    match how the parts sit in the shared tile: a diagnostic, not a wrong store."""
+    moved = WARPGROUP_COPIES.replace("=> out.subspan(64, 64).at(bm # wg, bn)",
+                                     "=> out.subspan(64, 64).at(bm, bn # wg)")
+    with pytest.raises(croqtile.CompileError) as info:
+        croqtile.compile(moved)
+    [diag] = info.value.diagnostics
+    assert diag.code == "CQ0701"
+    assert "does not place the instances' parts as their source does" in diag.message
