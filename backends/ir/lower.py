@@ -513,6 +513,11 @@ class KernelLowering:
         if isinstance(target, ast.ElemAccess):
             self._store_element(stmt, target, item)
             return
+        if isinstance(target, ast.Index):  # an element of a fragment array
+            from .mma import acc_arith_at
+
+            acc_arith_at(self, target, item)
+            return
         raise unsupported(item.span, "this assignment target")
 
     def _declare_value(self, sym: Symbol, value: ast.Expr, span: Span) -> None:

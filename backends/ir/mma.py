@@ -587,6 +587,18 @@ def _store_to_buffer(slot: BufferSlot, tile: Tile, origin: tuple[ir.Expr, ...],
     buffer.content = tile
 
 
+def acc_arith_at(kl: KernelLowering, target: ast.Index, item: ast.Assign) -> None:
+    """``mc[1] *= s;``: arithmetic on one accumulator of a fragment array."""
+    base: ast.Expr = target
+    while isinstance(base, ast.Index):
+        base = base.base
+    sym = kl.fn.refs.get(id(base))
+    acc = _named_acc(kl, sym, target) if sym is not None else None
+    if acc is None:
+        raise unsupported(item.span, "this assignment target")
+    acc_arith(kl, acc, item)
+
+
 def acc_arith(kl: KernelLowering, acc: Acc, item: ast.Assign) -> None:
     """``mc += bias;``: element-wise arithmetic of the accumulator with a scalar."""
     if acc.layout is None:

@@ -483,6 +483,12 @@ class Checker:
             elif sym.kind is SymKind.SCALAR and sym.elem is not None:
                 self._check_convert(info, sym.elem, item.value.span, item.value)
             return
+        if isinstance(target, ast.Index):  # `mc[1] *= s;` on an element of a fragment array
+            sym = self._frag_ref(target)
+            info = self._expr(item.value)
+            if sym is not None:
+                self._frag_arith(sym, info, item)
+            return
         target_info = self._expr(target)
         value = self._expr(item.value)
         if isinstance(target_info.type, ScalarType):

@@ -149,7 +149,8 @@ __co__ auto fp8_plain(f8_e4m3 [M, K] a, f8_e4m3 [K, N] b) {
 """
 
 FRAG_ARRAYS = """
-// two products of one activation tile, each in its own element of a fragment array
+// two products of one activation tile, each in its own element of a fragment array (the
+// second one doubled)
 __co__ void two_products(global f16 [64, 32] a, global f16 [32, 64] b, global f16 [32, 64] c,
                          global f32 [64, 128] out) {
   parallel bm by 2 : block {
@@ -159,6 +160,7 @@ __co__ void two_products(global f16 [64, 32] a, global f16 [32, 64] b, global f1
         mma.row.col acc[0], a.subspan(16, 16).at(bm # g0, k), b.subspan(16, 16).at(k, g1);
         mma.row.col acc[1], a.subspan(16, 16).at(bm # g0, k), c.subspan(16, 16).at(k, g1);
       }
+      acc[1] *= 2.0f;
       mma.store acc[0], out.subspan(16, 16).at(bm # g0, g1);
       mma.store acc[1], out.subspan(16, 16).at(bm # g0, g1 + 4);
     }
@@ -356,6 +358,23 @@ def _block_scaled(function: str, a_type: str, m: int, n: int, k: int) -> Case:
                 output=4, function=function)
 
 
+def _row_vector_scales(case: Case) -> Case:
+    """The same GEMM with the activation scales stored [KB, M] and viewed as [1, M]."""
+    source = case.source.replace(
+        "global f32 [M, KB] sa,\n                      global f8_e4m3", "global f32 [KB, M] sa,"
+        "\n                      global f8_e4m3").replace(
+        "sa.subspan(16, 1).at(bm # g, k)", "sa.subspan(1, 16).at(k, bm # g)", 1)
+    assert source.count("sa.subspan(1, 16).at(k, bm # g)") == 1 and "[KB, M] sa" in source
+
+    def inputs() -> list[Any]:
+        x = case.inputs()
+        return [x[0], x[1].T.contiguous(), *x[2:]]
+
+    return Case(case.id + "-row-vector-scales", source, inputs,
+                lambda x: block_scaled_reference(x[0], x[1].T, x[2], x[3]), case.dtype,
+                output=case.output, function=case.function)
+
+
 FP8_PLAIN_CASE = Case("fp8_plain", FP8_SCALED,
                       lambda: [random((64, 96), FP8["e4m3"]), random((96, 64), FP8["e4m3"])],
                       lambda x: x[0].double() @ x[1].double(), torch.float32, tolerance=1e-5,
@@ -363,7 +382,7 @@ FP8_PLAIN_CASE = Case("fp8_plain", FP8_SCALED,
 
 def _two_products_reference(x: list[Any]) -> torch.Tensor:
     a = x[0].double()
-    return torch.cat([a @ x[1].double() + 0.5, a @ x[2].double() + 0.5], dim=1)
+    return torch.cat([a @ x[1].double() + 0.5, (a @ x[2].double() + 0.5) * 2], dim=1)
 
 
 TWO_PRODUCTS_CASE = Case("two_products", FRAG_ARRAYS,
@@ -433,6 +452,7 @@ CASES = [
     _gemm_acc_shared(64, 96, 48),
     REFILL_CASE,
     _block_scaled("fp8_fused", "e4m3", 64, 256, 256),
+    _row_vector_scales(_block_scaled("fp8_fused", "e4m3", 64, 256, 256)),
     _block_scaled("fp8_scale_points", "e5m2", 64, 256, 256),
     FP8_PLAIN_CASE,
     TWO_PRODUCTS_CASE,
