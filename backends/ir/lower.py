@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Iterator
 
 from ...frontend import syntax as ast
@@ -25,8 +25,8 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .values import (Acc, Bounded, Buffer, Region, Scalar, TensorRef, Tile, access,
-                     padding_mask)
+from .values import (Acc, Bounded, Buffer, BufferArray, Region, Scalar, TensorRef, Tile,
+                     access, padding_mask)
 
 
 @dataclass(frozen=True)
@@ -440,10 +440,13 @@ class KernelLowering:
             elem = sym.elem or dtypes.F32
             if elem.torch is None:
                 raise LoweringError("CQ0214", stmt.span, elem=elem.name)
-            if sym.array_dims:
-                raise unsupported(stmt.span, "arrays of buffers")
-            buffer = Buffer(sym, sym.shape or (), elem)
             var = next(v for v in stmt.vars if v.name == sym.name)
+            if sym.array_dims:
+                if var.init is not None:
+                    raise unsupported(stmt.span, "an initialised array of buffers")
+                self.env[sym] = BufferArray(sym, sym.shape or (), elem)
+                continue
+            buffer = Buffer(sym, sym.shape or (), elem)
             if var.init is not None:
                 buffer.content = self._filled_tile(buffer, var.init)
             self.env[sym] = buffer
@@ -721,9 +724,7 @@ class KernelLowering:
         if not isinstance(view, ast.View):
             raise unsupported(view.span, "this operand")
         info: ViewInfo = self.fn.views[id(view)]
-        if info.array_index:
-            raise unsupported(view.span, "arrays of buffers")
-        root = self.env.get(info.root)
+        root = self.array_element(info, view) if info.array_index else self.env.get(info.root)
         offsets: list[ir.Expr] = []
         extents = info.root.shape or ()
         base = root
@@ -761,6 +762,35 @@ class KernelLowering:
             return replace(base, split=split)
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
+
+    def array_element(self, info: ViewInfo, view: ast.Expr) -> Buffer:
+        """``buf[i]`` of an array of buffers: the element the index names (``BufferArray``)."""
+        array = self.env.get(info.root)
+        if not isinstance(array, BufferArray):
+            raise unsupported(view.span, f"'{info.root.name}' as an array of buffers")
+        values = [self.value(e) for e in info.array_index]
+        dynamic = not all(isinstance(v, ir.Const) for v in values)
+        if dynamic and any(self._names_mutable(e) for e in info.array_index):
+            raise unsupported(view.span, "an array of buffers indexed by a mutable variable",
+                              "index it with a constant or a name declared once")
+        key = tuple(b.key(v) for v in values)
+        if array.dynamic is not None and (array.dynamic != dynamic or (
+                dynamic and key not in array.elements)):
+            raise unsupported(view.span, "an array of buffers indexed both by constants and "
+                                         "by a value computed at run time, or by two such "
+                                         "values",
+                              "index each array one way, so that the element a use names is "
+                              "known when the kernel is compiled")
+        array.dynamic = dynamic
+        if key not in array.elements:
+            array.elements[key] = Buffer(array.symbol, array.shape, array.elem)
+        return array.elements[key]
+
+    def _names_mutable(self, expr: ast.Expr) -> bool:
+        if isinstance(expr, ast.Ident):
+            sym = self.fn.refs.get(id(expr))
+            return sym is not None and sym.mutable
+        return any(self._names_mutable(child) for child in _children(expr))
 
     def resolve_view_read(self, view: ast.Expr) -> Region | Tile:
         result = self.resolve_view(view)
@@ -1018,6 +1048,14 @@ def _instance_parts(offsets: list[ir.Expr], extents: tuple[Sym, ...],
             return None
         split.append((tuple(reversed(axes)), extent.value))
     return tuple(split)
+
+
+def _children(node: ast.Node) -> Iterator[ast.Node]:
+    """The AST nodes directly under ``node``."""
+    for f in fields(node):
+        value = getattr(node, f.name)
+        items = value if isinstance(value, tuple) else (value,)
+        yield from (item for item in items if isinstance(item, ast.Node))
 
 
 def _broadcast(value: ir.Expr, axes: tuple[ir.Axis, ...]) -> ir.Expr:

@@ -192,6 +192,22 @@ class Buffer:
 
 
 @dataclass
+class BufferArray:
+    """``shared T [...] buf[n];``: its elements, each a ``Buffer`` made at first use.
+
+    Constant indices name distinct elements. Instead, one index expression that is not a
+    constant (``buf[stage]``, ``buf[wg - 1]``) may name them, when the array is indexed no
+    other way: every use of that expression then names the element its values select, the
+    one the last copy under the same expression filled (``dynamic`` records which way)."""
+
+    symbol: Symbol
+    shape: tuple[Sym, ...]
+    elem: ElemType
+    elements: dict[object, Buffer] = field(default_factory=dict)
+    dynamic: bool | None = None
+
+
+@dataclass
 class AccLayout:
     """How a fused accumulator's rows and columns decompose: the vector axes merged in
     (outermost first, with their extents) and the per-instance extents."""
@@ -243,7 +259,7 @@ class Operand:
     elem: ElemType
 
 
-Value = Scalar | Bounded | Buffer | Acc | FragArray | Operand | TensorRef | Region | list
+Value = Scalar | Bounded | Buffer | BufferArray | Acc | FragArray | Operand | TensorRef | Region | list
 
 
 def access(region: Region, index: list[ir.Expr]) -> tuple[ir.Pointer, ir.Expr | None]:

@@ -5,7 +5,8 @@ operands with fused ``.scale`` and standalone ``mma.scale`` (block-scaled GEMM w
 selected by constants or a scalar parameter), u8 operands accumulating in s32, operands
 held in registers (a filled ``frag`` tile, an accumulator as the A of the next MMA),
 asynchronous MMA futures and ``mma.commit`` (no-ops), ``mma.load view, frag``,
-per-warpgroup TMA copies of the parts of one fused result.
+per-warpgroup TMA copies of the parts of one fused result, arrays of shared buffers
+(a ring selected by ``k % 2``, constant elements, one element per warpgroup).
 
 Every program runs through the reference interpreter and the Triton path on the CPU
 against a float64 torch reference (``check``), and through the Triton path on the GPU
@@ -301,6 +302,48 @@ __co__ void per_warpgroup(global f16 [M, K] a, global f16 [N, K] b, global f16 [
 }
 """
 
+BUFFER_ARRAYS = """
+// two-stage ring of shared buffers selected by k % 2 (each copied into and read in one step)
+__co__ void ring(global f16 [M, K] a, global f16 [N, K] b, global f32 [M, N] c) {
+  parallel {bm, bn} by [M / 32, N / 32] : block {
+    shared f16 [32, 32] as[2], bs[2];
+    mc = mma.fill.f32 0.0f;
+    foreach k in [K / 32] {
+      stage = k % 2;
+      fa = dma.copy.async a.subspan(32, 32).at(bm, k) => as[stage];
+      fb = dma.copy.async b.subspan(32, 32).at(bn, k) => bs[stage];
+      wait fa, fb;
+      mma.row.row mc, as[stage], bs[stage];
+    }
+    mma.store mc, c.subspan(32, 32).at(bm, bn);
+  }
+}
+// constant elements: the halves of K staged into element 0 and 1
+__co__ void halves(global f16 [M, 64] a, global f16 [N, 64] b, global f32 [M, N] c) {
+  parallel {bm, bn} by [M / 32, N / 32] : block {
+    shared f16 [32, 32] as[2];
+    dma.copy a.subspan(32, 32).at(bm, 0) => as[0];
+    dma.copy a.subspan(32, 32).at(bm, 1) => as[1];
+    mc = mma.fill.f32 0.0f;
+    mma.row.row mc, as[0], b.subspan(32, 32).at(bn, 0);
+    mma.row.row mc, as[1], b.subspan(32, 32).at(bn, 1);
+    mma.store mc, c.subspan(32, 32).at(bm, bn);
+  }
+}
+// one element per warpgroup
+__co__ void per_wg(global f16 [M, 32] a, global f16 [N, 32] b, global f32 [M, N] c) {
+  parallel {bm, bn} by [M / 128, N / 32] : block {
+    shared f16 [64, 32] as[2];
+    parallel wg by 2 : group-4 {
+      tma.copy a.subspan(64, 32).at(bm # wg, 0) => as[wg];
+      mc = mma.fill.f32 0.0f;
+      mma.row.row mc, as[wg], b.subspan(32, 32).at(bn, 0);
+      mma.store mc, c.subspan(64, 32).at(bm # wg, bn);
+    }
+  }
+}
+"""
+
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -416,6 +459,17 @@ WARPGROUP_CASE = Case("per_warpgroup", WARPGROUP_COPIES,
                                poison(torch.empty((256, 128), dtype=torch.float16))],
                       lambda x: x[0].double() @ x[1].double().T, torch.float16, output=2)
 
+def _nt_gemm(function: str, m: int, n: int, k: int) -> Case:
+    return Case(f"{function}-{m}x{n}x{k}", BUFFER_ARRAYS,
+                lambda: [random((m, k), torch.float16), random((n, k), torch.float16),
+                         poison(torch.empty((m, n)))],
+                lambda x: x[0].double() @ x[1].double().T, torch.float32, output=2,
+                tolerance=1e-5, function=function)
+
+
+BUFFER_ARRAY_CASES = [_nt_gemm("ring", 64, 64, 96), _nt_gemm("halves", 64, 32, 64),
+                      _nt_gemm("per_wg", 256, 64, 32)]
+
 ASYNC_CASES = [
     Case("async_transp", ASYNC_AND_RELOAD,
          lambda: [random((32, 48), torch.float16), random((48, 32), torch.float16)],
@@ -462,6 +516,7 @@ CASES = [
     *REGISTER_CASES,
     *ASYNC_CASES,
     WARPGROUP_CASE,
+    *BUFFER_ARRAY_CASES,
 ]
 
 
@@ -516,3 +571,18 @@ def test_warpgroup_parts_placed_differently_are_rejected() -> None:
     [diag] = info.value.diagnostics
     assert diag.code == "CQ0701"
     assert "does not place the instances' parts as their source does" in diag.message
+
+
+def test_buffer_array_elements_that_may_alias_are_rejected() -> None:
+    """A prefetch ring that writes ``as[(k + 1) % 2]`` while reading ``as[k % 2]`` names
+    elements that differ by run-time values: a diagnostic, not a guess."""
+    prefetch = BUFFER_ARRAYS.replace(
+        "      wait fa, fb;\n      mma.row.row mc, as[stage], bs[stage];",
+        "      wait fa, fb;\n      mma.row.row mc, as[(k + 1) % 2], bs[stage];")
+    assert prefetch != BUFFER_ARRAYS
+    with pytest.raises(croqtile.CompileError) as info:
+        croqtile.compile(prefetch)
+    [diag] = info.value.diagnostics
+    assert diag.code == "CQ0701" and "array of buffers indexed" in diag.message
+    assert diag.line == BUFFER_ARRAYS.splitlines().index(
+        "      mma.row.row mc, as[stage], bs[stage];") + 1
