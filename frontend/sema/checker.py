@@ -1631,6 +1631,8 @@ class Checker:
         b = self._operand(stmt.b)
         for extra in stmt.extra:
             self._expr(extra)
+        if acc is not None and (a is None or b is None):
+            acc.frag_executed = True  # its operands were reported; CQ0506 would only echo that
         if acc is None or a is None or b is None:
             return
         if acc.frag_role != "acc" and not _loaded_as_accumulator(acc):

@@ -202,3 +202,11 @@ def test_buffer_array_index_ranges_follow_enclosing_conditions(guard: str, index
     reporter = check(BUFFER_ARRAY_INDEX.format(guard=guard, index=index))
     found = [d.message for d in reporter.diagnostics if d.code == "CQ0315"]
     assert found == ([message] if message else [])
+
+
+def test_mma_with_a_bad_operand_is_not_also_never_executed() -> None:
+    """An accumulator whose MMA had an operand error is not reported as never executed."""
+    reporter = check(wrap("  parallel p by 1 : block {\n    mc = mma.fill.f32 0.0f;\n"
+                          "    mma.row.row mc, a.subspan(16, 16).at(0, 0), missing;\n"
+                          "    mma.store mc, b.subspan(16, 16).at(0, 0);\n  }"))
+    assert [d.code for d in reporter.diagnostics] == ["CQ0201"]
