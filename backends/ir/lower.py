@@ -206,6 +206,9 @@ class KernelLowering:
         self.loop_depth = 0  # sequential loops around the statement being lowered
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
+        # global tensors whose tiles a later loop iteration reads back (accumulators loaded
+        # from memory): moved by plain loads and stores, whose ordering a barrier settles
+        self.read_back: set[str] = set()
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:

@@ -208,6 +208,7 @@ def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> Non
                      extents=(Sym(m_total), Sym(n_total)), fill=0, filled=True)
     if kl.loop_depth:  # the previous iteration may have stored this tile from other threads
         kl.emit(ir.Barrier(stmt.span))
+        kl.read_back.add(source.tensor.name)
     tile = load_tile(kl, region, (layout.m, layout.n), stmt.span, f"{acc.name}_in")
     kl.emit(ir.Let(stmt.span, acc.name, b.cast(tile.expr, b.dtype_of(acc.elem))))
     _start(kl, acc, stmt.span, with_value=False)

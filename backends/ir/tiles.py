@@ -65,6 +65,8 @@ def _descriptor(kl: KernelLowering, region: Region,
     tensor = region.tensor
     if not kl.fl.options.descriptors or not 2 <= len(tensor.dims) <= 5:
         return None
+    if tensor.name in kl.read_back:  # TMA stores are not ordered by a thread barrier
+        return None
     if any(d.padded or d.size > MAX_BOX for d in dims):
         return None
     if any(e.value != d.size for e, d in zip(region.extents, dims)):

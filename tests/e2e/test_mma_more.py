@@ -541,10 +541,12 @@ def test_on_the_gpu(case: Case) -> None:
 
 def test_accumulator_load_inside_a_loop_waits_for_the_previous_store() -> None:
     """The reload of a tile stored by the previous K block reads it after a barrier (its
-    elements may have been stored by other threads of the program)."""
+    elements may have been stored by other threads of the program), and both move through
+    plain loads and stores (a barrier does not order TMA stores)."""
     source = croqtile.compile(ACC_FROM_MEMORY).gemm_acc_global.triton_source
     loop = source[source.index("for kb in"):]
     assert loop.index("tl.debug_barrier()") < loop.index("tl.load(c_ptr")
+    assert "c_desc" not in source and "tl.store(c_ptr" in loop
 
 
 def test_scale_points_keep_the_raw_products_apart() -> None:
