@@ -182,6 +182,10 @@ def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
         _load_accumulator(kl, stmt, sym)
         return
     source = kl.resolve_view_read(stmt.src)
+    tile = kl.env.get(sym)
+    if isinstance(tile, Buffer):  # `mma.load view, x;` into a `frag T [M, K] x` tile
+        tile.content = source.clipped(tile.shape, True) if isinstance(source, Region) else source
+        return
     kl.env[sym] = Operand(source, sym.elem or dtypes.F16)
 
 

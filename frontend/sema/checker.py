@@ -1532,6 +1532,17 @@ class Checker:
         self._note_decl(stmt, sym)
         self._fn().frags[id(stmt)] = sym
 
+    def _register_tile(self, expr: ast.Expr) -> Symbol | None:
+        """The ``frag T [M, K] x {v};`` register tile ``expr`` names, if it names one."""
+        if not isinstance(expr, ast.Ident):
+            return None
+        sym = self._lookup(expr.name)
+        if sym is None or sym.kind is not SymKind.DATA or not (
+                isinstance(sym.decl_node, ast.SpannedDecl) and sym.decl_node.frag):
+            return None
+        self._fn().refs[id(expr)] = sym
+        return sym
+
     def _frag_ref(self, expr: ast.Expr) -> Symbol | None:
         """The fragment ``expr`` names: ``mc``, or ``mc[i][j]`` of an array of fragments."""
         indices: list[ast.Expr] = []
@@ -1552,6 +1563,7 @@ class Checker:
             self._error("CQ0508", expr.span, name=base.name)
             return None
         if sym.array_dims and not indices:
+            sym.frag_executed = True  # reported here; "never executed" would only echo it
             self._error("CQ0550", expr.span, name=base.name,
                         dims="".join(f"[{d}]" for d in sym.array_dims),
                         first="[0]" * len(sym.array_dims))
@@ -1570,6 +1582,13 @@ class Checker:
         if len(data.shape) != 2 or not all(d.is_const for d in data.shape):
             self._error("CQ0501", stmt.src.span, name=_text(stmt.src), shape=shape_text(data.shape))
         if not stmt.declares:  # `mma.load view, frag;`: new contents for a fragment
+            tile = self._register_tile(stmt.target)
+            if tile is not None:  # or for a `frag T [M, K] x` register tile (RS-mode A)
+                if any(x.provably_eq(y) is False for x, y in zip(tile.shape or (), data.shape)):
+                    self._error("CQ0403", stmt.span, src=shape_text(data.shape),
+                                dst=shape_text(tile.shape or ()))
+                self._fn().frags[id(stmt)] = tile
+                return
             sym = self._frag_ref(stmt.target)
             if sym is not None:
                 self._fn().frags[id(stmt)] = sym

@@ -231,6 +231,22 @@ __co__ auto ones_times(f16 [64, 32] b) {
   return out;
 }
 
+// a register tile given its contents by `mma.load view, tile` (B has a padded N of 48)
+__co__ auto staged_a(f16 [64, 32] a, f16 [48, 32] b) {
+  f32 [64, 48] out;
+  parallel p by 1 : block {
+    frag f16 [64, 32] ra {0.0f};
+    as = dma.copy a => shared;
+    parallel by 1 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      mma.load as.data, ra;
+      mma.row.row mc, ra, b;
+      mma.store mc, out;
+    }
+  }
+  return out;
+}
+
 // S = Q·Kᵀ into an f16 accumulator, then O = S·V with S as the register A operand
 __co__ auto qk_v(f16 [64, 32] q, f16 [48, 32] k, f16 [48, 16] v) {
   f16 [64, 16] out;
@@ -486,6 +502,10 @@ REGISTER_CASES = [
     Case("ones_times", REGISTER_OPERANDS, lambda: [random((64, 32), torch.float16)],
          lambda x: (0.5 * x[0].double().sum(dim=1))[None, :].expand(64, 64), torch.float32,
          tolerance=1e-5, function="ones_times"),
+    Case("staged_a", REGISTER_OPERANDS,
+         lambda: [random((64, 32), torch.float16), random((48, 32), torch.float16)],
+         lambda x: x[0].double() @ x[1].double().T, torch.float32, tolerance=1e-5,
+         function="staged_a"),
     Case("qk_v", REGISTER_OPERANDS,
          lambda: [random((64, 32), torch.float16), random((48, 32), torch.float16) * 0.25,
                   random((48, 16), torch.float16)],
