@@ -760,6 +760,9 @@ class KernelLowering:
         if all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == d.extent for e, d in zip(extents, base.dims)):
             return base
+        if base.split and all(b.is_const(o, 0) for o in offsets) and all(
+                e.value == part for e, (_, part) in zip(extents, base.split)):
+            return base  # an instance's whole element of an array its parts were stored to
         split = _instance_parts(offsets, tuple(extents), base)
         if split is not None:
             return replace(base, split=split)
@@ -786,7 +789,8 @@ class KernelLowering:
                               "known when the kernel is compiled")
         array.dynamic = dynamic
         if key not in array.elements:
-            array.elements[key] = Buffer(array.symbol, array.shape, array.elem)
+            array.elements[key] = Buffer(array.symbol, array.shape, array.elem,
+                                         index=tuple(values))
         return array.elements[key]
 
     def _names_mutable(self, expr: ast.Expr) -> bool:

@@ -529,6 +529,10 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     target = kl.resolve_view(stmt.dst, write=True)
     if isinstance(target, Tile):
         raise unsupported(stmt.dst.span, "storing into a register-resident buffer twice")
+    if isinstance(target, BufferSlot) and target.buffer.index is not None and (
+            layout.m_parts or layout.n_parts):
+        _store_to_elements(kl, stmt, acc, target, transposed)
+        return
     if isinstance(target, BufferSlot):
         origin, row_t, col_t = target.offsets, row, col
     else:
@@ -538,11 +542,8 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     _unfuse(lin_row, layout.m_parts, layout.tile_m, stmt.dst, "rows")
     _unfuse(lin_col, layout.n_parts, layout.tile_n, stmt.dst, "columns")
     dims = (layout.n, layout.m) if transposed else (layout.m, layout.n)
-    value_name = kl.fresh(f"{acc.name}_out")
     dst_elem = target.buffer.elem if isinstance(target, BufferSlot) else target.tensor.elem
-    acc_var = ir.Var((layout.m, layout.n), b.dtype_of(acc.elem), acc.name)
-    kl.emit(ir.Let(stmt.span, value_name, b.cast(acc_var, b.dtype_of(dst_elem))))
-    tile = Tile(ir.Var((layout.m, layout.n), b.dtype_of(dst_elem), value_name), dims, dst_elem)
+    tile = _converted(kl, acc, dst_elem, dims, stmt.span)
     new_origin = _replace(origin, {row_t: lin_row.rest, col_t: lin_col.rest})
     if isinstance(target, BufferSlot):
         _store_to_buffer(target, tile, new_origin, stmt)
@@ -551,6 +552,59 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     if stmt.modifier == "mask":
         tile = replace(tile, valid=_row_col_guard(kl, stmt, layout))
     store_tile(kl, replace(target, origin=new_origin, extents=extents), tile, stmt.span)
+
+
+def _converted(kl: KernelLowering, acc: Acc, elem: dtypes.ElemType, dims: tuple[ir.Axis, ...],
+               span: Span) -> Tile:
+    """The accumulator converted to the destination's element type, as a tile."""
+    assert acc.layout is not None
+    axes = (acc.layout.m, acc.layout.n)
+    name = kl.fresh(f"{acc.name}_out")
+    kl.emit(ir.Let(span, name, b.cast(ir.Var(axes, b.dtype_of(acc.elem), acc.name),
+                                      b.dtype_of(elem))))
+    return Tile(ir.Var(axes, b.dtype_of(elem), name), dims, elem)
+
+
+def _store_to_elements(kl: KernelLowering, stmt: ast.MmaStore, acc: Acc, slot: BufferSlot,
+                       transposed: bool) -> None:
+    """``mma.store mc, out_s[g0];``: each instance stores its tile into its own element of
+    an array of buffers. The elements together hold the fused accumulator: the element
+    keeps the whole tile, marked as split between the instances (``Tile.split``), so that a
+    later copy of ``out_s[g0]`` stores every instance's part at once."""
+    layout = acc.layout
+    assert layout is not None
+    parts = [(layout.m_parts, layout.tile_m), (layout.n_parts, layout.tile_n)]
+    if transposed:
+        parts.reverse()
+    whole = all(b.is_const(o, 0) for o in slot.offsets) and all(
+        s.value == extent for s, (_, extent) in zip(slot.buffer.shape, parts))
+    if not whole:
+        raise unsupported(stmt.dst.span, "an mma.store that fills only part of an element of "
+                                         "an array of buffers")
+    index = slot.buffer.index or ()
+    if not _one_element_each(index, layout.m_parts + layout.n_parts):
+        raise _fail(stmt.dst, "the array index does not give every instance its own element")
+    dims = (layout.n, layout.m) if transposed else (layout.m, layout.n)
+    tile = _converted(kl, acc, slot.buffer.elem, dims, stmt.span)
+    slot.buffer.content = replace(tile, split=tuple(parts))
+
+
+def _one_element_each(index: tuple[ir.Expr, ...], parts: tuple[ir.Axis, ...]) -> bool:
+    """Whether distinct instances (values of the ``parts`` axes) get distinct indices: each
+    index dimension is affine in whole mixed-radix steps of its axes, and every part axis
+    appears."""
+    seen: set[ir.Axis] = set()
+    for expr in index:
+        lin = b.linearize(expr)
+        if lin is None or lin.collapsed:
+            return False
+        step = 1
+        for axis, coef in sorted(lin.axes.items(), key=lambda kv: abs(kv[1])):
+            if abs(coef) < step:
+                return False
+            step = abs(coef) * axis.extent
+            seen.add(axis)
+    return set(parts) <= seen
 
 
 def _row_col_guard(kl: KernelLowering, stmt: ast.MmaStore, layout: AccLayout) -> ir.Expr | None:

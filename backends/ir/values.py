@@ -189,6 +189,7 @@ class Buffer:
     shape: tuple[Sym, ...]
     elem: ElemType
     content: Region | Tile | None = None
+    index: tuple[ir.Expr, ...] | None = None  # an element of a BufferArray: its indices
 
 
 @dataclass

@@ -6,7 +6,8 @@ selected by constants or a scalar parameter), u8 operands accumulating in s32, o
 held in registers (a filled ``frag`` tile, an accumulator as the A of the next MMA),
 asynchronous MMA futures and ``mma.commit`` (no-ops), ``mma.load view, frag``,
 per-warpgroup TMA copies of the parts of one fused result, arrays of shared buffers
-(a ring selected by ``k % 2``, constant elements, one element per warpgroup).
+(a ring selected by ``k % 2``, constant elements, one element per warpgroup, one element
+per warp written by mma.store and copied out).
 
 Every program runs through the reference interpreter and the Triton path on the CPU
 against a float64 torch reference (``check``), and through the Triton path on the GPU
@@ -360,6 +361,38 @@ __co__ void per_wg(global f16 [M, 32] a, global f16 [N, 32] b, global f32 [M, N]
 }
 """
 
+ELEMENT_STORES = """
+// each warp stores its tile into its own element of an array of shared buffers
+__co__ void per_warp_elements(global f16 [M, K] a, global f16 [K, N] b, global f32 [M, N] c) {
+  parallel {bm, bn} by [M / 64, N / 16] : block {
+    shared f32 [16, 16] out_s[4];
+    parallel g0 by 4 : group {
+      mc = mma.fill.f32 0.0f;
+      foreach k in [K / 16] {
+        mma.row.col mc, a.subspan(16, 16).at(bm # g0, k), b.subspan(16, 16).at(k, bn);
+      }
+      mma.store mc, out_s[3 - g0];
+      dma.copy out_s[3 - g0] => c.subspan(16, 16).at(bm # g0, bn);
+    }
+  }
+}
+
+// the same, transposed: element [n, m] tiles written to Cᵀ
+__co__ void per_warp_transposed(global f16 [M, K] a, global f16 [K, N] b, global f32 [N, M] ct) {
+  parallel {bm, bn} by [M / 64, N / 16] : block {
+    shared f32 [8, 32] out_s[2][2];
+    parallel {g0, g1} by [2, 2] : group {
+      mc = mma.fill.f32 0.0f;
+      foreach k in [K / 16] {
+        mma.row.col mc, a.subspan(32, 16).at(bm # g0, k), b.subspan(16, 8).at(k, bn # g1);
+      }
+      mma.store.transp mc, out_s[g0][g1];
+      dma.copy out_s[g0][g1] => ct.subspan(8, 32).at(bn # g1, bm # g0);
+    }
+  }
+}
+"""
+
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
 
@@ -486,6 +519,22 @@ def _nt_gemm(function: str, m: int, n: int, k: int) -> Case:
 BUFFER_ARRAY_CASES = [_nt_gemm("ring", 64, 64, 96), _nt_gemm("halves", 64, 32, 64),
                       _nt_gemm("per_wg", 256, 64, 32)]
 
+def _element_case(function: str, transposed: bool) -> Case:
+    m, n, k = 128, 32, 48
+
+    def reference(x: list[Any]) -> torch.Tensor:
+        product = x[0].double() @ x[1].double()
+        return product.T if transposed else product
+
+    return Case(function, ELEMENT_STORES,
+                lambda: [random((m, k), torch.float16), random((k, n), torch.float16),
+                         poison(torch.empty((n, m) if transposed else (m, n)))],
+                reference, torch.float32, output=2, tolerance=1e-5, function=function)
+
+
+ELEMENT_CASES = [_element_case("per_warp_elements", False),
+                 _element_case("per_warp_transposed", True)]
+
 ASYNC_CASES = [
     Case("async_transp", ASYNC_AND_RELOAD,
          lambda: [random((32, 48), torch.float16), random((48, 32), torch.float16)],
@@ -537,6 +586,7 @@ CASES = [
     *ASYNC_CASES,
     WARPGROUP_CASE,
     *BUFFER_ARRAY_CASES,
+    *ELEMENT_CASES,
 ]
 
 
@@ -608,3 +658,13 @@ def test_buffer_array_elements_that_may_alias_are_rejected() -> None:
     assert diag.code == "CQ0701" and "array of buffers indexed" in diag.message
     assert diag.line == BUFFER_ARRAYS.splitlines().index(
         "      mma.row.row mc, as[stage], bs[stage];") + 1
+
+
+def test_mma_store_into_one_shared_element_for_all_warps_is_rejected() -> None:
+    """Every warp storing its tile into the same element would overwrite the others."""
+    shared = ELEMENT_STORES.replace("mma.store mc, out_s[3 - g0];", "mma.store mc, out_s[1];")
+    assert shared != ELEMENT_STORES
+    with pytest.raises(croqtile.CompileError) as info:
+        croqtile.compile(shared)
+    [diag] = info.value.diagnostics
+    assert diag.code == "CQ0703" and "its own element" in diag.message
