@@ -7,6 +7,13 @@ affine in the instance indices: when the A tile of instance ``p`` starts at row
 K-slice loop whose index ``w`` selects columns ``w * Ek`` of both operands is collapsed
 the same way into one dot over ``n * Ek`` columns. Anything else gets CQ0703 explaining
 which index breaks the pattern.
+
+Around that core: accumulators start from a fill, from memory (``mc = mma.load view``,
+C input) or from a ``frag`` declaration (one accumulator per element of a fragment array);
+``.scale`` multiplies each product by per-row and scalar scales, and ``mma.scale`` folds a
+raw partial sum into the result (spec 5.8, two accumulators); register tiles (a filled
+``frag`` tile, another accumulator) enter the dot as they are (RS mode); u8 operands are
+shifted to s8 with exact corrections, since ``tl.dot`` multiplies signed bytes only.
 """
 
 from __future__ import annotations
