@@ -169,6 +169,19 @@ __co__ void two_products(global f16 [64, 32] a, global f16 [32, 64] b, global f1
   }
 }
 
+// one fragment declared with its fill, the type from A (f16), shared by 2x2 warps
+__co__ auto single_frag(f16 [32, 32] a, f16 [32, 32] b) {
+  f16 [32, 32] out;
+  parallel p by 1 : block {
+    frag mc {1.0};
+    parallel {g0, g1} by [2, 2] : group {
+      mma.row.col mc, a.chunkat(g0, _), b.chunkat(_, g1);
+      mma.store mc, out.chunkat(g0, g1);
+    }
+  }
+  return out;
+}
+
 // the element used is chosen by a scalar parameter
 __co__ auto pick(s8 [32, 64] a, s8 [64, 32] b, int i) {
   s32 [32, 32] out;
@@ -486,6 +499,13 @@ TWO_PRODUCTS_CASE = Case("two_products", FRAG_ARRAYS,
                          function="two_products")
 
 
+SINGLE_FRAG_CASE = Case("single_frag", FRAG_ARRAYS,
+                        lambda: [random((32, 32), torch.float16),
+                                 random((32, 32), torch.float16)],
+                        lambda x: x[0].double() @ x[1].double() + 1, torch.float16,
+                        function="single_frag")
+
+
 def _pick(i: int) -> Case:
     return Case(f"pick-{i}", FRAG_ARRAYS,
                 lambda: [random((32, 64), torch.int8), random((64, 32), torch.int8), i],
@@ -579,6 +599,7 @@ CASES = [
     _block_scaled("fp8_scale_points", "e5m2", 64, 256, 256),
     FP8_PLAIN_CASE,
     TWO_PRODUCTS_CASE,
+    SINGLE_FRAG_CASE,
     _pick(0),
     _pick(2),
     *UNSIGNED_CASES,
