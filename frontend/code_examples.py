@@ -1426,8 +1426,8 @@ __co__ void stage(global f16 [64, 64] x, global f16 [64, 64] y) {
   }
 }
 """,
-        message=("TMA copies are issued once per block: 'w' (a group variable) cannot select the "
-                 "tile"),
+        message=("TMA copies are issued once per block or warpgroup: 'w' (a group variable) "
+                 "cannot select the tile"),
     ),
     "CQ0422": Example(
         bad="""\
@@ -3222,8 +3222,8 @@ MEANINGS: dict[str, str] = {
     "CQ0419": "`swap` exchanges two names of the same kind declared in the same scope (two "
               "futures, both async or both not).",
     "CQ0420": "A constant `select` index is not smaller than the number of choices.",
-    "CQ0421": "A TMA copy is issued once per block, so its tile cannot depend on a "
-              "warpgroup, warp or thread index.",
+    "CQ0421": "A TMA copy is issued once per block or per warpgroup, so its tile cannot "
+              "depend on a warp or thread index.",
     "CQ0422": "The eviction hints `.evict_first` and `.evict_last` exist only on `tma.load`.",
     "CQ0423": "`trigger e after f` binds an event to the completion of an asynchronous TMA "
               "load into shared memory; other futures, and futures already waited, "

@@ -151,9 +151,9 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0418", E, "dma.any '{name}' is defined but never used"),
     Code("CQ0419", E, "cannot swap '{a}' and '{b}': {reason}"),
     Code("CQ0420", E, "the select index {index} is not in bound [0, {count})"),
-    Code("CQ0421", E, "TMA copies are issued once per block: '{name}' (a {level} variable) "
-                      "cannot select the tile",
-         "select TMA tiles with block-level indices, or use dma.copy"),
+    Code("CQ0421", E, "TMA copies are issued once per block or warpgroup: '{name}' (a {level} "
+                      "variable) cannot select the tile",
+         "select TMA tiles with block or warpgroup indices, or use dma.copy"),
     Code("CQ0422", E, "'.{attr}' is only valid on tma.load"),
     Code("CQ0423", E, "cannot bind '{name}' to an event with 'after': {reason}",
          "write `wait {name};` and then `trigger` the event"),

@@ -8,6 +8,8 @@ whole-tile load.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...frontend import syntax as ast
 from ...frontend.sema.model import SymKind
 from ...frontend.sema.symbolic import Sym
@@ -65,6 +67,8 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     if isinstance(target, Tile):
         raise unsupported(dst.span, "copying into part of a register-resident buffer")
     tile = source if isinstance(source, Tile) else _materialize(kl, source, stmt)
+    if tile.split:
+        target, tile = _whole_tile_store(target, tile, stmt), replace(tile, split=())
     store_tile(kl, target, tile, stmt.span)
     if future is not None:
         kl.env[future] = Buffer(future, target.extents, target.tensor.elem, target)
@@ -77,6 +81,29 @@ def staged(source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
             a.name == "zfill" for a in stmt.attrs)):
         return source.clipped(source.extents, True)
     return source
+
+
+def _whole_tile_store(target: Region, tile: Tile, stmt: ast.DmaStmt) -> Region:
+    """Each instance copies its part of a tile the instances share (``Tile.split``) to a
+    destination that places the parts side by side: together they store the whole tile
+    once, from the destination's common origin (per-warpgroup TMA stores of one result)."""
+    origin = list(target.origin)
+    for d, (axes, extent) in enumerate(tile.split):
+        t = target.axis_of(d)
+        lin = b.linearize(origin[t])
+        expected = extent
+        coefs = dict(lin.axes) if lin is not None and not lin.collapsed else None
+        for axis in reversed(axes):
+            if coefs is None or coefs.pop(axis, None) != expected:
+                coefs = None
+                break
+            expected *= axis.extent
+        if lin is None or coefs is None or coefs:
+            raise unsupported(stmt.dst.span, "a per-instance copy whose destination does not "
+                                             "place the instances' parts as their source does")
+        origin[t] = lin.rest
+    extents = tuple(Sym(dim.extent) for dim in tile.dims)
+    return replace(target, origin=tuple(origin), extents=extents)
 
 
 def _transformed(kl: KernelLowering, source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
@@ -153,6 +180,9 @@ def _fill_buffer(slot: BufferSlot, source: Region | Tile, stmt: ast.DmaStmt) -> 
         raise unsupported(stmt.dst.span, "copying into part of a shared or local buffer",
                           "copy whole buffers; write partial tiles straight to global memory")
     if isinstance(source, Tile):
+        if source.split:
+            raise unsupported(stmt.src.span, "copying an instance's part of a register-"
+                                             "resident buffer into another buffer")
         return source
     # TMA zero-fills out-of-bounds reads in hardware; dma does it when asked (.zfill)
     filled = stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)

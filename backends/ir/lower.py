@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import keyword
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Iterator
 
 from ...frontend import syntax as ast
@@ -331,6 +331,9 @@ class KernelLowering:
         self.continuing: ir.Expr | None = None  # lanes an `if` with a `yield` lets through
         self.whiles: list[tuple[int, ir.Var]] = []  # enclosing `while`s: body, active lanes
         self.exits: set[int] = set()  # branches of `if`s that may `break`/`continue`
+        # global tensors whose tiles a later loop iteration reads back (accumulators loaded
+        # from memory): moved by plain loads and stores, whose ordering a barrier settles
+        self.read_back: set[str] = set()
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -698,7 +701,8 @@ class KernelLowering:
             for other in list(array.slots):
                 if not (constant and other != key and all(k[0] == "Const" for k in other)):
                     del array.slots[other]
-            array.slots[key] = Buffer(array.symbol, array.shape, array.elem)
+            array.slots[key] = Buffer(array.symbol, array.shape, array.elem,
+                                      index=tuple(values))
             return array.slots[key]
         found = array.slots.get(key)
         if found is None:
@@ -774,6 +778,11 @@ class KernelLowering:
             raise unsupported(item.span, f"assigning to '{target.name}' here")
         if isinstance(target, ast.ElemAccess):
             self._store_element(stmt, target, item)
+            return
+        if isinstance(target, ast.Index):  # an element of a fragment array
+            from .mma import acc_arith_at
+
+            acc_arith_at(self, target, item)
             return
         raise unsupported(item.span, "this assignment target")
 
@@ -1168,6 +1177,12 @@ class KernelLowering:
         if all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == d.extent for e, d in zip(extents, base.dims)):
             return base
+        if base.split and all(b.is_const(o, 0) for o in offsets) and all(
+                e.value == part for e, (_, part) in zip(extents, base.split)):
+            return base  # an instance's whole element of an array its parts were stored to
+        split = _instance_parts(offsets, tuple(extents), base)
+        if split is not None:
+            return replace(base, split=split)
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
 
@@ -1438,6 +1453,37 @@ class _LevelScope:
 
     def __exit__(self, *exc: object) -> None:
         del self.kl.active[self.depth:]
+
+
+def _instance_parts(offsets: list[ir.Expr], extents: tuple[Sym, ...],
+                    tile: Tile) -> tuple[tuple[tuple[ir.Axis, ...], int], ...] | None:
+    """``buf.subspan(64, 64).at(wg, 0)`` of a tile the instances filled side by side: when
+    each offset is instance indices times whole parts, and the parts together cover the
+    tile, the per-dimension split (see ``Tile.split``); None otherwise."""
+    split = []
+    for offset, extent, dim in zip(offsets, extents, tile.dims):
+        lin = b.linearize(offset)
+        if lin is None or lin.collapsed or not b.is_const(lin.rest, 0) or extent.value is None:
+            return None
+        covered = extent.value
+        axes = []
+        for axis, coef in sorted(lin.axes.items(), key=lambda kv: kv[1]):
+            if coef != covered:
+                return None
+            axes.append(axis)
+            covered *= axis.extent
+        if covered != dim.extent:
+            return None
+        split.append((tuple(reversed(axes)), extent.value))
+    return tuple(split)
+
+
+def _children(node: ast.Node) -> Iterator[ast.Node]:
+    """The AST nodes directly under ``node``."""
+    for f in fields(node):
+        value = getattr(node, f.name)
+        items = value if isinstance(value, tuple) else (value,)
+        yield from (item for item in items if isinstance(item, ast.Node))
 
 
 def _broadcast(value: ir.Expr, axes: tuple[ir.Axis, ...]) -> ir.Expr:

@@ -7,6 +7,13 @@ affine in the instance indices: when the A tile of instance ``p`` starts at row
 K-slice loop whose index ``w`` selects columns ``w * Ek`` of both operands is collapsed
 the same way into one dot over ``n * Ek`` columns. Anything else gets CQ0703 explaining
 which index breaks the pattern.
+
+Around that core: accumulators start from a fill, from memory (``mc = mma.load view``,
+C input) or from a ``frag`` declaration (one accumulator per element of a fragment array);
+``.scale`` multiplies each product by per-row and scalar scales, and ``mma.scale`` folds a
+raw partial sum into the result (spec 5.8, two accumulators); register tiles (a filled
+``frag`` tile, another accumulator) enter the dot as they are (RS mode); u8 operands are
+shifted to s8 with exact corrections, since ``tl.dot`` multiplies signed bytes only.
 """
 
 from __future__ import annotations
@@ -182,6 +189,10 @@ def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
         _load_accumulator(kl, stmt, sym)
         return
     source = kl.resolve_view_read(stmt.src)
+    tile = kl.env.get(sym)
+    if isinstance(tile, Buffer):  # `mma.load view, x;` into a `frag T [M, K] x` tile
+        tile.content = source.clipped(tile.shape, True) if isinstance(source, Region) else source
+        return
     kl.env[sym] = Operand(source, sym.elem or dtypes.F16)
 
 
@@ -208,6 +219,7 @@ def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> Non
                      extents=(Sym(m_total), Sym(n_total)), fill=0, filled=True)
     if kl.loop_depth:  # the previous iteration may have stored this tile from other threads
         kl.emit(ir.Barrier(stmt.span))
+        kl.read_back.add(source.tensor.name)
     tile = load_tile(kl, region, (layout.m, layout.n), stmt.span, f"{acc.name}_in")
     kl.emit(ir.Let(stmt.span, acc.name, b.cast(tile.expr, b.dtype_of(acc.elem))))
     _start(kl, acc, stmt.span, with_value=False)
@@ -410,7 +422,7 @@ def _register_operand(kl: KernelLowering, tile: Tile, dims: tuple[ir.Axis, ir.Ax
     """A register tile (``frag f16 [M, K] a {1.0f}``, a computed buffer) as a dot operand:
     the same values laid along the dot's axes. Its padding must match the dot's, and lanes
     past its extent along K must not add anything."""
-    if set(tile.expr.axes) - set(tile.dims):
+    if set(tile.expr.axes) - set(tile.dims) or tile.split:
         raise unsupported(node.span, "an MMA operand held in registers that differs between "
                                      "instances")
     for have, want in zip(tile.dims, dims):
@@ -524,6 +536,10 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     target = kl.resolve_view(stmt.dst, write=True)
     if isinstance(target, Tile):
         raise unsupported(stmt.dst.span, "storing into a register-resident buffer twice")
+    if isinstance(target, BufferSlot) and target.buffer.index is not None and (
+            layout.m_parts or layout.n_parts):
+        _store_to_elements(kl, stmt, acc, target, transposed)
+        return
     if isinstance(target, BufferSlot):
         origin, row_t, col_t = target.offsets, row, col
     else:
@@ -533,11 +549,8 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     _unfuse(lin_row, layout.m_parts, layout.tile_m, stmt.dst, "rows")
     _unfuse(lin_col, layout.n_parts, layout.tile_n, stmt.dst, "columns")
     dims = (layout.n, layout.m) if transposed else (layout.m, layout.n)
-    value_name = kl.fresh(f"{acc.name}_out")
     dst_elem = target.buffer.elem if isinstance(target, BufferSlot) else target.tensor.elem
-    acc_var = ir.Var((layout.m, layout.n), b.dtype_of(acc.elem), acc.name)
-    kl.emit(ir.Let(stmt.span, value_name, b.cast(acc_var, b.dtype_of(dst_elem))))
-    tile = Tile(ir.Var((layout.m, layout.n), b.dtype_of(dst_elem), value_name), dims, dst_elem)
+    tile = _converted(kl, acc, dst_elem, dims, stmt.span)
     new_origin = _replace(origin, {row_t: lin_row.rest, col_t: lin_col.rest})
     if isinstance(target, BufferSlot):
         _store_to_buffer(target, tile, new_origin, stmt)
@@ -546,6 +559,59 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     if stmt.modifier == "mask":
         tile = replace(tile, valid=_row_col_guard(kl, stmt, layout))
     store_tile(kl, replace(target, origin=new_origin, extents=extents), tile, stmt.span)
+
+
+def _converted(kl: KernelLowering, acc: Acc, elem: dtypes.ElemType, dims: tuple[ir.Axis, ...],
+               span: Span) -> Tile:
+    """The accumulator converted to the destination's element type, as a tile."""
+    assert acc.layout is not None
+    axes = (acc.layout.m, acc.layout.n)
+    name = kl.fresh(f"{acc.name}_out")
+    kl.emit(ir.Let(span, name, b.cast(ir.Var(axes, b.dtype_of(acc.elem), acc.name),
+                                      b.dtype_of(elem))))
+    return Tile(ir.Var(axes, b.dtype_of(elem), name), dims, elem)
+
+
+def _store_to_elements(kl: KernelLowering, stmt: ast.MmaStore, acc: Acc, slot: BufferSlot,
+                       transposed: bool) -> None:
+    """``mma.store mc, out_s[g0];``: each instance stores its tile into its own element of
+    an array of buffers. The elements together hold the fused accumulator: the element
+    keeps the whole tile, marked as split between the instances (``Tile.split``), so that a
+    later copy of ``out_s[g0]`` stores every instance's part at once."""
+    layout = acc.layout
+    assert layout is not None
+    parts = [(layout.m_parts, layout.tile_m), (layout.n_parts, layout.tile_n)]
+    if transposed:
+        parts.reverse()
+    whole = all(b.is_const(o, 0) for o in slot.offsets) and all(
+        s.value == extent for s, (_, extent) in zip(slot.buffer.shape, parts))
+    if not whole:
+        raise unsupported(stmt.dst.span, "an mma.store that fills only part of an element of "
+                                         "an array of buffers")
+    index = slot.buffer.index or ()
+    if not _one_element_each(index, layout.m_parts + layout.n_parts):
+        raise _fail(stmt.dst, "the array index does not give every instance its own element")
+    dims = (layout.n, layout.m) if transposed else (layout.m, layout.n)
+    tile = _converted(kl, acc, slot.buffer.elem, dims, stmt.span)
+    slot.buffer.content = replace(tile, split=tuple(parts))
+
+
+def _one_element_each(index: tuple[ir.Expr, ...], parts: tuple[ir.Axis, ...]) -> bool:
+    """Whether distinct instances (values of the ``parts`` axes) get distinct indices: each
+    index dimension is affine in whole mixed-radix steps of its axes, and every part axis
+    appears."""
+    seen: set[ir.Axis] = set()
+    for expr in index:
+        lin = b.linearize(expr)
+        if lin is None or lin.collapsed:
+            return False
+        step = 1
+        for axis, coef in sorted(lin.axes.items(), key=lambda kv: abs(kv[1])):
+            if abs(coef) < step:
+                return False
+            step = abs(coef) * axis.extent
+            seen.add(axis)
+    return set(parts) <= seen
 
 
 def _row_col_guard(kl: KernelLowering, stmt: ast.MmaStore, layout: AccLayout) -> ir.Expr | None:
@@ -585,6 +651,18 @@ def _store_to_buffer(slot: BufferSlot, tile: Tile, origin: tuple[ir.Expr, ...],
         raise unsupported(stmt.dst.span, "an mma.store that fills only part of a shared buffer",
                           "store every instance's tile so that together they cover the buffer")
     buffer.content = tile
+
+
+def acc_arith_at(kl: KernelLowering, target: ast.Index, item: ast.Assign) -> None:
+    """``mc[1] *= s;``: arithmetic on one accumulator of a fragment array."""
+    base: ast.Expr = target
+    while isinstance(base, ast.Index):
+        base = base.base
+    sym = kl.fn.refs.get(id(base))
+    acc = _named_acc(kl, sym, target) if sym is not None else None
+    if acc is None:
+        raise unsupported(item.span, "this assignment target")
+    acc_arith(kl, acc, item)
 
 
 def acc_arith(kl: KernelLowering, acc: Acc, item: ast.Assign) -> None:

@@ -67,6 +67,8 @@ def _descriptor(kl: KernelLowering, region: Region,
         return None
     if len(region.extents) != len(tensor.dims):
         return None  # a view of fewer dimensions than its tensor (scratch slices)
+    if tensor.name in kl.read_back:  # TMA stores are not ordered by a thread barrier
+        return None
     if any(d.padded or d.size > MAX_BOX for d in dims):
         return None
     if any(e.value != d.size for e, d in zip(region.extents, dims)):

@@ -153,12 +153,18 @@ class Region:
 @dataclass(frozen=True)
 class Tile:
     """A register tile: ``expr`` over ``dims`` (axis of buffer dimension d), ``valid``
-    masks elements that hold no data."""
+    masks elements that hold no data.
+
+    ``split`` marks a per-instance view of a tile the instances filled together (each
+    warpgroup reading back its own rows of a fused MMA result): per dimension, the instance
+    axes that select the part (outermost first) and one part's extent. The tile itself
+    stays whole; where it is stored, the destination must place the parts the same way."""
 
     expr: ir.Expr
     dims: tuple[ir.Axis, ...]
     elem: ElemType
     valid: ir.Expr | None = None
+    split: tuple[tuple[tuple[ir.Axis, ...], int], ...] = ()
 
 
 @dataclass
@@ -188,6 +194,7 @@ class Buffer:
     scope: list | None = None
     lanes: tuple[ir.Axis, ...] = ()
     owned: bool = False
+    index: tuple[ir.Expr, ...] | None = None  # an element of a BufferArray: its indices
 
 
 @dataclass

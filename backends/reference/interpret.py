@@ -259,6 +259,9 @@ class Interpreter(Evaluator):
         if isinstance(target, ast.ElemAccess):
             self._store_element(target, item)
             return
+        if isinstance(target, ast.Index):  # an element of a fragment array
+            mma.frag_arith(self, mma.frag(self, target), item)
+            return
         if not isinstance(target, ast.Ident):
             raise not_implemented(f"assigning to '{type(target).__name__}'")
         sym = self.fn.refs.get(id(target))

@@ -113,6 +113,10 @@ def exec_load(it: Any, stmt: ast.MmaLoad) -> None:
     data: DataView = it.data_of(stmt.src)
     tile = data.read(it.undefined_value(data.elem))
     sym = it.fn.frags.get(id(stmt))
+    if not stmt.declares and sym is not None and sym.kind is SymKind.DATA:
+        dst: DataView = it.data_of(stmt.target)  # a `frag T [M, K] x` register tile
+        dst.write(_convert_tile(tile, dst.elem), None)
+        return
     if not stmt.declares:
         target = frag(it, stmt.target)
         target.value = tile.to(arith.torch_dtype(target.elem))

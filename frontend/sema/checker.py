@@ -508,6 +508,12 @@ class Checker:
             elif sym.kind is SymKind.SCALAR and sym.elem is not None:
                 self._check_convert(info, sym.elem, item.value.span, item.value)
             return
+        if isinstance(target, ast.Index):  # `mc[1] *= s;` on an element of a fragment array
+            sym = self._frag_ref(target)
+            info = self._expr(item.value)
+            if sym is not None:
+                self._frag_arith(sym, info, item)
+            return
         target_info = self._expr(target)
         value = self._expr(item.value)
         if isinstance(target_info.type, ScalarType):
@@ -1160,7 +1166,8 @@ class Checker:
         self.swizzles[info.root] = value if swiz else 0
 
     def _tma_rules(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:
-        """TMA moves tiles between global and shared memory, once per block (spec 5.7)."""
+        """TMA moves tiles between global and shared memory, issued by one thread of the
+        block or of each warpgroup (spec 5.7): warp and thread indices cannot pick a tile."""
         if not 1 <= len(src.shape) <= 5:
             self._error("CQ0437", stmt.span, rank=len(src.shape))
         pair = (src.storage, dst.storage)
@@ -1172,7 +1179,7 @@ class Checker:
             for ident in _idents(operand):
                 sym = self._fn().refs.get(id(ident))
                 if sym is not None and sym.kind is SymKind.BOUNDED and sym.level in (
-                        Level.GROUP4, Level.GROUP, Level.THREAD):
+                        Level.GROUP, Level.THREAD):
                     self._error("CQ0421", ident.span, name=sym.name, level=sym.level.value)
                     return
 
@@ -1661,6 +1668,17 @@ class Checker:
         self._note_decl(stmt, sym)
         self._fn().frags[id(stmt)] = sym
 
+    def _register_tile(self, expr: ast.Expr) -> Symbol | None:
+        """The ``frag T [M, K] x {v};`` register tile ``expr`` names, if it names one."""
+        if not isinstance(expr, ast.Ident):
+            return None
+        sym = self._lookup(expr.name)
+        if sym is None or sym.kind is not SymKind.DATA or not (
+                isinstance(sym.decl_node, ast.SpannedDecl) and sym.decl_node.frag):
+            return None
+        self._fn().refs[id(expr)] = sym
+        return sym
+
     def _frag_ref(self, expr: ast.Expr) -> Symbol | None:
         """The fragment ``expr`` names: ``mc``, or ``mc[i][j]`` of an array of fragments."""
         indices: list[ast.Expr] = []
@@ -1681,6 +1699,7 @@ class Checker:
             self._error("CQ0508", expr.span, name=base.name)
             return None
         if sym.array_dims and not indices:
+            sym.frag_executed = True  # reported here; "never executed" would only echo it
             self._error("CQ0550", expr.span, name=base.name,
                         dims="".join(f"[{d}]" for d in sym.array_dims),
                         first="[0]" * len(sym.array_dims))
@@ -1699,6 +1718,13 @@ class Checker:
         if len(data.shape) != 2 or not all(d.is_const for d in data.shape):
             self._error("CQ0501", stmt.src.span, name=_text(stmt.src), shape=shape_text(data.shape))
         if not stmt.declares:  # `mma.load view, frag;`: new contents for a fragment
+            tile = self._register_tile(stmt.target)
+            if tile is not None:  # or for a `frag T [M, K] x` register tile (RS-mode A)
+                if any(x.provably_eq(y) is False for x, y in zip(tile.shape or (), data.shape)):
+                    self._error("CQ0403", stmt.span, src=shape_text(data.shape),
+                                dst=shape_text(tile.shape or ()))
+                self._fn().frags[id(stmt)] = tile
+                return
             sym = self._frag_ref(stmt.target)
             if sym is not None:
                 self._fn().frags[id(stmt)] = sym
@@ -1760,6 +1786,8 @@ class Checker:
         b = self._operand(stmt.b)
         for extra in stmt.extra:
             self._expr(extra)
+        if acc is not None and (a is None or b is None):
+            acc.frag_executed = True  # its operands were reported; CQ0506 would only echo that
         if acc is None or a is None or b is None:
             return
         if acc.frag_role != "acc" and not _loaded_as_accumulator(acc):

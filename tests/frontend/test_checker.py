@@ -199,3 +199,28 @@ def test_buffer_array_index_ranges_follow_enclosing_conditions(guard: str, index
     reporter = check(BUFFER_ARRAY_INDEX.format(guard=guard, index=index))
     found = [d.message for d in reporter.diagnostics if d.code == "CQ0315"]
     assert found == ([message] if message else [])
+
+
+def test_mma_with_a_bad_operand_is_not_also_never_executed() -> None:
+    """An accumulator whose MMA had an operand error is not reported as never executed."""
+    reporter = check(wrap("  parallel p by 1 : block {\n    mc = mma.fill.f32 0.0f;\n"
+                          "    mma.row.row mc, a.subspan(16, 16).at(0, 0), missing;\n"
+                          "    mma.store mc, b.subspan(16, 16).at(0, 0);\n  }"))
+    assert [d.code for d in reporter.diagnostics] == ["CQ0201"]
+
+
+def test_a_whole_fragment_array_as_accumulator_is_one_error() -> None:
+    """``mma ... mc, ...`` on an array of fragments: CQ0550, and no echo about the array
+    never being executed."""
+    reporter = check(wrap("  parallel p by 1 : block {\n    frag mc[1][3] {0};\n"
+                          "    parallel w by 1 : group {\n"
+                          "      mma.row.row mc, a.subspan(16, 16).at(0, 0), "
+                          "b.subspan(16, 16).at(0, 0);\n"
+                          "      mma.store mc[0][1], a.subspan(16, 16).at(0, 0);\n    }\n  }"))
+    assert [(d.code, d.line) for d in reporter.diagnostics] == [("CQ0550", 5)]
+
+
+def test_mma_load_into_a_register_tile_checks_the_shape() -> None:
+    reporter = check(wrap("  parallel p by 1 : block {\n    frag f32 [16, 8] t {0.0f};\n"
+                          "    mma.load a.subspan(16, 16).at(0, 0), t;\n  }"))
+    assert [(d.code, d.line) for d in reporter.diagnostics] == [("CQ0403", 4)]
