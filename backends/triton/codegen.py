@@ -153,20 +153,10 @@ class KernelWriter:
                 step += f", num_stages={stmt.stages}"
             loop = "tl.range" if stmt.pipelined else "range"
             w.line(f"for {stmt.var} in {loop}({start}, {stop}{step}):")
-            self.loops += 1
-            if self.loops > _MAX_LOOPS:
-                raise self._too_deep(stmt, f"loops nested {self.loops} deep",
-                                     f"Python nests {_MAX_LOOPS} loops at most")
-            self.block(stmt.body, stmt)
-            self.loops -= 1
+            self._loop_body(stmt)
         elif isinstance(stmt, ir.While):
             w.line(f"while {self.expr(stmt.cond, ())}:")
-            self.loops += 1
-            if self.loops > _MAX_LOOPS:
-                raise self._too_deep(stmt, f"loops nested {self.loops} deep",
-                                     f"Python nests {_MAX_LOOPS} loops at most")
-            self.block(stmt.body, stmt)
-            self.loops -= 1
+            self._loop_body(stmt)
         elif isinstance(stmt, ir.If):
             w.line(f"if {self.expr(stmt.cond, ())}:")
             self.block(stmt.then, stmt)
@@ -194,6 +184,15 @@ class KernelWriter:
             w.line(f"# {stmt.text}")
         else:  # pragma: no cover - every IR statement has a rule above
             raise TypeError(f"no code generation rule for {type(stmt).__name__}")
+
+    def _loop_body(self, stmt: ir.For | ir.While) -> None:
+        """The body of a loop; Python's parser limits how deep loops nest."""
+        self.loops += 1
+        if self.loops > _MAX_LOOPS:
+            raise self._too_deep(stmt, f"loops nested {self.loops} deep",
+                                 f"Python nests {_MAX_LOOPS} loops at most")
+        self.block(stmt.body, stmt)
+        self.loops -= 1
 
     def block(self, body: list[ir.Stmt], owner: ir.Stmt) -> None:
         if self.w.depth + 1 > _MAX_INDENT:
