@@ -263,12 +263,17 @@ def _where(expectation: Expectation) -> str:
 
 
 def _revision(root: Path) -> str:
+    """``@ <commit>`` of the checkout at ``root``; empty when ``root`` is not the top of a
+    git work tree (a copy of the files inside some other repository has no revision)."""
     try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel",
+                               "--short", "HEAD"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return f"@ {done.stdout.strip()}" if done.returncode == 0 and done.stdout.strip() else ""
+    lines = done.stdout.split()
+    if done.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != root.resolve():
+        return ""
+    return f"@ {lines[1]}"
 
 
 def to_json(outcomes: list[Outcome], skipped: list[Skipped], root: Path) -> dict[str, Any]:
