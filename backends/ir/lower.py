@@ -1145,6 +1145,11 @@ class KernelLowering:
         offsets = [b.const(0) for _ in extents]
         ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
+            if step.kind == "sqz":
+                base = _squeezed(base, offsets, tuple(extents), step.span)
+                offsets = [b.const(0) for _ in step.extents]
+                extents = step.extents
+                continue
             if step.kind == "span_as":
                 base = self._reshaped(base, offsets, tuple(extents), step)
                 offsets = [b.const(0) for _ in step.extents]
@@ -1514,3 +1519,15 @@ def iter_stmts(block: ast.Block) -> Iterator[ast.Stmt]:
             child = getattr(stmt, name, None)
             if isinstance(child, ast.Block):
                 yield from iter_stmts(child)
+
+
+def _squeezed(base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
+              span: Span) -> Region:
+    """``.sqz()``: the tensor view cut so far without its dimensions of size 1; the
+    dropped dimensions keep their coordinate in the origin."""
+    if not isinstance(base, Region):
+        raise unsupported(span, "'.sqz' of a buffer", "squeeze the global tensor view")
+    cut = base.shifted(offsets, extents)
+    kept = [d for d, e in enumerate(extents) if e.value != 1]
+    return cut._replace(axes=tuple(cut.axis_of(d) for d in kept),
+                        extents=tuple(extents[d] for d in kept))

@@ -23,7 +23,8 @@ from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgr
                     Type, ViewInfo, ViewStep)
 from .targets import DEFAULT_TARGET, TARGETS, Target
 from .symbolic import Sym, shape_text
-from .views import TileArg, ViewError, chunkat_step, span_as_step, subspan_step, view_from_step
+from .views import (TileArg, ViewError, chunkat_step, span_as_step, squeeze_step, subspan_step,
+                    view_from_step)
 
 
 @dataclass(frozen=True)
@@ -989,9 +990,14 @@ class Checker:
                             problem=f"exceeds the innermost loop's {trips} iterations")
 
     def _within(self, item: ast.Within, level: Level) -> LoopInfo:
-        info = self._expr(item.shape)
+        runtime = self._runtime_trips(item.shape)
+        # `foreach y in [n]`, n a runtime integer: its item was checked already
+        info = self._fn().exprs[id(runtime)] if runtime is not None else self._expr(item.shape)
         dynamic: tuple[ast.Expr | None, ...] = ()
-        if isinstance(info.type, ShapeType):
+        if runtime is not None and (bound := self._loop_bound(runtime, 4)) is not None:
+            bounds = [bound]
+            dynamic = (runtime,)
+        elif isinstance(info.type, ShapeType):
             bounds = list(info.type.dims)
             for bound in bounds:
                 if bound.value is not None and bound.value <= 0:
@@ -1528,6 +1534,8 @@ class Checker:
         if op.kind == "span_as":
             new_shape = self._shape_items(op.args, op.span)
             return None if new_shape is None else span_as_step(shape, list(new_shape), op.span)
+        if op.kind == "sqz":
+            return squeeze_step(shape, op.span)
         self._error("CQ0701", op.span, construct=f"'.{op.kind}'", hint=None)
         return None
 
@@ -1567,6 +1575,47 @@ class Checker:
                 return min(known) if known else None
             return max(then, other) if then is not None and other is not None else None
         return None
+
+    def _runtime_trips(self, shape: ast.Expr) -> ast.Expr | None:
+        """The single item of ``[n]`` when it is a runtime integer (a trip count known
+        only when the kernel runs, like a causal KV bound)."""
+        if not isinstance(shape, ast.ShapeLit) or len(shape.items) != 1:
+            return None
+        item = shape.items[0]
+        info = self._expr(item)
+        return item if info.static is None and _is_intlike(info) else None
+
+    def _loop_bound(self, expr: ast.Expr, depth: int) -> Sym | None:
+        """An upper bound of a runtime integer, possibly in terms of parameter sizes:
+        constants and sizes, ``__min(a, b)`` and ``(a < b) ? a : b`` (either bound),
+        ``c ? a : b`` (the provably larger bound) and names declared from those."""
+        info = self._fn().exprs.get(id(expr))
+        if info is not None and info.static is not None:
+            return info.static
+        if isinstance(expr, ast.Ident) and depth:
+            sym = self._fn().refs.get(id(expr))
+            init = _initialiser(sym) if sym is not None else None
+            if sym is not None and sym in self.scalar_bounds:
+                return Sym(self.scalar_bounds[sym])
+            return self._loop_bound(init, depth - 1) if init is not None else None
+        if isinstance(expr, ast.CallExpr) and expr.name == "__min" and len(expr.args) == 2:
+            return self._smaller_bound(*(self._loop_bound(a, depth) for a in expr.args))
+        if isinstance(expr, ast.Ternary):
+            then, other = self._loop_bound(expr.then, depth), self._loop_bound(expr.other, depth)
+            if _is_minimum(expr):
+                return self._smaller_bound(then, other)
+            if then is None or other is None:
+                return None
+            if then.provably_le(other):
+                return other
+            return then if other.provably_le(then) else None
+        return None
+
+    @staticmethod
+    def _smaller_bound(a: Sym | None, b: Sym | None) -> Sym | None:
+        if a is None or b is None:
+            return a if b is None else b
+        return a if a.provably_le(b) else b
 
     def _view_extent(self, expr: ast.Expr, what: str) -> tuple[Sym, ast.Expr | None]:
         """A view extent; a runtime integer with a static bound gives the bound and
