@@ -315,6 +315,7 @@ class KernelLowering:
         self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
         self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
         self.loop_depth = 0  # sequential loops around the statement being lowered
+        self.apply_depth = 0  # inside `apply` blocks (apply.py)
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
         self.grid: tuple[Sym, ...] = (Sym(1),)
@@ -814,6 +815,10 @@ class KernelLowering:
         return self.arith(op[:-1], current, rhs, elem)
 
     def _store_element(self, stmt: ast.AssignStmt, target: ast.ElemAccess, item: ast.Assign) -> None:
+        register = self._apply_target(target)
+        if register is not None:
+            apply.store_element(self, register, target, item, stmt.span)
+            return
         buffer = self._element_buffer(target)
         if buffer is not None:
             scratch.store_element(self, buffer, target, item, stmt.span)
@@ -850,6 +855,9 @@ class KernelLowering:
         expr = stmt.expr
         if isinstance(expr, ast.CallExpr) and expr.name in _ATOMICS:
             self.atomic(expr, stmt.span, want_result=False)
+            return
+        if isinstance(expr, ast.CallExpr) and expr.name in apply.FRAGMENT_CALLS:
+            apply.lower_call(self, expr, stmt.span)
             return
         raise unsupported(stmt.span, _describe(expr) if not isinstance(expr, ast.CallExpr)
                           else f"the call '{expr.name}'")
@@ -1093,6 +1101,9 @@ class KernelLowering:
 
         lower_store(self, stmt)
 
+    def _s_Apply(self, stmt: ast.Apply) -> None:
+        apply.lower_apply(self, stmt)
+
     def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
         from .mma import lower_frag_decl
 
@@ -1235,6 +1246,9 @@ class KernelLowering:
                 raise unsupported(e.span, f"reading '{base.name}' before it holds data")
             index = self.element_index(e)
             return scratch.readable(self, value, index, e.span), index, value.elem
+        elif isinstance(value, Acc) and sym is not None:
+            source = apply.register_tile(self, sym, e.span)
+            elem = value.elem
         elif isinstance(value, (Region, Tile)):
             source = value
             elem = value.tensor.elem if isinstance(value, Region) else value.elem
@@ -1243,6 +1257,17 @@ class KernelLowering:
         else:
             raise unsupported(e.span, "this element access")
         return source, self.element_index(e), elem
+
+    def _apply_target(self, target: ast.ElemAccess) -> Symbol | None:
+        """The accumulator or register buffer an element write inside ``apply`` replaces."""
+        if not self.apply_depth or not isinstance(target.base, ast.Ident):
+            return None
+        sym = self.fn.refs.get(id(target.base))
+        value = self.env.get(sym) if sym is not None else None
+        if isinstance(value, Acc) or (isinstance(value, Buffer) and sym.storage == "local"
+                                      and not isinstance(value.content, Region)):
+            return sym
+        return None
 
     def element_index(self, e: ast.ElemAccess) -> list[ir.Expr]:
         """The indices of ``x.at(...)``."""
@@ -1321,9 +1346,12 @@ class KernelLowering:
                        pointer.dtype, pointer, mask, source.fill)  # padding reads its value
 
     def _tile_element(self, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
-        """Reading a register tile at indices that are exactly its own axes."""
+        """Reading a register tile at indices that are exactly its own axes (or, inside
+        ``apply``, the axes of the tile it spans)."""
         if all(isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, tile.dims)):
             return tile.expr
+        if self.apply_depth:
+            return apply.read_element(tile, index, span)
         raise unsupported(span, "reading single elements of a register-resident buffer at "
                                 "computed positions",
                           "read the data from where it was copied from, or use whole-tile code")
@@ -1498,7 +1526,7 @@ def _is_int_type(t: object) -> bool:
 
 def _describe(node: ast.Node) -> str:
     names = {
-        "While": "'while' loops", "InThreads": "'inthreads' blocks", "Apply": "'apply' blocks",
+        "While": "'while' loops", "InThreads": "'inthreads' blocks",
         "SwapStmt": "'swap'/'rotate'",
         "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
         "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
@@ -1531,3 +1559,6 @@ def _squeezed(base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
     kept = [d for d, e in enumerate(extents) if e.value != 1]
     return cut._replace(axes=tuple(cut.axis_of(d) for d in kept),
                         extents=tuple(extents[d] for d in kept))
+
+
+from . import apply  # noqa: E402  (apply.py builds on this module)

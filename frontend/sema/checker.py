@@ -100,6 +100,7 @@ class Checker:
         self.swap_groups: list[set[Symbol]] = []
         self.kernel_threads: tuple[int, Span] | None = None
         self.scalar_bounds: dict[Symbol, int] = {}  # runtime ints with a static upper bound
+        self.apply_depth = 0  # inside `apply` blocks: accumulators are read element-wise
         # ranges of bounded variables narrowed by enclosing `if` / `inthreads` conditions
         self.known: dict[Symbol, tuple[int | None, int | None]] = {}
 
@@ -109,6 +110,22 @@ class Checker:
             return CheckedProgram([self.check_function(f) for f in program.functions])
 
     def check_function(self, node: ast.Function) -> CheckedFunction:
+        """One walk; a second one when an ``apply`` spans an accumulator before the MMA
+        that gives it its shape (the loop body of online softmax rescales the output
+        accumulator before this iteration's MMA): the second walk knows every shape."""
+        self.acc_shapes: dict[Span, tuple[Sym, ...]] = {}
+        self.shapes_pending = False
+        mark = self.reporter.checkpoint()
+        fn = self._check_function(node)
+        if self.shapes_pending:
+            self.acc_shapes = {sym.span: sym.shape for sym in self._all_frags()
+                               if sym.shape is not None}
+            self.reporter.rollback(mark)
+            fn = self._check_function(node)
+        return fn
+
+    def _check_function(self, node: ast.Function) -> CheckedFunction:
+        self.shapes_pending = False
         self.scopes = [{}]
         self.ctx = _Context()
         self._reset_function_state()
@@ -1683,7 +1700,8 @@ class Checker:
         if stmt.declares:
             name = _target_name(stmt.target)
             sym = Symbol(name, SymKind.FRAG, stmt.target.span, elem=elem, frag_role="acc",
-                         mutable=True, decl_node=stmt)
+                         mutable=True, decl_node=stmt,
+                         shape=self.acc_shapes.get(stmt.target.span))
             self._declare(sym)
             self._note_decl(stmt, sym)
             self._fn().frags[id(stmt)] = sym
@@ -1984,9 +2002,15 @@ class Checker:
             t = DataType(t.symbol.elem, t.symbol.shape, t.symbol.storage or "shared")
         if isinstance(t, _Error):
             return ERROR
+        if isinstance(t, FragType) and self.apply_depth:
+            t = self._accumulator_elements(t.symbol)
+            if t is None:
+                return ExprInfo(ScalarType(dtypes.F32))  # (shape known in the second walk)
         if not isinstance(t, DataType):
             self._error("CQ0213", e.span, name=_text(e.base), kind=t.describe(),
-                        usage="with .at(...) (it reads elements of spanned data)")
+                        usage="with .at(...) outside an 'apply' block" if isinstance(
+                            t, FragType) else "with .at(...) (it reads elements of spanned "
+                        "data)")
             return ERROR
         count = 0
         for index in e.indices:
@@ -2008,6 +2032,48 @@ class Checker:
                     not 0 <= static.value < size.value:
                 self._error("CQ0304", index.span, dim=d, index=static.value, bound=size.value)
         return ExprInfo(ScalarType(t.elem))
+
+    def _accumulator_elements(self, sym: Symbol) -> DataType | None:
+        """An accumulator read or written element by element inside ``apply``: its
+        elements, once an MMA gave it a shape."""
+        if sym.shape is None:
+            self.shapes_pending = True
+            return None
+        return DataType(sym.elem or dtypes.F32, sym.shape, "local")
+
+    def _stmt_Apply(self, stmt: ast.Apply) -> None:
+        """``apply {i, j} in x.span body``: the body for every element of an accumulator
+        or a ``frag`` buffer, ``i, j`` its indices (bounded by its extents)."""
+        sym = self._lookup(stmt.frag)
+        if sym is None:
+            self._error("CQ0201", stmt.span, name=stmt.frag)
+            return
+        if sym.kind is SymKind.FRAG and sym.shape is None:
+            self.shapes_pending = True  # (an MMA later in the function gives the shape)
+            return
+        if sym.kind not in (SymKind.FRAG, SymKind.DATA, SymKind.VIEW) or sym.shape is None:
+            self._error("CQ0213", stmt.span, name=sym.name, kind=_a(sym.kind.value),
+                        usage="with 'apply' (it spans an accumulator or a 'frag' buffer)")
+            return
+        if len(stmt.vars) != len(sym.shape):
+            self._error("CQ0311", stmt.span, what="the apply index list",
+                        expected=len(sym.shape), actual=len(stmt.vars))
+            return
+        self.scopes.append({})
+        syms = []
+        for name, bound in zip(stmt.vars, sym.shape):
+            index = Symbol(name, SymKind.BOUNDED, stmt.span, elem=dtypes.INT, bound=bound,
+                           level=Level.LOOP)
+            self._declare(index)
+            syms.append(index)
+        self._fn().loops[id(stmt)] = (LoopInfo(tuple(syms), tuple(sym.shape)),)
+        self._fn().refs[id(stmt)] = sym
+        self.apply_depth += 1
+        self.ctx.loops += 1
+        self._block(stmt.body, new_scope=False)
+        self.ctx.loops -= 1
+        self.apply_depth -= 1
+        self.scopes.pop()
 
     def _index_base(self, e: ast.Index) -> ExprInfo:
         base = self._expr(e.base)
