@@ -154,24 +154,16 @@ class FunctionLowering:
             return
         if isinstance(stmt, ast.ScalarDecl):
             for item, sym in zip(stmt.items, self.fn.decls.get(id(stmt), [])):
-                if sym.value is not None and not sym.mutable:
-                    continue  # known from constants and sizes: uses are folded by the checker
-                value = _literal_value(item.init, self.fn.exprs.get(id(item.init))) \
-                    if item.init is not None else 0
-                if value is None and item.init is not None and _from_scalars(item.init):
-                    # computed from scalar parameters: each kernel computes it again
-                    self.env[sym] = HostScalar(item.init, sym.elem or dtypes.INT)
-                    continue
-                if value is None:
-                    raise unsupported(stmt.span, "a host scalar computed at run time",
-                                      "host code computes scalars from parameters and "
-                                      "constants; read data inside a parallel block")
-                elem = sym.elem or dtypes.INT
-                self.env[sym] = Scalar(b.const(value, b.dtype_of(elem)), elem)
+                self._host_scalar(sym, item.init, stmt.span)
+            return
+        decls = self.fn.decls.get(id(stmt), [])
+        if isinstance(stmt, ast.AssignStmt) and decls and all(
+                s.kind is SymKind.SCALAR for s in decls):  # `n = cdiv(SEQ, 64);`
+            for item, sym in zip(stmt.items, decls):
+                self._host_scalar(sym, item.value, stmt.span)
             return
         if isinstance(stmt, (ast.MdspanDecl, ast.ItupleDecl)):
             return  # compile-time values: the checker folded their uses
-        decls = self.fn.decls.get(id(stmt), [])
         if isinstance(stmt, ast.AssignStmt) and decls and all(
                 s.kind in (SymKind.ITUPLE, SymKind.MDSPAN) for s in decls):
             return  # `t = {1, 2};` declares a compile-time ituple (other assignments: below)
@@ -185,6 +177,21 @@ class FunctionLowering:
             raise unsupported(stmt.span, "an assert on values computed at run time")
         raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
                           "host code may allocate buffers, launch parallel blocks and return")
+
+    def _host_scalar(self, sym: Symbol, init: ast.Expr | None, span: Span) -> None:
+        if sym.value is not None and not sym.mutable:
+            return  # known from constants and sizes: uses are folded by the checker
+        value = _literal_value(init, self.fn.exprs.get(id(init))) if init is not None else 0
+        if value is None and init is not None and _from_scalars(init):
+            # computed from scalar parameters: each kernel computes it again
+            self.env[sym] = HostScalar(init, sym.elem or dtypes.INT)
+            return
+        if value is None:
+            raise unsupported(span, "a host scalar computed at run time",
+                              "host code computes scalars from parameters and "
+                              "constants; read data inside a parallel block")
+        elem = sym.elem or dtypes.INT
+        self.env[sym] = Scalar(b.const(value, b.dtype_of(elem)), elem)
 
     def _host_program(self, stmts: list[ast.Stmt]) -> None:
         """Host statements that read or write data element by element (``foreach i ...
