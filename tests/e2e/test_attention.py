@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import torch
 
-import croqtile
 
 from ..backends.sm90 import HAVE_CUDA_BACKEND, assert_compiles_for_sm90
 from .checks import Case, check, poison, random
