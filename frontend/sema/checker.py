@@ -2264,7 +2264,50 @@ class Checker:
             return ExprInfo(ScalarType(common or dtypes.INT), static)
         if e.name in _ATOMIC_ARITY:
             return self._atomic(e, args)
+        if e.name in _FRAGMENT_CALLS:
+            self._fragment_call(e)
         return ExprInfo(_INT)
+
+    def _fragment_call(self, e: ast.CallExpr) -> None:
+        """``copy(dst, src)`` and ``reduce_max/reduce_sum(dst, src, dim)`` on accumulators
+        and ``frag`` buffers: the destination has the shape the source gives."""
+        arity = 2 if e.name == "copy" else 3
+        if len(e.args) != arity:
+            self._error("CQ0311", e.span, what=f"'{e.name}'", expected=arity,
+                        actual=len(e.args))
+            return
+        shapes = [self._fragment_shape(e, a) for a in e.args[:2]]
+        dst, src = shapes
+        if dst is None or src is None:
+            return
+        expected = src
+        if e.name != "copy":
+            dim = self._static_int(e.args[2], "a reduction dimension").value
+            if dim is None:
+                return
+            if not 0 <= dim < len(src):
+                self._error("CQ0304", e.args[2].span, dim=0, index=dim, bound=len(src))
+                return
+            expected = src[:dim] + src[dim + 1:]
+        if len(dst) != len(expected) or any(
+                x.provably_eq(y) is False for x, y in zip(dst, expected)):
+            self._error("CQ0560", e.span, call=e.name, dst=_text(e.args[0]),
+                        dst_shape=shape_text(dst), src=_text(e.args[1]),
+                        expected=shape_text(expected))
+
+    def _fragment_shape(self, e: ast.CallExpr, arg: ast.Expr) -> tuple[Sym, ...] | None:
+        info = self._fn().exprs.get(id(arg))
+        t = info.type if info is not None else None
+        if isinstance(t, FragType):
+            if t.symbol.shape is None:
+                self.shapes_pending = True
+            return t.symbol.shape
+        if isinstance(t, DataType) and isinstance(arg, ast.Ident):
+            return t.shape
+        if not isinstance(t, _Error):
+            self._error("CQ0213", arg.span, name=_text(arg), kind=t.describe() if t else "?",
+                        usage=f"with '{e.name}' (it takes accumulators and 'frag' buffers)")
+        return None
 
     def _atomic(self, e: ast.CallExpr, args: list[ExprInfo]) -> ExprInfo:
         """``__atomic_op(x.at(i), v[, w])``: the element of shared/global data to update."""
@@ -2541,6 +2584,9 @@ def _scalar_elem(info: ExprInfo) -> ElemType | None:
 def _is_intlike(info: ExprInfo) -> bool:
     elem = _scalar_elem(info)
     return elem is not None and elem.is_int
+
+
+_FRAGMENT_CALLS = frozenset({"copy", "reduce_max", "reduce_sum"})
 
 
 def _is_minimum(expr: ast.Ternary) -> bool:
