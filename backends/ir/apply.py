@@ -11,12 +11,12 @@ rows. ``reduce_max/reduce_sum(dst, src, dim)`` are ``tl.max/tl.sum`` along ``dim
 from __future__ import annotations
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import Symbol
+from ...frontend.sema.model import Level, Symbol
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
-from .lower import KernelLowering, _broadcast
+from .lower import KernelLowering, _broadcast, iter_stmts
 from .values import Acc, Bounded, Buffer, Tile, padding_mask
 
 
@@ -31,6 +31,52 @@ def lower_apply(kl: KernelLowering, stmt: ast.Apply) -> None:
         kl.block(stmt.body)
     finally:
         kl.apply_depth -= 1
+
+
+def runs_in_turn(kl: KernelLowering, stmt: ast.Parallel) -> bool:
+    """Whether the warp(-group) instances of ``stmt`` run one after the other. The MMA
+    lowering merges the accumulators of side-by-side instances into one tile, but the
+    ``frag`` vectors and row indices of element-wise code belong to one instance each;
+    instances that share nothing but read-only data give the same result in turn."""
+    levels = kl.fn.parallels[id(stmt)]
+    if not any(level.level in (Level.GROUP4, Level.GROUP) for level in levels):
+        return False
+    if all((bound.value or 1) == 1 for level in levels for bound in level.bounds):
+        return False
+    return any(isinstance(inner, ast.Apply) for inner in iter_stmts(stmt.body))
+
+
+def lower_in_turn(kl: KernelLowering, stmt: ast.Parallel) -> None:
+    """The body once per instance, in a loop over each level variable."""
+    loops: list[tuple[str, int]] = []
+    for level in kl.fn.parallels[id(stmt)]:
+        total = 1
+        for sym, bound in zip(level.vars, level.bounds):
+            extent = bound.value or 1
+            total *= extent
+            if extent == 1:
+                kl.env[sym] = Bounded(b.const(0), bound)
+                continue
+            name = kl.fresh(sym.name)
+            kl.env[sym] = Bounded(b.var(name, high=extent - 1), bound)
+            loops.append((name, extent))
+        kl.level_bounds[level.level] = max(kl.level_bounds.get(level.level, 1), total)
+    kl.bodies.add(id(stmt.body))
+    _nest(kl, stmt, loops)
+
+
+def _nest(kl: KernelLowering, stmt: ast.Parallel, loops: list[tuple[str, int]]) -> None:
+    if not loops:
+        kl.block(stmt.body)
+        return
+    name, extent = loops[0]
+    with kl.nested() as inner:
+        kl.loop_depth += 1
+        try:
+            _nest(kl, stmt, loops[1:])
+        finally:
+            kl.loop_depth -= 1
+    kl.emit(ir.For(stmt.span, name, b.const(0), b.const(extent), inner.body, pipelined=False))
 
 
 def span_axes(kl: KernelLowering, sym: Symbol, span: Span) -> tuple[ir.Axis, ...]:

@@ -661,6 +661,9 @@ class KernelLowering:
         for level in levels:
             if level.level is Level.BLOCK:
                 raise LoweringError("CQ0609", stmt.span, inner="block", outer="block")
+        if apply.runs_in_turn(self, stmt):
+            apply.lower_in_turn(self, stmt)
+            return
         with self.nested_levels(levels):
             self.bodies.add(id(stmt.body))
             self.block(stmt.body)

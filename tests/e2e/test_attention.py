@@ -130,7 +130,36 @@ __co__ auto row_softmax(f16 [M, K] a, f16 [K, N] b) {
 """
 
 
-def _row_softmax_case(m: int, n: int, k: int) -> Case:
+# the same with two warps per block, 16 rows each: each warp keeps its own row vectors
+ROW_SOFTMAX_SPLIT = """
+__co__ auto row_softmax(f16 [M, K] a, f16 [K, N] b) {
+  f32 [M, N] y;
+  parallel {bm, bn} by [M / 32, N / 32] : block {
+    parallel w by 2 : group {
+      frag f32[16] peak;
+      frag f32[16] mass;
+      acc = mma.fill.f32 0.0f;
+      foreach {kb} in [K / 16] {
+        ta = dma.copy a.subspan(32, 16).at(bm, kb) => shared;
+        tb = dma.copy b.subspan(16, 32).at(kb, bn) => shared;
+        mma.row.col acc, ta.chunkat(w, _), tb;
+      }
+      reduce_max(peak, acc, 1);
+      apply {i, j} in acc.span
+        acc.at(i, j) = __exp(acc.at(i, j) - peak.at(i));
+      reduce_sum(mass, acc, 1);
+      apply {i, j} in acc.span
+        acc.at(i, j) /= mass.at(i);
+      mma.store acc, y.subspan(16, 32).at(bm # w, bn);
+    }
+  }
+  return y;
+}
+"""
+
+
+def _row_softmax_case(m: int, n: int, k: int, source: str = ROW_SOFTMAX,
+                      name: str = "row_softmax") -> Case:
     def inputs() -> list[Any]:
         return [random((m, k), torch.float16) * 0.25, random((k, n), torch.float16)]
 
@@ -138,7 +167,7 @@ def _row_softmax_case(m: int, n: int, k: int) -> Case:
         product = x[0].double() @ x[1].double()
         return torch.cat([torch.softmax(part, dim=1) for part in product.split(32, dim=1)], 1)
 
-    return Case(f"row_softmax-{m}x{n}x{k}", ROW_SOFTMAX, inputs, reference, torch.float32,
+    return Case(f"{name}-{m}x{n}x{k}", source, inputs, reference, torch.float32,
                 tolerance=1e-5)
 
 
@@ -189,6 +218,7 @@ CASES = [
     _attention_case(1, 40, 72, causal=False),
     _attention_case(1, 40, 72, causal=True),
     _row_softmax_case(64, 64, 32),
+    _row_softmax_case(64, 32, 48, ROW_SOFTMAX_SPLIT, "row_softmax_two_warps"),
     _recurrence_case(48),
 ]
 
@@ -201,6 +231,7 @@ def test_against_torch_and_the_reference_interpreter(case: Case) -> None:
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
 @pytest.mark.parametrize("source,name", [(ATTENTION, "attention.co"),
                                          (ROW_SOFTMAX, "row_softmax.co"),
+                                         (ROW_SOFTMAX_SPLIT, "row_softmax_two_warps.co"),
                                          (RECURRENCE, "recurrence.co")])
 def test_compiles_for_sm90(source: str, name: str) -> None:
     assert_compiles_for_sm90(source, name)
