@@ -85,10 +85,10 @@ def span_axes(kl: KernelLowering, sym: Symbol, span: Span) -> tuple[ir.Axis, ...
     value = kl.env.get(sym)
     if isinstance(value, Acc):
         return _acc_axes(kl, value, span)
-    if isinstance(value, Buffer):
+    if isinstance(value, Buffer) and sym.storage == "local":
         return _buffer_tile(kl, value, span).dims
-    raise unsupported(span, f"'apply' over '{sym.name}'",
-                      "span an accumulator or a 'frag' buffer")
+    # other spanned data: the indices range over its shape (a vectorised loop)
+    return tuple(kl.tile_axis(d, sym.name, span) for d in sym.shape or ())
 
 
 def _acc_axes(kl: KernelLowering, acc: Acc, span: Span) -> tuple[ir.Axis, ir.Axis]:
@@ -167,8 +167,10 @@ def store_element(kl: KernelLowering, sym: Symbol, target: ast.ElemAccess,
         rhs = kl.arith(item.op[:-1], old, rhs, wide)
     new = _broadcast(b.cast(rhs, dtype), old.axes)
     if set(new.axes) - set(old.axes):
-        raise unsupported(item.value.span, "a value that differs between threads written "
-                                           "into a register tile")
+        raise unsupported(item.value.span, "a value that depends on an index its element "
+                                           "does not (or on the thread) written into a "
+                                           "register tile",
+                          "reduce it first, e.g. with reduce_max or reduce_sum")
     predicate = kl.predicate()
     if predicate is not None:
         new = ir.Where(b.merged(predicate, new, old), dtype, predicate, new, old)

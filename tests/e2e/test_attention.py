@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import torch
 
+import croqtile
+from croqtile.backends.reference import interpret_source
 
 from ..backends.sm90 import HAVE_CUDA_BACKEND, assert_compiles_for_sm90
-from .checks import Case, check, poison, random
+from .checks import Case, assert_close, check, poison, random
 
 # Attention over [heads, rows, 32] tensors, 32-row query tiles, 32-row key tiles. Keys
 # past the end of the sequence (the zero-filled tail of the last tile) and, when causal,
@@ -235,3 +237,33 @@ def test_against_torch_and_the_reference_interpreter(case: Case) -> None:
                                          (RECURRENCE, "recurrence.co")])
 def test_compiles_for_sm90(source: str, name: str) -> None:
     assert_compiles_for_sm90(source, name)
+
+
+def test_apply_over_global_data_is_a_vectorised_loop() -> None:
+    """``apply`` may span any static-shaped data: the indices are broadcast index tensors."""
+    source = """
+__co__ void shift(global f32 [8, 16] x, global f32 [8, 16] y) {
+  parallel p by 1 : block
+    apply {i, j} in x.span
+      y.at(i, j) = x.at(i, j) + i * 100 + j;
+}
+"""
+    x = random((8, 16), torch.float32)
+    ours, theirs = poison(torch.empty(8, 16)), poison(torch.empty(8, 16))
+    expected = x.double() + torch.arange(8)[:, None] * 100.0 + torch.arange(16)[None, :]
+    interpret_source(source, [x, ours], {})
+    croqtile.compile(source)(x, theirs)
+    for out in (ours, theirs):
+        assert_close(out, expected, torch.float32)
+
+
+def test_a_row_vector_written_with_a_column_dependent_value_is_reported() -> None:
+    """Each row of a ``frag`` vector holds one value; a value that varies along the
+    columns cannot be stored there (the diagnostic points at the value)."""
+    source = ROW_SOFTMAX.replace("reduce_max(peak, acc, 1);",
+                                 "apply {i, j} in acc.span peak.at(i) = acc.at(i, j);")
+    with pytest.raises(croqtile.CompileError) as err:
+        croqtile.compile(source)
+    diagnostic = err.value.diagnostics[0]
+    assert diagnostic.code == "CQ0701" and "reduce it first" in str(diagnostic)
+    assert diagnostic.location.line == source[:source.index("peak.at(i) =")].count("\n") + 1
