@@ -1599,8 +1599,12 @@ class Checker:
         if not isinstance(shape, ast.ShapeLit) or len(shape.items) != 1:
             return None
         item = shape.items[0]
+        mark = self.reporter.checkpoint()
         info = self._expr(item)
-        return item if info.static is None and _is_intlike(info) else None
+        if info.static is None and _is_intlike(info):
+            return item
+        self.reporter.rollback(mark)  # (checked again as part of the shape)
+        return None
 
     def _loop_bound(self, expr: ast.Expr, depth: int) -> Sym | None:
         """An upper bound of a runtime integer, possibly in terms of parameter sizes:
