@@ -1882,6 +1882,39 @@ __co__ void scaled(global f8_e4m3 [16, 32] a, global f8_e4m3 [16, 32] b,
 """,
         message="the MMA scale operand must have shape [M, 1] or [1, M] with M = 16, got [16, 2]",
     ),
+    "CQ0560": Example(
+        bad="""\
+__co__ void row_max(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      frag f32[8] peak;
+      mc = mma.fill.f32 0.0f;
+      mma.row.row mc, a, b;
+      reduce_max(peak, mc, 1);
+      apply {i, j} in mc.span
+        mc.at(i, j) -= peak.at(i);
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void row_max(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      frag f32[16] peak;
+      mc = mma.fill.f32 0.0f;
+      mma.row.row mc, a, b;
+      reduce_max(peak, mc, 1);
+      apply {i, j} in mc.span
+        mc.at(i, j) -= peak.at(i);
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        message="'reduce_max' into 'peak' of shape [8]: the source 'mc' gives [16]",
+    ),
     "CQ0550": Example(
         bad="""\
 __co__ void gemm(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
@@ -3255,6 +3288,9 @@ MEANINGS: dict[str, str] = {
     "CQ0511": "2:4 sparse MMA compresses K in groups of four, so K must be a multiple of 4.",
     "CQ0512": "The per-row scale of a scaled MMA has one value per row of the accumulator: "
               "shape `[M, 1]` or `[1, M]`.",
+    "CQ0560": "`copy(dst, src)` needs a destination of the source's shape; "
+              "`reduce_max/reduce_sum(dst, src, d)` one of the source's shape without "
+              "dimension `d` (a row maximum of a [64, 32] accumulator is a `frag f32[64]`).",
     "CQ0550": "`frag mc[2][3] {v};` declares an array of accumulators; MMA statements work on "
               "one of them at a time, named with its indices.",
     "CQ0601": "A `parallel` bound is zero or negative.",

@@ -199,6 +199,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0511", E, "sparse MMA needs K to be a multiple of 4 (K = {k})"),
     Code("CQ0512", E, "the MMA scale operand must have shape [M, 1] or [1, M] with M = {m}, "
                       "got {shape}"),
+    Code("CQ0560", E, "'{call}' into '{dst}' of shape {dst_shape}: the source '{src}' "
+                      "gives {expected}"),
     Code("CQ0550", E, "'{name}' is an array of MMA fragments {dims}: select one element, as in "
                       "'{name}{first}'"),
     # --- parallel levels and control flow ----------------------------------------------

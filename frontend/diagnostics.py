@@ -188,6 +188,17 @@ class Reporter:
             text = self._lines[key] = source.line_text(line)
         return text
 
+    def checkpoint(self) -> tuple[int, dict[Severity, int], int]:
+        """What has been reported so far, to go back to with ``rollback`` (a stage that
+        walks a function a second time reports its findings once)."""
+        return len(self.diagnostics), dict(self._kept), self.dropped
+
+    def rollback(self, mark: tuple[int, dict[Severity, int], int]) -> None:
+        count, kept, dropped = mark
+        del self.diagnostics[count:]
+        self._kept = dict(kept)
+        self.dropped = dropped
+
     @property
     def errors(self) -> list[Diagnostic]:
         return [d for d in self.diagnostics if d.severity_kind is Severity.ERROR]

@@ -154,24 +154,16 @@ class FunctionLowering:
             return
         if isinstance(stmt, ast.ScalarDecl):
             for item, sym in zip(stmt.items, self.fn.decls.get(id(stmt), [])):
-                if sym.value is not None and not sym.mutable:
-                    continue  # known from constants and sizes: uses are folded by the checker
-                value = _literal_value(item.init, self.fn.exprs.get(id(item.init))) \
-                    if item.init is not None else 0
-                if value is None and item.init is not None and _from_scalars(item.init):
-                    # computed from scalar parameters: each kernel computes it again
-                    self.env[sym] = HostScalar(item.init, sym.elem or dtypes.INT)
-                    continue
-                if value is None:
-                    raise unsupported(stmt.span, "a host scalar computed at run time",
-                                      "host code computes scalars from parameters and "
-                                      "constants; read data inside a parallel block")
-                elem = sym.elem or dtypes.INT
-                self.env[sym] = Scalar(b.const(value, b.dtype_of(elem)), elem)
+                self._host_scalar(sym, item.init, stmt.span)
+            return
+        decls = self.fn.decls.get(id(stmt), [])
+        if isinstance(stmt, ast.AssignStmt) and decls and all(
+                s.kind is SymKind.SCALAR for s in decls):  # `n = cdiv(SEQ, 64);`
+            for item, sym in zip(stmt.items, decls):
+                self._host_scalar(sym, item.value, stmt.span)
             return
         if isinstance(stmt, (ast.MdspanDecl, ast.ItupleDecl)):
             return  # compile-time values: the checker folded their uses
-        decls = self.fn.decls.get(id(stmt), [])
         if isinstance(stmt, ast.AssignStmt) and decls and all(
                 s.kind in (SymKind.ITUPLE, SymKind.MDSPAN) for s in decls):
             return  # `t = {1, 2};` declares a compile-time ituple (other assignments: below)
@@ -185,6 +177,21 @@ class FunctionLowering:
             raise unsupported(stmt.span, "an assert on values computed at run time")
         raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
                           "host code may allocate buffers, launch parallel blocks and return")
+
+    def _host_scalar(self, sym: Symbol, init: ast.Expr | None, span: Span) -> None:
+        if sym.value is not None and not sym.mutable:
+            return  # known from constants and sizes: uses are folded by the checker
+        value = _literal_value(init, self.fn.exprs.get(id(init))) if init is not None else 0
+        if value is None and init is not None and _from_scalars(init):
+            # computed from scalar parameters: each kernel computes it again
+            self.env[sym] = HostScalar(init, sym.elem or dtypes.INT)
+            return
+        if value is None:
+            raise unsupported(span, "a host scalar computed at run time",
+                              "host code computes scalars from parameters and "
+                              "constants; read data inside a parallel block")
+        elem = sym.elem or dtypes.INT
+        self.env[sym] = Scalar(b.const(value, b.dtype_of(elem)), elem)
 
     def _host_program(self, stmts: list[ast.Stmt]) -> None:
         """Host statements that read or write data element by element (``foreach i ...
@@ -315,6 +322,7 @@ class KernelLowering:
         self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
         self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
         self.loop_depth = 0  # sequential loops around the statement being lowered
+        self.apply_depth = 0  # inside `apply` blocks (apply.py)
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
         self.grid: tuple[Sym, ...] = (Sym(1),)
@@ -656,6 +664,9 @@ class KernelLowering:
         for level in levels:
             if level.level is Level.BLOCK:
                 raise LoweringError("CQ0609", stmt.span, inner="block", outer="block")
+        if apply.runs_in_turn(self, stmt):
+            apply.lower_in_turn(self, stmt)
+            return
         with self.nested_levels(levels):
             self.bodies.add(id(stmt.body))
             self.block(stmt.body)
@@ -823,6 +834,10 @@ class KernelLowering:
         return self.arith(op[:-1], current, rhs, elem)
 
     def _store_element(self, stmt: ast.AssignStmt, target: ast.ElemAccess, item: ast.Assign) -> None:
+        register = self._apply_target(target)
+        if register is not None:
+            apply.store_element(self, register, target, item, stmt.span)
+            return
         buffer = self._element_buffer(target)
         if buffer is not None:
             scratch.store_element(self, buffer, target, item, stmt.span)
@@ -859,6 +874,9 @@ class KernelLowering:
         expr = stmt.expr
         if isinstance(expr, ast.CallExpr) and expr.name in _ATOMICS:
             self.atomic(expr, stmt.span, want_result=False)
+            return
+        if isinstance(expr, ast.CallExpr) and expr.name in apply.FRAGMENT_CALLS:
+            apply.lower_call(self, expr, stmt.span)
             return
         raise unsupported(stmt.span, _describe(expr) if not isinstance(expr, ast.CallExpr)
                           else f"the call '{expr.name}'")
@@ -1102,6 +1120,9 @@ class KernelLowering:
 
         lower_store(self, stmt)
 
+    def _s_Apply(self, stmt: ast.Apply) -> None:
+        apply.lower_apply(self, stmt)
+
     def _s_FragDecl(self, stmt: ast.FragDecl) -> None:
         from .mma import lower_frag_decl
 
@@ -1154,6 +1175,11 @@ class KernelLowering:
         offsets = [b.const(0) for _ in extents]
         ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
+            if step.kind == "sqz":
+                base = _squeezed(base, offsets, tuple(extents), step.span)
+                offsets = [b.const(0) for _ in step.extents]
+                extents = step.extents
+                continue
             if step.kind == "span_as":
                 base = self._reshaped(base, offsets, tuple(extents), step)
                 offsets = [b.const(0) for _ in step.extents]
@@ -1245,6 +1271,9 @@ class KernelLowering:
                 raise unsupported(e.span, f"reading '{base.name}' before it holds data")
             index = self.element_index(e)
             return scratch.readable(self, value, index, e.span), index, value.elem
+        elif isinstance(value, Acc) and sym is not None:
+            source = apply.register_tile(self, sym, e.span)
+            elem = value.elem
         elif isinstance(value, (Region, Tile)):
             source = value
             elem = value.tensor.elem if isinstance(value, Region) else value.elem
@@ -1253,6 +1282,17 @@ class KernelLowering:
         else:
             raise unsupported(e.span, "this element access")
         return source, self.element_index(e), elem
+
+    def _apply_target(self, target: ast.ElemAccess) -> Symbol | None:
+        """The accumulator or register buffer an element write inside ``apply`` replaces."""
+        if not self.apply_depth or not isinstance(target.base, ast.Ident):
+            return None
+        sym = self.fn.refs.get(id(target.base))
+        value = self.env.get(sym) if sym is not None else None
+        if isinstance(value, Acc) or (isinstance(value, Buffer) and sym.storage == "local"
+                                      and not isinstance(value.content, Region)):
+            return sym
+        return None
 
     def element_index(self, e: ast.ElemAccess) -> list[ir.Expr]:
         """The indices of ``x.at(...)``."""
@@ -1331,9 +1371,12 @@ class KernelLowering:
                        pointer.dtype, pointer, mask, source.fill)  # padding reads its value
 
     def _tile_element(self, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
-        """Reading a register tile at indices that are exactly its own axes."""
+        """Reading a register tile at indices that are exactly its own axes (or, inside
+        ``apply``, the axes of the tile it spans)."""
         if all(isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, tile.dims)):
             return tile.expr
+        if self.apply_depth:
+            return apply.read_element(tile, index, span)
         raise unsupported(span, "reading single elements of a register-resident buffer at "
                                 "computed positions",
                           "read the data from where it was copied from, or use whole-tile code")
@@ -1539,7 +1582,7 @@ def _is_int_type(t: object) -> bool:
 
 def _describe(node: ast.Node) -> str:
     names = {
-        "While": "'while' loops", "InThreads": "'inthreads' blocks", "Apply": "'apply' blocks",
+        "While": "'while' loops", "InThreads": "'inthreads' blocks",
         "SwapStmt": "'swap'/'rotate'",
         "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
         "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
@@ -1560,3 +1603,18 @@ def iter_stmts(block: ast.Block) -> Iterator[ast.Stmt]:
             child = getattr(stmt, name, None)
             if isinstance(child, ast.Block):
                 yield from iter_stmts(child)
+
+
+def _squeezed(base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
+              span: Span) -> Region:
+    """``.sqz()``: the tensor view cut so far without its dimensions of size 1; the
+    dropped dimensions keep their coordinate in the origin."""
+    if not isinstance(base, Region):
+        raise unsupported(span, "'.sqz' of a buffer", "squeeze the global tensor view")
+    cut = base.shifted(offsets, extents)
+    kept = [d for d, e in enumerate(extents) if e.value != 1]
+    return cut._replace(axes=tuple(cut.axis_of(d) for d in kept),
+                        extents=tuple(extents[d] for d in kept))
+
+
+from . import apply  # noqa: E402  (apply.py builds on this module)

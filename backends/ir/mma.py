@@ -502,7 +502,7 @@ def _fuse(lin: b.Linear, tile: int, node: ast.Expr, what: str) -> tuple[tuple[ir
 
 def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
             n_parts: tuple[ir.Axis, ...], em: int, en: int, m_total: int, n_total: int,
-            stmt: ast.MmaExec | ast.MmaLoad) -> AccLayout:
+            stmt: ast.Node) -> AccLayout:
     layout = acc.layout
     if layout is None:
         m = kl.axis(object(), m_total, "m", DOT_MIN)
@@ -516,6 +516,17 @@ def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
     if (layout.m_parts, layout.n_parts, layout.tile_m, layout.tile_n) != (m_parts, n_parts, em, en):
         raise _fail(stmt, "this MMA splits the accumulator differently from an earlier one")
     return layout
+
+
+def start_layout(kl: KernelLowering, acc: Acc, span: Span) -> AccLayout:
+    """The layout of an accumulator read element-wise before its first MMA (``apply``
+    at the top of a loop whose MMA comes later): one instance's tile of the shape the
+    checker found. An MMA that would split it differently fails later."""
+    shape = acc.symbol.shape
+    if shape is None or len(shape) != 2:
+        raise unsupported(span, "an accumulator whose shape no MMA gives")
+    m, n = (static_extent(d, span) for d in shape)
+    return _layout(kl, acc, (), (), m, n, m, n, acc.symbol.decl_node)
 
 
 def _replace(origin: tuple[ir.Expr, ...], new: dict[int, ir.Expr]) -> tuple[ir.Expr, ...]:

@@ -40,7 +40,12 @@ def element_written(kl: KernelLowering, sym: object) -> bool:
     element assignment or an atomic)."""
     if kl.element_targets is None:
         targets: set[object] = set()
+        # (writes inside `apply` replace whole register tiles: apply.py)
+        in_apply = {id(n) for a in walk(kl.root) if isinstance(a, ast.Apply)
+                    for n in walk(a.body)}
         for node in walk(kl.root):
+            if id(node) in in_apply:
+                continue
             target = None
             if isinstance(node, ast.Assign) and isinstance(node.target, ast.ElemAccess):
                 target = node.target

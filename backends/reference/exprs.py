@@ -194,7 +194,7 @@ class Evaluator:
                                      "an MMA future)")
             return value.data
         if isinstance(value, Frag):
-            raise not_implemented("views of MMA fragments")
+            return _frag_elements(value, _text(e))
         raise InterpretError(f"'{_text(e)}' is not spanned data")
 
     def _array_element(self, e: ast.Index) -> DataView:
@@ -408,12 +408,28 @@ class Evaluator:
             from .atomics import atomic
 
             return atomic(self, e)
+        if e.name in _FRAGMENT_CALLS:
+            return self._fragment_call(e)
         args = [self.eval(a) for a in e.args]
         if e.name == "cdiv":
             num, den = args
             return arith.binary("/", arith.binary("-", arith.binary("+", num, den, dtypes.INT),
                                                   1, dtypes.INT), den, dtypes.INT, self.mask)
         return arith.builtin(e.name, args, self._result_elem(self.info(e)))
+
+    def _fragment_call(self, e: ast.CallExpr) -> None:
+        """``copy(dst, src)``; ``reduce_max/reduce_sum(dst, src, dim)``: ``dst`` gets the
+        maximum / sum of ``src`` along ``dim`` (computed in f64, rounded once)."""
+        dst, src = self.data_of(e.args[0]), self.data_of(e.args[1])
+        value = src.read(None)
+        if e.name != "copy":
+            dim = _int(self.eval(e.args[2]), "a reduction dimension")
+            wide = value.to(torch.float64)
+            value = wide.amax(dim) if e.name == "reduce_max" else wide.sum(dim)
+        if tuple(value.shape) != dst.shape:
+            raise InterpretError(f"'{e.name}' of a {list(value.shape)} value into "
+                                 f"'{dst.name}' of shape {list(dst.shape)}")
+        dst.write(arith.as_tensor(value, dst.elem))
 
     def _e_Cast(self, e: ast.Cast) -> Any:
         if e.quoted:
@@ -453,6 +469,8 @@ class Evaluator:
         extents = [self.sym_value(x) for x in step.extents]
         if step.kind == "span_as":
             return data.reshaped(extents)
+        if step.kind == "sqz":
+            return data.squeezed()
         if step.kind == "modspan":
             raise not_implemented("'.modspan'")
         if op.strides is not None:
@@ -527,3 +545,15 @@ def _text(e: ast.Node) -> str:
     except Exception:  # messages only
         return type(e).__name__
 
+
+_FRAGMENT_CALLS = frozenset({"copy", "reduce_max", "reduce_sum"})
+
+
+def _frag_elements(frag: Frag, name: str) -> DataView:
+    """An accumulator's elements (``acc.at(i, j)`` in ``apply``): a view of its tile that
+    reads and writes it in place."""
+    if frag.value is None:
+        raise InterpretError(f"the accumulator '{name}' holds no tile yet")
+    if not frag.value.is_contiguous():
+        frag.value = frag.value.contiguous()
+    return DataView.whole(frag.value, frag.elem, "local", name)

@@ -431,6 +431,26 @@ class Interpreter(Evaluator):
                 continue
         return True
 
+    def _s_Apply(self, stmt: ast.Apply) -> None:
+        """``apply {i, j} in x.span``: the body once for every element of ``x``. The
+        elements are independent, so they run as lanes (like a vectorised parallel
+        level): ``i`` and ``j`` are tensors over every index pair, branches are masks."""
+        loop = self.fn.loops[id(stmt)][0]
+        bounds = [self.sym_value(b) for b in loop.bounds]
+        if self.lanes:
+            raise not_implemented("'apply' inside a parallel level run as lanes")
+        grids = torch.meshgrid(*(torch.arange(n, dtype=torch.int32) for n in bounds),
+                               indexing="ij")
+        frame = Frame(self.frame)
+        for sym, grid in zip(loop.vars, grids):
+            frame.vars[(sym, sym.name)] = grid.reshape(-1)
+        saved = self.frame, self.mask, self.lanes
+        self.frame, self.mask, self.lanes = frame, None, True
+        try:
+            self.block(stmt.body)
+        finally:
+            self.frame, self.mask, self.lanes = saved
+
     # ------------------------------------------------------------------ parallel (5.2)
     def _s_Parallel(self, stmt: ast.Parallel) -> None:
         """Every instance of every level of this statement runs the body. Statements of

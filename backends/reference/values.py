@@ -132,6 +132,13 @@ class DataView:
         new = tuple(shape)
         return replace(self, shape=new, strides=row_major(new), valid=new)
 
+    def squeezed(self) -> DataView:
+        """``sqz``: the same elements without the dimensions of size 1."""
+        kept = [d for d, n in enumerate(self.shape) if n != 1]
+        return replace(self, shape=tuple(self.shape[d] for d in kept),
+                       strides=tuple(self.strides[d] for d in kept),
+                       valid=tuple(self.valid[d] for d in kept))
+
     # -- elements (spec 5.5) --------------------------------------------------------
     def address(self, index: list[Any], mask: torch.Tensor | None = None,
                 masked: bool = False) -> tuple[Any, Any]:

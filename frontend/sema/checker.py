@@ -23,7 +23,8 @@ from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgr
                     Type, ViewInfo, ViewStep)
 from .targets import DEFAULT_TARGET, TARGETS, Target
 from .symbolic import Sym, shape_text
-from .views import TileArg, ViewError, chunkat_step, span_as_step, subspan_step, view_from_step
+from .views import (TileArg, ViewError, chunkat_step, span_as_step, squeeze_step, subspan_step,
+                    view_from_step)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class Checker:
         self.swap_groups: list[set[Symbol]] = []
         self.kernel_threads: tuple[int, Span] | None = None
         self.scalar_bounds: dict[Symbol, int] = {}  # runtime ints with a static upper bound
+        self.apply_depth = 0  # inside `apply` blocks: accumulators are read element-wise
         # ranges of bounded variables narrowed by enclosing `if` / `inthreads` conditions
         self.known: dict[Symbol, tuple[int | None, int | None]] = {}
 
@@ -108,6 +110,22 @@ class Checker:
             return CheckedProgram([self.check_function(f) for f in program.functions])
 
     def check_function(self, node: ast.Function) -> CheckedFunction:
+        """One walk; a second one when an ``apply`` spans an accumulator before the MMA
+        that gives it its shape (the loop body of online softmax rescales the output
+        accumulator before this iteration's MMA): the second walk knows every shape."""
+        self.acc_shapes: dict[Span, tuple[Sym, ...]] = {}
+        self.shapes_pending = False
+        mark = self.reporter.checkpoint()
+        fn = self._check_function(node)
+        if self.shapes_pending:
+            self.acc_shapes = {sym.span: sym.shape for sym in self._all_frags()
+                               if sym.shape is not None}
+            self.reporter.rollback(mark)
+            fn = self._check_function(node)
+        return fn
+
+    def _check_function(self, node: ast.Function) -> CheckedFunction:
+        self.shapes_pending = False
         self.scopes = [{}]
         self.ctx = _Context()
         self._reset_function_state()
@@ -995,9 +1013,14 @@ class Checker:
                             problem=f"exceeds the innermost loop's {trips} iterations")
 
     def _within(self, item: ast.Within, level: Level) -> LoopInfo:
-        info = self._expr(item.shape)
+        runtime = self._runtime_trips(item.shape)
+        # `foreach y in [n]`, n a runtime integer: its item was checked already
+        info = self._fn().exprs[id(runtime)] if runtime is not None else self._expr(item.shape)
         dynamic: tuple[ast.Expr | None, ...] = ()
-        if isinstance(info.type, ShapeType):
+        if runtime is not None and (bound := self._loop_bound(runtime, 4)) is not None:
+            bounds = [bound]
+            dynamic = (runtime,)
+        elif isinstance(info.type, ShapeType):
             bounds = list(info.type.dims)
             for bound in bounds:
                 if bound.value is not None and bound.value <= 0:
@@ -1535,6 +1558,8 @@ class Checker:
         if op.kind == "span_as":
             new_shape = self._shape_items(op.args, op.span)
             return None if new_shape is None else span_as_step(shape, list(new_shape), op.span)
+        if op.kind == "sqz":
+            return squeeze_step(shape, op.span)
         self._error("CQ0701", op.span, construct=f"'.{op.kind}'", hint=None)
         return None
 
@@ -1574,6 +1599,51 @@ class Checker:
                 return min(known) if known else None
             return max(then, other) if then is not None and other is not None else None
         return None
+
+    def _runtime_trips(self, shape: ast.Expr) -> ast.Expr | None:
+        """The single item of ``[n]`` when it is a runtime integer (a trip count known
+        only when the kernel runs, like a causal KV bound)."""
+        if not isinstance(shape, ast.ShapeLit) or len(shape.items) != 1:
+            return None
+        item = shape.items[0]
+        mark = self.reporter.checkpoint()
+        info = self._expr(item)
+        if info.static is None and _is_intlike(info):
+            return item
+        self.reporter.rollback(mark)  # (checked again as part of the shape)
+        return None
+
+    def _loop_bound(self, expr: ast.Expr, depth: int) -> Sym | None:
+        """An upper bound of a runtime integer, possibly in terms of parameter sizes:
+        constants and sizes, ``__min(a, b)`` and ``(a < b) ? a : b`` (either bound),
+        ``c ? a : b`` (the provably larger bound) and names declared from those."""
+        info = self._fn().exprs.get(id(expr))
+        if info is not None and info.static is not None:
+            return info.static
+        if isinstance(expr, ast.Ident) and depth:
+            sym = self._fn().refs.get(id(expr))
+            init = _initialiser(sym) if sym is not None else None
+            if sym is not None and sym in self.scalar_bounds:
+                return Sym(self.scalar_bounds[sym])
+            return self._loop_bound(init, depth - 1) if init is not None else None
+        if isinstance(expr, ast.CallExpr) and expr.name == "__min" and len(expr.args) == 2:
+            return self._smaller_bound(*(self._loop_bound(a, depth) for a in expr.args))
+        if isinstance(expr, ast.Ternary):
+            then, other = self._loop_bound(expr.then, depth), self._loop_bound(expr.other, depth)
+            if _is_minimum(expr):
+                return self._smaller_bound(then, other)
+            if then is None or other is None:
+                return None
+            if then.provably_le(other):
+                return other
+            return then if other.provably_le(then) else None
+        return None
+
+    @staticmethod
+    def _smaller_bound(a: Sym | None, b: Sym | None) -> Sym | None:
+        if a is None or b is None:
+            return a if b is None else b
+        return a if a.provably_le(b) else b
 
     def _view_extent(self, expr: ast.Expr, what: str) -> tuple[Sym, ast.Expr | None]:
         """A view extent; a runtime integer with a static bound gives the bound and
@@ -1641,7 +1711,8 @@ class Checker:
         if stmt.declares:
             name = _target_name(stmt.target)
             sym = Symbol(name, SymKind.FRAG, stmt.target.span, elem=elem, frag_role="acc",
-                         mutable=True, decl_node=stmt)
+                         mutable=True, decl_node=stmt,
+                         shape=self.acc_shapes.get(stmt.target.span))
             self._declare(sym)
             self._note_decl(stmt, sym)
             self._fn().frags[id(stmt)] = sym
@@ -1963,9 +2034,15 @@ class Checker:
             t = DataType(t.symbol.elem, t.symbol.shape, t.symbol.storage or "shared")
         if isinstance(t, _Error):
             return ERROR
+        if isinstance(t, FragType) and self.apply_depth:
+            t = self._accumulator_elements(t.symbol)
+            if t is None:
+                return ExprInfo(ScalarType(dtypes.F32))  # (shape known in the second walk)
         if not isinstance(t, DataType):
             self._error("CQ0213", e.span, name=_text(e.base), kind=t.describe(),
-                        usage="with .at(...) (it reads elements of spanned data)")
+                        usage="with .at(...) outside an 'apply' block" if isinstance(
+                            t, FragType) else "with .at(...) (it reads elements of spanned "
+                        "data)")
             return ERROR
         count = 0
         for index in e.indices:
@@ -1987,6 +2064,48 @@ class Checker:
                     not 0 <= static.value < size.value:
                 self._error("CQ0304", index.span, dim=d, index=static.value, bound=size.value)
         return ExprInfo(ScalarType(t.elem))
+
+    def _accumulator_elements(self, sym: Symbol) -> DataType | None:
+        """An accumulator read or written element by element inside ``apply``: its
+        elements, once an MMA gave it a shape."""
+        if sym.shape is None:
+            self.shapes_pending = True
+            return None
+        return DataType(sym.elem or dtypes.F32, sym.shape, "local")
+
+    def _stmt_Apply(self, stmt: ast.Apply) -> None:
+        """``apply {i, j} in x.span body``: the body for every element of an accumulator
+        or a ``frag`` buffer, ``i, j`` its indices (bounded by its extents)."""
+        sym = self._lookup(stmt.frag)
+        if sym is None:
+            self._error("CQ0201", stmt.span, name=stmt.frag)
+            return
+        if sym.kind is SymKind.FRAG and sym.shape is None:
+            self.shapes_pending = True  # (an MMA later in the function gives the shape)
+            return
+        if sym.kind not in (SymKind.FRAG, SymKind.DATA, SymKind.VIEW) or sym.shape is None:
+            self._error("CQ0213", stmt.span, name=sym.name, kind=_a(sym.kind.value),
+                        usage="with 'apply' (it spans an accumulator or a 'frag' buffer)")
+            return
+        if len(stmt.vars) != len(sym.shape):
+            self._error("CQ0311", stmt.span, what="the apply index list",
+                        expected=len(sym.shape), actual=len(stmt.vars))
+            return
+        self.scopes.append({})
+        syms = []
+        for name, bound in zip(stmt.vars, sym.shape):
+            index = Symbol(name, SymKind.BOUNDED, stmt.span, elem=dtypes.INT, bound=bound,
+                           level=Level.LOOP)
+            self._declare(index)
+            syms.append(index)
+        self._fn().loops[id(stmt)] = (LoopInfo(tuple(syms), tuple(sym.shape)),)
+        self._fn().refs[id(stmt)] = sym
+        self.apply_depth += 1
+        self.ctx.loops += 1
+        self._block(stmt.body, new_scope=False)
+        self.ctx.loops -= 1
+        self.apply_depth -= 1
+        self.scopes.pop()
 
     def _index_base(self, e: ast.Index) -> ExprInfo:
         base = self._expr(e.base)
@@ -2177,7 +2296,50 @@ class Checker:
             return ExprInfo(ScalarType(common or dtypes.INT), static)
         if e.name in _ATOMIC_ARITY:
             return self._atomic(e, args)
+        if e.name in _FRAGMENT_CALLS:
+            self._fragment_call(e)
         return ExprInfo(_INT)
+
+    def _fragment_call(self, e: ast.CallExpr) -> None:
+        """``copy(dst, src)`` and ``reduce_max/reduce_sum(dst, src, dim)`` on accumulators
+        and ``frag`` buffers: the destination has the shape the source gives."""
+        arity = 2 if e.name == "copy" else 3
+        if len(e.args) != arity:
+            self._error("CQ0311", e.span, what=f"'{e.name}'", expected=arity,
+                        actual=len(e.args))
+            return
+        shapes = [self._fragment_shape(e, a) for a in e.args[:2]]
+        dst, src = shapes
+        if dst is None or src is None:
+            return
+        expected = src
+        if e.name != "copy":
+            dim = self._static_int(e.args[2], "a reduction dimension").value
+            if dim is None:
+                return
+            if not 0 <= dim < len(src):
+                self._error("CQ0304", e.args[2].span, dim=0, index=dim, bound=len(src))
+                return
+            expected = src[:dim] + src[dim + 1:]
+        if len(dst) != len(expected) or any(
+                x.provably_eq(y) is False for x, y in zip(dst, expected)):
+            self._error("CQ0560", e.span, call=e.name, dst=_text(e.args[0]),
+                        dst_shape=shape_text(dst), src=_text(e.args[1]),
+                        expected=shape_text(expected))
+
+    def _fragment_shape(self, e: ast.CallExpr, arg: ast.Expr) -> tuple[Sym, ...] | None:
+        info = self._fn().exprs.get(id(arg))
+        t = info.type if info is not None else None
+        if isinstance(t, FragType):
+            if t.symbol.shape is None:
+                self.shapes_pending = True
+            return t.symbol.shape
+        if isinstance(t, DataType) and isinstance(arg, ast.Ident):
+            return t.shape
+        if not isinstance(t, _Error):
+            self._error("CQ0213", arg.span, name=_text(arg), kind=t.describe() if t else "?",
+                        usage=f"with '{e.name}' (it takes accumulators and 'frag' buffers)")
+        return None
 
     def _atomic(self, e: ast.CallExpr, args: list[ExprInfo]) -> ExprInfo:
         """``__atomic_op(x.at(i), v[, w])``: the element of shared/global data to update."""
@@ -2454,6 +2616,9 @@ def _scalar_elem(info: ExprInfo) -> ElemType | None:
 def _is_intlike(info: ExprInfo) -> bool:
     elem = _scalar_elem(info)
     return elem is not None and elem.is_int
+
+
+_FRAGMENT_CALLS = frozenset({"copy", "reduce_max", "reduce_sum"})
 
 
 def _is_minimum(expr: ast.Ternary) -> bool:

@@ -1,5 +1,5 @@
 """The view algebra (spec 5.4): shapes of ``chunkat``, ``chunk().at()``,
-``subspan().step().at()``, ``view().from()`` and ``span_as`` steps.
+``subspan().step().at()``, ``view().from()``, ``span_as`` and ``sqz`` steps.
 
 Each step is recorded as a ``ViewStep``: new extents, and per dimension an index
 expression and a scale, so that the lowering computes the element offset of a view as
@@ -127,6 +127,13 @@ def span_as_step(shape: tuple[Sym, ...], new_shape: list[Sym], span: Span) -> Vi
         raise ViewError("CQ0308", span, src=shape_text(shape), src_count=old,
                         dst=shape_text(new_shape), dst_count=new)
     return ViewStep("span_as", tuple(new_shape), (), (), span)
+
+
+def squeeze_step(shape: tuple[Sym, ...], span: Span) -> ViewStep:
+    """``x.sqz()``: the same elements without the dimensions of static size 1 (a head of
+    ``[1, 1, S, D]`` becomes ``[S, D]``); indices and scales are empty like span_as."""
+    kept = tuple(d for d in shape if d.value != 1)
+    return ViewStep("sqz", kept, (), (), span)
 
 
 def _product(dims: tuple[Sym, ...] | list[Sym]) -> Sym:
