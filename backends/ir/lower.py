@@ -472,6 +472,8 @@ class KernelLowering:
 
     def _kernel(self, grid: tuple[Sym, ...]) -> ir.Kernel:
         body = self.prologue + self.scopes[0]
+        if ir.converts_to_fp8(body):
+            self.cpu_flag()  # the interpreter's fp8 rounding is replaced (codegen)
         params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
         for name in self.flags:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))

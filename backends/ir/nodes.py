@@ -10,6 +10,8 @@ broadcasts by name (the code generator inserts ``[:, None]``-style expansions).
 
 from __future__ import annotations
 
+import dataclasses
+
 import enum
 from dataclasses import dataclass, field
 
@@ -400,3 +402,26 @@ class Function:
     kernels: list[Kernel]
     clone_inputs: list[str] = field(default_factory=list)
     checks: list[object] = field(default_factory=list)  # RuntimeChecks tested before launch
+
+
+FP8 = (DType.F8E4, DType.F8E5)
+
+
+def converts_to_fp8(body: list[Stmt]) -> bool:
+    """Whether some expression of ``body`` converts a float tensor to an fp8 type."""
+    stack: list[object] = list(body)
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+            continue
+        if isinstance(node, Cast) and node.dtype in FP8 and node.operand.dtype.is_float \
+                and node.operand.dtype not in FP8 and not isinstance(node.operand, Const):
+            return True
+        if dataclasses.is_dataclass(node) and not isinstance(node, type):
+            stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
+    return False

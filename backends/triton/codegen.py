@@ -266,6 +266,10 @@ class KernelWriter:
             inner = self.expr(e.operand, e.axes)
             if e.operand.dtype == e.dtype:
                 return inner
+            if e.dtype in ir.FP8 and e.operand.dtype.is_float and e.operand.dtype not in ir.FP8 \
+                    and "ON_CPU" in self.kernel.flags:
+                mantissa, lowest = _FP8_FORMAT[e.dtype]
+                inner = f"_fp8_rounded({inner}, ON_CPU, {mantissa}, {lowest})"
             if not e.operand.axes:  # a scalar: may be a Python number in the interpreter
                 return f"tl.cast({inner}, tl.{e.dtype.value})"
             return f"({inner}).to(tl.{e.dtype.value})"
@@ -340,6 +344,34 @@ def render_sym(s: Sym) -> str:
     return s.render(dim_name)
 
 
+# ------------------------------------------------------------------------------ fp8 on the CPU
+
+# Mantissa bits and the exponent of the smallest normal number of each fp8 format.
+_FP8_FORMAT = {ir.DType.F8E4: (3, -6), ir.DType.F8E5: (2, -14)}
+
+# Triton 3.6's interpreter rounds float -> fp8 wrongly (1.9375 -> 1.0 in e4m3, ties not to
+# even); on the CPU the value is rounded to the nearest fp8 value (ties to even) first, so
+# that the interpreter's conversion is exact. The GPU converts in hardware.
+_FP8_ROUNDED = """
+
+@triton.jit
+def _fp8_rounded(x, ON_CPU: tl.constexpr, MANTISSA: tl.constexpr, LOWEST: tl.constexpr):
+    if ON_CPU:
+        x = x.to(tl.float32)
+        size = tl.abs(x)
+        exponent = tl.maximum(tl.floor(tl.log2(tl.maximum(size, 1.0e-30))), LOWEST)
+        quantum = tl.exp2(exponent - MANTISSA)
+        t = size / quantum
+        low = tl.floor(t)
+        odd = low - 2.0 * tl.floor(low * 0.5)
+        step = tl.where(t - low > 0.5, 1.0, tl.where(t - low < 0.5, 0.0, odd))
+        rounded = (low + step) * quantum
+        signed = tl.where(rounded == 0.0, x * 0.0, tl.where(x < 0.0, -rounded, rounded))
+        x = tl.where(size < 3.0e38, signed, x)  # infinities and NaN as they are
+    return x
+"""
+
+
 # ------------------------------------------------------------------------------ module
 
 
@@ -357,6 +389,8 @@ def _generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
     w.line("import triton.language as tl")
     w.line("from triton.language.extra import libdevice")
     w.line()
+    if any("ON_CPU" in k.flags for k in fn.kernels):
+        w.lines.extend(_FP8_ROUNDED.splitlines())
     for kernel in fn.kernels:
         w.line()
         w.lines.extend(KernelWriter(kernel, locate).write())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+import torch
+
 import croqtile
 
 ADD = """
@@ -51,6 +54,29 @@ def test_descriptor_flags_are_decided_on_the_host() -> None:
     assert "TMA_lhs: tl.constexpr" in source
     assert "lhs.data_ptr() % 16 == 0 and d_K * 2 % 16 == 0" in source
     assert "tl.make_tensor_descriptor(lhs_ptr, shape=[d_M, d_K], strides=[d_K, 1]" in source
+
+
+FP8_CONVERT = """
+__co__ void convert(global f32 [N] x, global TYPE [N] y) {
+  parallel p by N
+    y.at(p) = __to<TYPE>(x.at(p));
+}
+"""
+
+
+@pytest.mark.parametrize("name, dtype", [("f8_e4m3", torch.float8_e4m3fn),
+                                         ("f8_e5m2", torch.float8_e5m2)])
+def test_fp8_conversion_rounds_to_nearest_even_on_the_cpu(name: str, dtype: torch.dtype) -> None:
+    """Conversions to fp8 give torch's values bit for bit on the CPU interpreter too:
+    halfway cases round to even and rounding may carry into the exponent (1.9375 -> 2)."""
+    fn = croqtile.compile(FP8_CONVERT.replace("TYPE", name)).convert
+    special = torch.tensor([1.9375, -1.9375, 1.0625, 1.1875, 0.0, -0.0, 3.875, 0.01,
+                            1e-6, 240.0, 57000.0 if name == "f8_e5m2" else 440.0])
+    x = torch.cat([special, torch.randn(501) * 8, torch.rand(512) * 1e-2])
+    y = torch.full(x.shape, float("nan")).to(dtype)
+    fn(x, y)
+    assert torch.equal(y.view(torch.uint8), x.to(dtype).view(torch.uint8))
+    assert "_fp8_rounded(" in fn.triton_source
 
 
 def test_fp8_arithmetic_is_computed_in_f32() -> None:
