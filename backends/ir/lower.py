@@ -1114,9 +1114,6 @@ class KernelLowering:
         if not isinstance(view, ast.View):
             raise unsupported(view.span, "this operand")
         info: ViewInfo = self.fn.views[id(view)]
-        strided = next((op for op in view.ops if op.strides is not None), None)
-        if strided is not None:
-            raise unsupported(strided.span, "explicit element strides in a view")
         root_sym = info.root  # (a view of a view alias carries the alias's steps)
         root = self.env.get(root_sym)
         if info.array_index:
@@ -1150,6 +1147,11 @@ class KernelLowering:
                 offsets = [b.const(0) for _ in step.extents]
                 extents = step.extents
                 continue
+            if step.strides is not None:
+                base = self._restrided(base, offsets, tuple(extents), ends, step)
+                offsets = [b.const(0) for _ in step.extents]
+                extents, ends = step.extents, []
+                continue
             for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
                 offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
             extents = step.extents
@@ -1170,6 +1172,22 @@ class KernelLowering:
             return base
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
+
+    def _restrided(self, base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
+                   ends: list[tuple[int, ir.Expr]], step: ViewStep) -> Region:
+        """A step with explicit element strides, applied to the view built so far."""
+        if not isinstance(base, Region):
+            raise unsupported(step.span, "explicit element strides in a view of a buffer",
+                              "take the strided view of a global tensor")
+        if ends or any(d is not None for d in step.dynamic):
+            raise unsupported(step.span, "explicit element strides with a runtime extent")
+        self.use_tensor(base.tensor)
+        parent = base.shifted(offsets, extents)
+        origin = [b.mul(self.index_item(item), self.sym(scale))
+                  for item, scale in zip(step.indices, step.scales)]
+        for stride in step.strides or ():
+            self.use_sym(stride)
+        return parent.restrided(origin, step.extents, step.strides or ())
 
     def _reshaped(self, base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
                   step: ViewStep) -> Region:

@@ -24,6 +24,9 @@ class TensorRef:
     name: str
     elem: ElemType
     dims: tuple[Sym, ...]
+    # element strides when they are not row-major over ``dims`` (a strided view, see
+    # ``Region.restrided``)
+    explicit: tuple[Sym, ...] = ()
 
     @property
     def pointer(self) -> str:
@@ -34,6 +37,8 @@ class TensorRef:
         return b.dtype_of(self.elem)
 
     def strides(self) -> tuple[Sym, ...]:
+        if self.explicit:
+            return self.explicit
         strides: list[Sym] = []
         running = Sym(1)
         for dim in reversed(self.dims):
@@ -95,6 +100,22 @@ class Region:
             t = self.axis_of(d)
             origin[t] = b.add(origin[t], offset)
         return self._replace(origin=tuple(origin), extents=extents)
+
+    def restrided(self, origin: list[ir.Expr], extents: tuple[Sym, ...],
+                  strides: tuple[Sym, ...]) -> Region:
+        """``view(E : T).from(o)``: element ``i`` lies at this view's first element plus
+        ``sum((o_d + i_d) * T_d)`` in the underlying buffer (spec 5.4). The result walks a
+        tensor of the same storage whose leading unit dimension (stride 1) carries this
+        view's flat start, and whose other dimensions have the explicit strides; the
+        parent's bounds no longer describe its elements, so nothing is masked."""
+        start: ir.Expr = b.const(0)
+        for coord, stride in zip(self.origin, self.tensor.strides()):
+            start = b.add(start, b.mul(coord, b.sym(stride)))
+        tensor = TensorRef(self.tensor.name, self.tensor.elem, (Sym(1),) + extents,
+                           (Sym(1),) + strides)
+        rank = len(extents)
+        return Region(tensor, (start, *origin), extents, tuple(() for _ in range(rank + 1)),
+                      axes=tuple(range(1, rank + 1)))
 
     def clipped(self, extents: tuple[Sym, ...], filled: bool) -> Region:
         """The same origin with a bigger shape whose extra part holds no data (a smaller

@@ -456,10 +456,11 @@ class Evaluator:
         if step.kind == "modspan":
             raise not_implemented("'.modspan'")
         if op.strides is not None:
-            if step.kind != "view":
-                raise not_implemented(f"explicit strides in '.{step.kind}'")
+            # element strides replace the parent's; the origin (view.from offsets, or
+            # subspan tile coordinates times the spacing) is counted in those strides
             strides = [_int(self.eval(s), "a stride") for s in op.strides]
-            origin = [self._index_item(item) for item in step.indices]
+            origin = [self._index_item(item) * self.sym_value(scale)
+                      for item, scale in zip(step.indices, step.scales)]
             return data.restrided(extents, strides, origin)
         # offset o_d = index_d * scale_d (chunkat: index * extent; subspan: index * step;
         # view.from: the element offset itself), extents from the checker

