@@ -9,7 +9,7 @@ whole-tile load.
 from __future__ import annotations
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import SymKind
+from ...frontend.sema.model import Symbol, SymKind
 from ...frontend.sema.symbolic import Sym
 from . import build as b
 from . import scratch
@@ -176,3 +176,42 @@ def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:
     dims = tuple(kl.tile_axis(extent, f"{region.tensor.name}{d}", stmt.span)
                  for d, extent in enumerate(region.extents))
     return load_tile(kl, region, dims, stmt.span, f"{region.tensor.name}_tile")
+
+
+def chosen_future(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
+    """``f = select(k, a, b, ...)`` of futures: ``f`` holds the chosen copy's data. A
+    constant ``k`` names one copy; a runtime ``k`` loads every choice into registers
+    along the same axes and picks element by element."""
+    contents = [_future_content(kl, option) for option in expr.options]
+    first = kl.env[kl.fn.refs[id(expr.options[0])]]
+    index = kl.fn.exprs[id(expr.index)].static
+    if index is not None and index.value is not None:
+        return Buffer(sym, first.shape, first.elem, contents[index.value])
+    dims = tuple(kl.tile_axis(extent, f"{sym.name}{d}", expr.span)
+                 for d, extent in enumerate(first.shape))
+    tiles = [_as_tile(kl, content, dims, expr, sym.name) for content in contents]
+    value = kl.choice(kl.value(expr.index), [t.expr for t in tiles])
+    valid = None
+    if any(t.valid is not None for t in tiles):
+        valid = kl.choice(kl.value(expr.index), [b.const(True, b.I1) if t.valid is None
+                                                 else t.valid for t in tiles])
+    return Buffer(sym, first.shape, first.elem, Tile(value, dims, first.elem, valid))
+
+
+def _future_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:
+    sym = kl.fn.refs.get(id(option)) if isinstance(option, ast.Ident) else None
+    future = kl.env.get(sym) if sym is not None else None
+    if not isinstance(future, Buffer) or future.content is None:
+        raise unsupported(option.span, "this choice of 'select'",
+                          "choose between futures of copies made before")
+    return future.content
+
+
+def _as_tile(kl: KernelLowering, content: Region | Tile, dims: tuple[ir.Axis, ...],
+             expr: ast.SelectExpr, base: str) -> Tile:
+    if isinstance(content, Region):
+        return load_tile(kl, content, dims, expr.span, base)
+    if content.dims != dims:
+        raise unsupported(expr.span, "a runtime 'select' of register-resident buffers",
+                          "select between copies of global memory, or use a constant index")
+    return content

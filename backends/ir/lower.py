@@ -799,6 +799,11 @@ class KernelLowering:
         if sym.kind is SymKind.VIEW:
             self.env[sym] = self.resolve_view_read(value)  # type: ignore[arg-type]
             return
+        if sym.kind is SymKind.FUTURE and isinstance(value, ast.SelectExpr):
+            from .dma import chosen_future
+
+            self.env[sym] = chosen_future(self, sym, value)
+            return
         info = self.fn.exprs.get(id(value))
         expr = self.value(value)
         if info is not None and isinstance(info.type, BoundedType):
@@ -1401,6 +1406,24 @@ class KernelLowering:
             return self.members(e.base)[index.value or 0]
         raise unsupported(e.span, "this selection")
 
+    def _e_SelectExpr(self, e: ast.SelectExpr) -> ir.Expr:
+        """``select(k, x0, x1, ...)`` of scalars: ``x_k``."""
+        info = self.fn.exprs[id(e)]
+        if not isinstance(info.type, ScalarType):
+            raise unsupported(e.span, "'select' of these values")
+        dtype = b.dtype_of(info.type.elem)
+        return self.choice(self.value(e.index),
+                           [b.cast(self.value(o), dtype) for o in e.options])
+
+    def choice(self, index: ir.Expr, options: list[ir.Expr]) -> ir.Expr:
+        """``options[index]`` for a runtime ``index`` (the last option past the end)."""
+        result = options[-1]
+        for k in range(len(options) - 2, -1, -1):
+            cond = b.binary("==", index, b.const(k, index.dtype))
+            result = ir.Where(b.merged(cond, options[k], result), result.dtype, cond,
+                              options[k], result)
+        return result
+
     def _e_Cast(self, e: ast.Cast) -> ir.Expr:
         if e.quoted:
             raise unsupported(e.span, "casts to C++ types")
@@ -1517,7 +1540,7 @@ def _describe(node: ast.Node) -> str:
         "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
         "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
-        "ExternCall": "external calls ('call')", "SelectExpr": "'select'",
+        "ExternCall": "external calls ('call')",
         "Postfix": "'++'/'--' after a name", "SizeOf": "'|...|' of this operand",
         "Unary": "a prefix operator as a statement",
     }

@@ -552,6 +552,10 @@ class Checker:
             sym = Symbol(target.name, SymKind.MDSPAN, span, shape=t.dims)
         elif isinstance(t, TupleType):
             sym = Symbol(target.name, SymKind.ITUPLE, span, values=t.values)
+        elif isinstance(t, FutureType) and isinstance(value, ast.SelectExpr):
+            # the future chosen at run time gets a name of its own (the choices keep
+            # theirs): the same kind of copy as the first choice
+            sym = replace(t.symbol, name=target.name, span=span)
         elif isinstance(t, FutureType):
             sym = t.symbol
             self._fn().refs[id(target)] = sym

@@ -49,11 +49,43 @@ __co__ void transposed(s32 [6, 10] a, global s32 [10, 6] out) {
 """
 
 
+# --------------------------------------------------------------------------- select
+
+# `select` as a value: futures chosen by a constant and by a runtime index, and scalars
+SELECT_VALUES = """
+__co__ void pick(f32 [4, 16] x, f32 [4, 16] z, global f32 [4, 48] out) {
+  parallel p by 4 : block {
+    a = dma.copy x.chunkat(p, _) => shared;
+    b = dma.copy z.chunkat(p, _) => shared;
+    fixed = select(1, a, b);
+    varying = select(p % 2, a, b);
+    dma.copy fixed => out.chunk(4, 3).at(p, 0);
+    dma.copy varying => out.chunk(4, 3).at(p, 1);
+    parallel t by 16 : thread
+      out.at(p, 32 + t) = select(t % 3, x.at(p, t), z.at(p, t), 2.0f * x.at(p, t));
+  }
+}
+"""
+
+
+def _select_reference(args: list) -> torch.Tensor:
+    x, z = args[0].double(), args[1].double()
+    out = torch.empty(4, 3, 16, dtype=torch.float64)
+    out[:, 0] = z
+    out[:, 1] = torch.where((torch.arange(4) % 2 == 0)[:, None], x, z)
+    t = torch.arange(16) % 3
+    out[:, 2] = torch.where(t == 0, x, torch.where(t == 1, z, 2 * x))
+    return out.reshape(4, 48)
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("select_values", SELECT_VALUES,
+         lambda: [random((4, 16), torch.float32), random((4, 16), torch.float32),
+                  *_outputs((4, 48))], _select_reference, torch.float32, output=2),
     Case("strided_views", STRIDED_VIEWS,
          lambda: [random((8, 16), torch.float32), *_outputs((12, 8))],
          _strided_reference, torch.float32, output=1),
