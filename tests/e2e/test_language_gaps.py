@@ -78,11 +78,45 @@ def _select_reference(args: list) -> torch.Tensor:
     return out.reshape(4, 48)
 
 
+# --------------------------------------------------------------------------- rotate
+
+# triple buffering: two copies before the loop, one per trip, three futures rotated at
+# the end of every trip; after the loop the first two hold the last tiles copied
+TRIPLE_BUFFERING = """
+__co__ void triple(f32 [48] a, global f32 [48] out) {
+  parallel p by 1 : block {
+    f0 = dma.copy a.subspan(8).at(0) => shared;
+    f1 = dma.copy a.subspan(8).at(1) => shared;
+    f2 = dma.any;
+    foreach k in [4] {
+      f2 = dma.copy a.subspan(8).at(k + 2) => shared;
+      parallel t by 8 : thread
+        out.at(k * 8 + t) = f0.data.at(t) + f1.data.at(t) * 2.0f - f2.data.at(t);
+      rotate(f0, f1, f2);
+    }
+    parallel t by 8 : thread {
+      out.at(32 + t) = f0.data.at(t);
+      out.at(40 + t) = f1.data.at(t);
+    }
+  }
+}
+"""
+
+
+def _triple_reference(args: list) -> torch.Tensor:
+    tiles = args[0].double().reshape(6, 8)
+    trips = [tiles[k] + 2 * tiles[k + 1] - tiles[k + 2] for k in range(4)]
+    return torch.cat(trips + [tiles[4], tiles[5]])
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("triple_buffering", TRIPLE_BUFFERING,
+         lambda: [random((48,), torch.float32), *_outputs((48,))], _triple_reference,
+         torch.float32, output=1),
     Case("select_values", SELECT_VALUES,
          lambda: [random((4, 16), torch.float32), random((4, 16), torch.float32),
                   *_outputs((4, 48))], _select_reference, torch.float32, output=2),
