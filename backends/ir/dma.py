@@ -25,8 +25,8 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     # copy itself gives the same data (clusters are ignored, spec 8)
     if any(attr.name == "sp" for attr in stmt.attrs):
         raise unsupported(stmt.span, "sparse copies")
-    if stmt.after:
-        raise unsupported(stmt.span, "'after' ordering of copies")
+    # `after g` orders this copy after copy g (spec 5.6): copies run in program order
+    # here, and g comes first
     source = _transformed(kl, kl.resolve_view_read(stmt.src), stmt)
     dst = stmt.dst
     future = _future_symbol(kl, stmt)

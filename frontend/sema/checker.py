@@ -1100,6 +1100,8 @@ class Checker:
             self._tma_rules(stmt, src_type, dst_type)
         if stmt.is_async and stmt.future is None and not stmt.after:
             self._error("CQ0411", stmt.span)
+        if stmt.after:
+            self._check_after(stmt)
         self._note_swizzle(stmt)
         if stmt.future is not None and dst_type is not None:
             self._bind_future(stmt, dst_type)
@@ -1475,6 +1477,15 @@ class Checker:
         if step is not None:
             self._check_view_step(step, shape)
         return step
+
+    def _check_after(self, stmt: ast.DmaStmt) -> None:
+        """``dma.copy ... after g``: ``g`` names a copy made before (spec 5.6)."""
+        sym = self._lookup(stmt.after or "")
+        if sym is None:
+            self._error("CQ0201", stmt.span, name=stmt.after)
+        elif sym.kind is not SymKind.FUTURE:
+            self._error("CQ0204", stmt.span, name=stmt.after, actual=_a(sym.kind.value),
+                        expected="a DMA future")
 
     def _strided(self, step: ViewStep, op: ast.ViewOp) -> ViewStep:
         """``view(E : T)`` / ``subspan(E : T)``: one stride per extent, known when the

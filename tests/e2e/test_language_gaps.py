@@ -109,11 +109,30 @@ def _triple_reference(args: list) -> torch.Tensor:
     return torch.cat(trips + [tiles[4], tiles[5]])
 
 
+# --------------------------------------------------------------------------- after
+
+# `after g` orders a copy after copy g: the second half of the output is copied from the
+# first half once g has written it
+ORDERED_COPIES = """
+__co__ void ordered(f32 [4, 16] a, global f32 [8, 16] out) {
+  parallel p by 4 : block {
+    f = dma.copy.async a.chunkat(p, _) => shared;
+    g = dma.copy.async f.data => out.chunk(8, 1).at(p, 0) after f;
+    wait f, g;
+    dma.copy out.chunk(8, 1).at(p, 0) => out.chunk(8, 1).at(4 + p, 0) after g;
+  }
+}
+"""
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("ordered_copies", ORDERED_COPIES,
+         lambda: [random((4, 16), torch.float32), *_outputs((8, 16))],
+         lambda args: args[0].double().repeat(2, 1), torch.float32, output=1),
     Case("triple_buffering", TRIPLE_BUFFERING,
          lambda: [random((48,), torch.float32), *_outputs((48,))], _triple_reference,
          torch.float32, output=1),
