@@ -179,6 +179,8 @@ class FunctionLowering:
                 s.kind is SymKind.VIEW for s in decls):
             self._host_views(stmt, decls)
             return
+        if isinstance(stmt, ast.PrintStmt):
+            return  # `print!`: nothing to run
         if isinstance(stmt, ast.AssertStmt):
             if id(stmt) in self.fn.host_asserts:
                 return  # decided at compile time, or tested when the arguments are bound
@@ -268,6 +270,8 @@ def _touches_data(stmt: ast.Stmt) -> bool:
         return False
     if isinstance(stmt, (ast.Foreach, ast.If, ast.While, ast.ExprStmt)):
         return True
+    if isinstance(stmt, ast.PrintStmt):
+        return not stmt.static  # (`print!` prints when compiling: nothing runs)
     return isinstance(stmt, ast.AssignStmt) and all(
         isinstance(item.target, ast.ElemAccess) for item in stmt.items)
 
@@ -1046,6 +1050,14 @@ class KernelLowering:
         self.emit(ir.Let(None, active.name, _broadcast(b.and_(active, remaining),
                                                        active.axes)))
 
+    def _s_AssertStmt(self, stmt: ast.AssertStmt) -> None:
+        """A device assertion: every active lane checks the condition (spec 5.10)."""
+        if id(stmt) in self.fn.host_asserts:
+            return  # decided at compile time, or tested when the arguments are bound
+        cond = _truth(self.value(stmt.cond))
+        self.emit(ir.Assert(stmt.span, cond, f"assertion failed: {stmt.message}",
+                            self.guarded(padding_mask(cond.axes))))
+
     def _s_PrintStmt(self, stmt: ast.PrintStmt) -> None:
         if stmt.static:
             return  # print! happens at compile time in the reference; nothing to run
@@ -1537,7 +1549,7 @@ def _describe(node: ast.Node) -> str:
         "While": "'while' loops", "InThreads": "'inthreads' blocks", "Apply": "'apply' blocks",
         "SwapStmt": "'swap'/'rotate'",
         "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
-        "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
+        "PrintStmt": "'print'", "YieldStmt": "'yield'",
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
         "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
         "ExternCall": "external calls ('call')",

@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -104,8 +105,13 @@ class _interpreting:
     interpreter although ``TRITON_INTERPRET`` was not set when Triton was imported."""
 
     def __enter__(self) -> None:
-        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.interpreter import InterpretedFunction, interpreter_builder
         from triton.runtime.jit import JITFunction
+
+        # device assertions are checked in debug mode only, which the interpreter
+        # cannot be asked for per kernel
+        self.options = interpreter_builder.options
+        interpreter_builder.options = replace(self.options, debug=True)
 
         self.saved: Callable[..., Any] = JITFunction.__call__
 
@@ -125,7 +131,10 @@ class _interpreting:
     def __exit__(self, *exc: object) -> None:
         from triton.runtime.jit import JITFunction
 
+        from triton.runtime.interpreter import interpreter_builder
+
         JITFunction.__call__ = self.saved  # type: ignore[method-assign]
+        interpreter_builder.options = self.options
 
 
 def _check_interpreter_numpy() -> None:

@@ -12,6 +12,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+import croqtile
+from croqtile.backends.reference import interpret_source
+from croqtile.backends.reference.errors import AssertionFailed
+from croqtile.backends.triton.launcher import KernelError
+
 from ..backends.sm90 import HAVE_CUDA_BACKEND, assert_compiles_for_sm90
 from .checks import Case, check, poison, random
 
@@ -125,11 +130,50 @@ __co__ void ordered(f32 [4, 16] a, global f32 [8, 16] out) {
 """
 
 
+# --------------------------------------------------------------------------- assert, print
+
+# a device assertion inside the threads, and a block-level one under a per-lane branch
+DEVICE_ASSERT = """
+__co__ void checked(s32 [24] a, global s32 [24] out) {
+  parallel p by 2 : block
+    parallel t by 12 : thread {
+      assert(a.at(p * 12 + t) < 100, "values stay below 100");
+      if (t % 2 == 0) {
+        assert(a.at(p * 12 + t) > -100, "values stay above -100");
+      }
+      out.at(p * 12 + t) = a.at(p * 12 + t) * 3;
+    }
+}
+"""
+
+# printing on the host, in a block and in its threads, and at compile time
+PRINTS = """
+__co__ void shown(s32 [16] a, global s32 [16] out) {
+  print("host", 3);
+  println!("compile time");
+  parallel p by 1 : block {
+    println("block", p);
+    parallel t by 16 : thread {
+      print("value", a.at(t));
+      println(a.at(t), "and", t);
+      out.at(t) = a.at(t) - t;
+    }
+  }
+}
+"""
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("device_assert", DEVICE_ASSERT,
+         lambda: [random((24,), torch.int32), *_outputs((24,), dtype=torch.int32)],
+         lambda args: args[0].double() * 3, torch.int32, output=1),
+    Case("prints", PRINTS,
+         lambda: [random((16,), torch.int32), *_outputs((16,), dtype=torch.int32)],
+         lambda args: args[0].double() - torch.arange(16), torch.int32, output=1),
     Case("ordered_copies", ORDERED_COPIES,
          lambda: [random((4, 16), torch.float32), *_outputs((8, 16))],
          lambda args: args[0].double().repeat(2, 1), torch.float32, output=1),
@@ -157,3 +201,22 @@ def test_results(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_compiles_for_sm90(case: Case) -> None:
     assert_compiles_for_sm90(case.source, case.id)
+
+
+@pytest.mark.parametrize("bad", [5, 18])
+def test_device_assert_fires(bad: int) -> None:
+    """A failing assertion stops both the reference interpreter and the kernel."""
+    a = random((24,), torch.int32)
+    a[bad] = 100 if bad % 2 else -100  # (odd lanes only check the upper bound)
+    with pytest.raises(AssertionFailed, match="values stay"):
+        interpret_source(DEVICE_ASSERT, [a, torch.empty(24, dtype=torch.int32)])
+    with pytest.raises(KernelError, match="values stay"):
+        croqtile.compile(DEVICE_ASSERT)(a, torch.empty(24, dtype=torch.int32))
+
+
+def test_prints_show_the_values(capfd: pytest.CaptureFixture[str]) -> None:
+    a = random((16,), torch.int32)
+    croqtile.compile(PRINTS)(a, torch.empty(16, dtype=torch.int32))
+    printed = capfd.readouterr().out
+    assert "host" in printed and "block" in printed and "compile time" not in printed
+    assert str(a.tolist()[:3]).strip("[]").replace(",", "") in " ".join(printed.split())
