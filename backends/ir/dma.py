@@ -31,8 +31,8 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     dst = stmt.dst
     future = _future_symbol(kl, stmt)
     if isinstance(dst, ast.StorageDest):
-        if dst.storage == "global":
-            raise unsupported(dst.span, "copies into a fresh global buffer")
+        # (a fresh global buffer belongs to the program that copies into it, as a shared
+        # one does: both hold what the source held)
         content = staged(source, stmt)
         shape = source.extents if isinstance(source, Region) else tuple(
             Sym(d.extent) for d in source.dims)

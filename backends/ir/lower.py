@@ -860,6 +860,10 @@ class KernelLowering:
         if isinstance(expr, ast.CallExpr) and expr.name in _ATOMICS:
             self.atomic(expr, stmt.span, want_result=False)
             return
+        if isinstance(expr, (ast.Unary, ast.Postfix)) and expr.op in ("++", "--") and \
+                isinstance(expr.operand, ast.Ident):
+            self.update(expr.operand, expr.op, stmt)  # (its value is not used)
+            return
         raise unsupported(stmt.span, _describe(expr) if not isinstance(expr, ast.CallExpr)
                           else f"the call '{expr.name}'")
 
@@ -1437,9 +1441,10 @@ class KernelLowering:
         return result
 
     def _e_Cast(self, e: ast.Cast) -> ir.Expr:
-        if e.quoted:
-            raise unsupported(e.span, "casts to C++ types")
-        return b.cast(self.value(e.operand), b.dtype_of(dtypes.lookup(e.target)))
+        elem = dtypes.cast_target(e.target, e.quoted)
+        if elem is None:
+            raise unsupported(e.span, f"casts to the C++ type \"{e.target}\"")
+        return b.cast(self.value(e.operand), b.dtype_of(elem))
 
     def _e_CallExpr(self, e: ast.CallExpr) -> ir.Expr:
         if e.name in _ATOMICS:

@@ -416,9 +416,10 @@ class Evaluator:
         return arith.builtin(e.name, args, self._result_elem(self.info(e)))
 
     def _e_Cast(self, e: ast.Cast) -> Any:
-        if e.quoted:
+        elem = dtypes.cast_target(e.target, e.quoted)
+        if elem is None:
             raise not_implemented(f"casts to the C++ type \"{e.target}\"")
-        return arith.convert(self.eval(e.operand), dtypes.lookup(e.target))
+        return arith.convert(self.eval(e.operand), elem)
 
     def _e_SelectExpr(self, e: ast.SelectExpr) -> Any:
         """``select(k, v0, v1, ...)`` is ``v_k``, 0-based (spec 12.6)."""

@@ -2199,8 +2199,11 @@ class Checker:
     def _expr_Cast(self, e: ast.Cast) -> ExprInfo:
         info = self._expr(e.operand)
         if e.quoted:
-            return ExprInfo(info.type)
-        elem = self._elem(e.target, e.span)
+            elem = dtypes.c_type(e.target)
+            if elem is None:  # a verbatim C++ cast: nothing known about the result
+                return ExprInfo(info.type)
+        else:
+            elem = self._elem(e.target, e.span)
         return ExprInfo(ScalarType(elem), info.static if elem.is_int else None)
 
     def _expr_SizeOf(self, e: ast.SizeOf) -> ExprInfo:

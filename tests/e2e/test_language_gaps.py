@@ -163,11 +163,43 @@ __co__ void shown(s32 [16] a, global s32 [16] out) {
 """
 
 
+# --------------------------------------------------------------------------- scalars
+
+# `++`/`--` on a mutable scalar (both spellings), a C cast (truncates toward zero), the
+# element count `|x.span|` and a copy into a fresh global buffer read through its future
+SCALARS = """
+__co__ void updates(s32 [16] a, f32 [16] x, global s32 [2, 16] out) {
+  parallel p by 1 : block {
+    f = dma.copy a => global;
+    parallel t by 16 : thread {
+      mutable int k = t;
+      k++;
+      ++k;
+      k--;
+      --k;
+      --k;
+      out.at(0, t) = f.data.at(t) + k + |a.span|;
+      out.at(1, t) = __to<"int">(x.at(t) * 4.0f) + __to<"unsigned char">(t + 250);
+    }
+  }
+}
+"""
+
+
+def _scalars_reference(args: list) -> torch.Tensor:
+    a, x, t = args[0].double(), args[1].double(), torch.arange(16)
+    return torch.stack([a + t - 1 + 16, torch.trunc(x * 4) + (t + 250) % 256])
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("scalars", SCALARS,
+         lambda: [random((16,), torch.int32), random((16,), torch.float32),
+                  *_outputs((2, 16), dtype=torch.int32)], _scalars_reference, torch.int32,
+         output=2),
     Case("device_assert", DEVICE_ASSERT,
          lambda: [random((24,), torch.int32), *_outputs((24,), dtype=torch.int32)],
          lambda args: args[0].double() * 3, torch.int32, output=1),
