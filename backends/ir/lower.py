@@ -895,6 +895,8 @@ class KernelLowering:
         if op == "cas":
             cmp, value = value, b.cast(self.value(call.args[2]), dtype)
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
+        if op == "cas" and mask is not None:
+            pointer, value, mask = _inert_cas(pointer, cmp, value, mask)
         result = self.fresh("old") if want_result else None
         self.emit(ir.Atomic(span, op, pointer, value, mask, cmp, result))
         if buffer is not None:
@@ -1458,6 +1460,18 @@ class KernelLowering:
         if e.name not in builtins.SUPPORTED:
             raise unsupported(e.span, f"the built-in '{e.name}'")
         return builtins.lower_builtin(self, e.name, args, dtype, e.span)
+
+
+def _inert_cas(pointer: ir.Pointer, cmp: ir.Expr | None, value: ir.Expr, mask: ir.Expr,
+               ) -> tuple[ir.Pointer, ir.Expr, None]:
+    """``tl.atomic_cas`` takes no mask: lanes outside ``mask`` compare-and-swap the
+    tensor's first element with ``cmp`` for ``cmp``, which never changes it."""
+    assert cmp is not None
+    offset = ir.Where(b.merged(mask, pointer.offset), pointer.offset.dtype, mask,
+                      pointer.offset, b.const(0, pointer.offset.dtype))
+    inert = ir.Pointer(offset.axes, pointer.dtype, pointer.base, offset)
+    value = ir.Where(b.merged(mask, value, cmp), value.dtype, mask, value, cmp)
+    return inert, value, None
 
 
 _ATOMICS = {

@@ -191,11 +191,44 @@ def _scalars_reference(args: list) -> torch.Tensor:
     return torch.stack([a + t - 1 + 16, torch.trunc(x * 4) + (t + 250) % 256])
 
 
+# --------------------------------------------------------------------------- atomics
+
+# compare-and-swap under a per-lane branch, with padding lanes (12 threads): lanes that do
+# not run must not swap
+MASKED_CAS = """
+__co__ void claim(s32 [12] a, s32 [12] start, global s32 [12] out) {
+  parallel p by 1 : block
+    parallel t by 12 : thread {
+      out.at(t) = start.at(t);
+      if (t % 3 != 1) {
+        old = __atomic_cas(&out.at(t), a.at(t), t * 5);
+        out.at(t) = out.at(t) + old;
+      }
+    }
+}
+"""
+
+
+def _cas_reference(args: list) -> torch.Tensor:
+    a, start = args[0].double(), args[1].double()
+    t = torch.arange(12)
+    swapped = torch.where(start == a, t * 5.0, start)
+    return torch.where(t % 3 != 1, swapped + start, start)
+
+
+def _small(shape: tuple[int, ...]) -> torch.Tensor:
+    """Integers from a small range, so that compare-and-swap finds some equal."""
+    return torch.randint(0, 3, shape, dtype=torch.int32)
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("masked_cas", MASKED_CAS,
+         lambda: [_small((12,)), _small((12,)), *_outputs((12,), dtype=torch.int32)],
+         _cas_reference, torch.int32, output=2),
     Case("scalars", SCALARS,
          lambda: [random((16,), torch.int32), random((16,), torch.float32),
                   *_outputs((2, 16), dtype=torch.int32)], _scalars_reference, torch.int32,
