@@ -2040,6 +2040,9 @@ class Checker:
 
     def _expr_Binary(self, e: ast.Binary) -> ExprInfo:
         lhs, rhs = self._expr(e.lhs), self._expr(e.rhs)
+        if e.op in ("#*", "#/", "#%"):
+            self._error("CQ0265", e.span, op=e.op)
+            return ERROR
         if isinstance(lhs.type, _Error) or isinstance(rhs.type, _Error):
             return ERROR
         if e.op == "#":
