@@ -1402,12 +1402,30 @@ class KernelLowering:
         return b.binary(op, lhs, rhs, dtype)
 
     def _e_Unary(self, e: ast.Unary) -> ir.Expr:
+        if e.op in ("++", "--"):
+            return self._stepped(e)
         operand = self.value(e.operand)
         if e.op == "!":
             return ir.Unary(operand.axes, b.I1, "not", operand)
         if e.op == "~":
             return ir.Unary(operand.axes, operand.dtype, "~", operand)
         raise unsupported(e.span, f"the operator '{e.op}' in an expression")
+
+    def _stepped(self, e: ast.Unary | ast.Postfix) -> ir.Expr:
+        """``++x`` / ``x--`` inside an expression: ``x`` is updated first; the value is the
+        new one (prefix) or the one before (postfix, kept in a variable of its own)."""
+        if not isinstance(e.operand, ast.Ident):
+            raise unsupported(e.span, f"the operator '{e.op}' on this operand")
+        before = None
+        if isinstance(e, ast.Postfix):
+            value = self.value(e.operand)
+            before = ir.Var(value.axes, value.dtype, self.fresh(f"{e.operand.name}_before"))
+            self.emit(ir.Let(e.span, before.name, value))
+        self.update(e.operand, e.op, e)  # type: ignore[arg-type]
+        return before if before is not None else self.value(e.operand)
+
+    def _e_Postfix(self, e: ast.Postfix) -> ir.Expr:
+        return self._stepped(e)
 
     def _e_Ternary(self, e: ast.Ternary) -> ir.Expr:
         cond = _truth(self.value(e.cond))
@@ -1441,6 +1459,13 @@ class KernelLowering:
             result = ir.Where(b.merged(cond, options[k], result), result.dtype, cond,
                               options[k], result)
         return result
+
+    def _e_SizeOf(self, e: ast.SizeOf) -> ir.Expr:
+        """``|n|`` of an integer computed at run time: n (shapes are folded earlier)."""
+        info = self.fn.exprs.get(id(e.operand)) if e.operand is not None else None
+        if info is None or not (_is_int_type(info.type) or isinstance(info.type, BoundedType)):
+            raise unsupported(e.span, "'|...|' of this operand")
+        return self.value(e.operand)  # type: ignore[arg-type]
 
     def _e_Cast(self, e: ast.Cast) -> ir.Expr:
         elem = dtypes.cast_target(e.target, e.quoted)
@@ -1572,7 +1597,6 @@ def _describe(node: ast.Node) -> str:
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
         "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
         "ExternCall": "external calls ('call')",
-        "Postfix": "'++'/'--' after a name", "SizeOf": "'|...|' of this operand",
         "Unary": "a prefix operator as a statement",
     }
     return names.get(type(node).__name__, f"'{type(node).__name__}'")

@@ -396,9 +396,10 @@ class Evaluator:
         if e.operand is None:
             raise not_implemented("this '|...|' expression")
         value = self.eval(e.operand)
-        shape = value.shape if isinstance(value, DataView) else value
+        if not isinstance(value, (DataView, tuple)):
+            return value  # `|n|` of an integer is n (one per lane when it varies)
         total = 1
-        for d in (shape if isinstance(shape, tuple) else (shape,)):
+        for d in (value.shape if isinstance(value, DataView) else value):
             total *= int(d)
         return total
 

@@ -2217,6 +2217,9 @@ class Checker:
             return ERROR
         info = self._expr(e.operand)
         shape = _shape_of(info.type)
+        if shape is None and (isinstance(info.type, BoundedType) or isinstance(
+                info.type, ScalarType) and info.type.elem.is_int):
+            return ExprInfo(_INT, info.static)  # `|n|` of an integer is n (its count)
         if shape is None:
             return ExprInfo(_INT)
         total = Sym(1)

@@ -186,6 +186,26 @@ __co__ void updates(s32 [16] a, f32 [16] x, global s32 [2, 16] out) {
 """
 
 
+# `++x` / `x--` inside expressions (the new value and the one before), and `|n|` of an
+# integer that varies per thread
+STEPS_IN_EXPRESSIONS = """
+__co__ void steps(s32 [16] a, global s32 [3, 16] out) {
+  parallel p by 1 : block
+    parallel t by 16 : thread {
+      mutable int s = a.at(t);
+      out.at(0, t) = ++s * 2;
+      out.at(1, t) = s-- + |3 * t + 1|;
+      out.at(2, t) = s;
+    }
+}
+"""
+
+
+def _steps_reference(args: list) -> torch.Tensor:
+    a, t = args[0].double(), torch.arange(16)
+    return torch.stack([(a + 1) * 2, a + 1 + 3 * t + 1, a])
+
+
 def _scalars_reference(args: list) -> torch.Tensor:
     a, x, t = args[0].double(), args[1].double(), torch.arange(16)
     return torch.stack([a + t - 1 + 16, torch.trunc(x * 4) + (t + 250) % 256])
@@ -226,6 +246,9 @@ def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> li
 
 
 CASES = [
+    Case("steps_in_expressions", STEPS_IN_EXPRESSIONS,
+         lambda: [random((16,), torch.int32), *_outputs((3, 16), dtype=torch.int32)],
+         _steps_reference, torch.int32, output=1),
     Case("masked_cas", MASKED_CAS,
          lambda: [_small((12,)), _small((12,)), *_outputs((12,), dtype=torch.int32)],
          _cas_reference, torch.int32, output=2),
