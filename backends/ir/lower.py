@@ -1369,6 +1369,8 @@ class KernelLowering:
             rhs_info = self.fn.exprs[id(e.rhs)]
             bound = rhs_info.type.bound if isinstance(rhs_info.type, BoundedType) else Sym(1)
             return b.add(b.mul(self.value(e.lhs), self.sym(bound)), self.value(e.rhs))
+        if e.op in ("#+", "#-"):  # the value stays; only the bound changes (spec 5.1)
+            return self.value(e.lhs)
         lhs, rhs = self.value(e.lhs), self.value(e.rhs)
         info = self.fn.exprs[id(e)]
         if e.op in ("&&", "||"):

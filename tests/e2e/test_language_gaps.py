@@ -206,6 +206,23 @@ def _steps_reference(args: list) -> torch.Tensor:
     return torch.stack([(a + 1) * 2, a + 1 + 3 * t + 1, a])
 
 
+# `#+` / `#-` keep a bounded value and change its bound: `p #+ 4` tiles by 8, not 4
+BOUND_ADJUSTMENTS = """
+__co__ void widen(f32 [8, 16] a, global f32 [8, 16] out) {
+  parallel p by 4 : block
+    parallel t by 16 : thread {
+      out.at(p #- 0, t) = a.at(p, t) + __to<f32>((t #+ 4) + (t #- 1));
+      out.at(4 + p, t) = a.chunkat(p #+ 4, _).at(0, t);
+    }
+}
+"""
+
+
+def _bounds_reference(args: list) -> torch.Tensor:
+    a = args[0].double()
+    return torch.cat([a[:4] + 2 * torch.arange(16), a[:4]])
+
+
 def _scalars_reference(args: list) -> torch.Tensor:
     a, x, t = args[0].double(), args[1].double(), torch.arange(16)
     return torch.stack([a + t - 1 + 16, torch.trunc(x * 4) + (t + 250) % 256])
@@ -246,6 +263,9 @@ def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> li
 
 
 CASES = [
+    Case("bound_adjustments", BOUND_ADJUSTMENTS,
+         lambda: [random((8, 16), torch.float32), *_outputs((8, 16))], _bounds_reference,
+         torch.float32, output=1),
     Case("steps_in_expressions", STEPS_IN_EXPRESSIONS,
          lambda: [random((16,), torch.int32), *_outputs((3, 16), dtype=torch.int32)],
          _steps_reference, torch.int32, output=1),
