@@ -112,17 +112,23 @@ def _constant(kl: KernelLowering, expr: ast.Expr) -> int:
 def _copy_into_select(kl: KernelLowering, stmt: ast.DmaStmt, dst: ast.SelectExpr,
                       source: Region | Tile, future) -> None:
     """``f = dma.copy src => select(k, bufA, bufB)``: the copy lands in one of several
-    same-typed buffers. Reads go through ``f``, which forwards to the source; reading the
-    buffers by name afterwards would depend on ``k`` at run time, so they are left empty."""
+    same-typed buffers. Reads go through ``f``, which forwards to the source. With a
+    constant ``k`` the chosen buffer holds the copy; otherwise reading the buffers by name
+    afterwards would depend on ``k`` at run time, so they are left empty."""
     slots = [_option_slot(kl, option) for option in dst.options]
-    if not all(isinstance(slot, BufferSlot) for slot in slots):
+    if not all(isinstance(slot, BufferSlot) and not slot.buffer.owned for slot in slots):
         raise unsupported(dst.span, "a select of destinations that are not shared or local "
                                     "buffers")
-    slot = slots[0]
+    index = kl.fn.exprs[id(dst.index)].static
+    chosen = index.value if index is not None else None
+    slot = slots[chosen or 0]
     assert isinstance(slot, BufferSlot)
     content = _fill_buffer(slot, source, stmt)
     for other in slots:
         other.buffer.content = None  # type: ignore[union-attr]
+    if chosen is not None:
+        slot.buffer.content = content
+        scratch.settle(kl, slot.buffer, stmt.span)
     if future is not None:
         kl.env[future] = Buffer(future, slot.buffer.shape, slot.buffer.elem, content)
 

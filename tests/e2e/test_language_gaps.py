@@ -56,16 +56,20 @@ __co__ void transposed(s32 [6, 10] a, global s32 [10, 6] out) {
 
 # --------------------------------------------------------------------------- select
 
-# `select` as a value: futures chosen by a constant and by a runtime index, and scalars
+# `select` as a value: futures chosen by a constant and by a runtime index, and scalars;
+# a copy into the buffer chosen by a constant, read by the buffer's name
 SELECT_VALUES = """
-__co__ void pick(f32 [4, 16] x, f32 [4, 16] z, global f32 [4, 48] out) {
+__co__ void pick(f32 [4, 16] x, f32 [4, 16] z, global f32 [4, 64] out) {
   parallel p by 4 : block {
+    shared f32 [1, 16] first, second;
+    dma.copy z.chunkat(p, _) => select(1, first, second);
+    dma.copy second => out.chunk(4, 4).at(p, 3);
     a = dma.copy x.chunkat(p, _) => shared;
     b = dma.copy z.chunkat(p, _) => shared;
     fixed = select(1, a, b);
     varying = select(p % 2, a, b);
-    dma.copy fixed => out.chunk(4, 3).at(p, 0);
-    dma.copy varying => out.chunk(4, 3).at(p, 1);
+    dma.copy fixed => out.chunk(4, 4).at(p, 0);
+    dma.copy varying => out.chunk(4, 4).at(p, 1);
     parallel t by 16 : thread
       out.at(p, 32 + t) = select(t % 3, x.at(p, t), z.at(p, t), 2.0f * x.at(p, t));
   }
@@ -75,12 +79,13 @@ __co__ void pick(f32 [4, 16] x, f32 [4, 16] z, global f32 [4, 48] out) {
 
 def _select_reference(args: list) -> torch.Tensor:
     x, z = args[0].double(), args[1].double()
-    out = torch.empty(4, 3, 16, dtype=torch.float64)
+    out = torch.empty(4, 4, 16, dtype=torch.float64)
+    out[:, 3] = z
     out[:, 0] = z
     out[:, 1] = torch.where((torch.arange(4) % 2 == 0)[:, None], x, z)
     t = torch.arange(16) % 3
     out[:, 2] = torch.where(t == 0, x, torch.where(t == 1, z, 2 * x))
-    return out.reshape(4, 48)
+    return out.reshape(4, 64)
 
 
 # --------------------------------------------------------------------------- rotate
@@ -290,7 +295,7 @@ CASES = [
          torch.float32, output=1),
     Case("select_values", SELECT_VALUES,
          lambda: [random((4, 16), torch.float32), random((4, 16), torch.float32),
-                  *_outputs((4, 48))], _select_reference, torch.float32, output=2),
+                  *_outputs((4, 64))], _select_reference, torch.float32, output=2),
     Case("strided_views", STRIDED_VIEWS,
          lambda: [random((8, 16), torch.float32), *_outputs((12, 8))],
          _strided_reference, torch.float32, output=1),
