@@ -144,7 +144,8 @@ class Region:
 
     def key(self) -> tuple[object, ...]:
         """A structural identity (two views of the same elements compare equal)."""
-        return (self.tensor.name, tuple(b.key(o) for o in self.origin),
+        return (self.tensor.name, tuple(str(s) for s in self.tensor.explicit),
+                tuple(b.key(o) for o in self.origin),
                 tuple(str(e) for e in self.extents), self.axes, self.fill, self.filled,
                 tuple(tuple(b.key(x) for x in lim) for lim in self.limits),
                 tuple(tuple(b.key(x) for x in low) for low in self.lows))
