@@ -263,11 +263,23 @@ def _small(shape: tuple[int, ...]) -> torch.Tensor:
     return torch.randint(0, 3, shape, dtype=torch.int32)
 
 
+# a stride that depends on the data's size: the diagonal of a square matrix
+STRIDED_DIAGONAL = """
+__co__ void diagonal(f32 [N, N] a, global f32 [N] out) {
+  parallel p by 1 : block
+    dma.copy a.span_as([N * N]).view(8 : N + 1).from(0) => out;
+}
+"""
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("strided_diagonal", STRIDED_DIAGONAL,
+         lambda: [random((8, 8), torch.float32), *_outputs((8,))],
+         lambda args: args[0].double().diagonal(), torch.float32, output=1),
     Case("bound_adjustments", BOUND_ADJUSTMENTS,
          lambda: [random((8, 16), torch.float32), *_outputs((8, 16))], _bounds_reference,
          torch.float32, output=1),
