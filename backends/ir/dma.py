@@ -185,9 +185,9 @@ def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:
 
 
 def chosen_future(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
-    """``f = select(k, a, b, ...)`` of futures: ``f`` holds the chosen copy's data. A
-    constant ``k`` names one copy; a runtime ``k`` loads every choice into registers
-    along the same axes and picks element by element."""
+    """``f = select(k, a, b, ...)`` of futures (or buffers): ``f`` holds the chosen
+    copy's data. A constant ``k`` names one copy; a runtime ``k`` loads every choice into
+    registers along the same axes and picks element by element."""
     contents = [_future_content(kl, option) for option in expr.options]
     first = kl.env[kl.fn.refs[id(expr.options[0])]]
     index = kl.fn.exprs[id(expr.index)].static
@@ -209,7 +209,7 @@ def _future_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:
     future = kl.env.get(sym) if sym is not None else None
     if not isinstance(future, Buffer) or future.content is None:
         raise unsupported(option.span, "this choice of 'select'",
-                          "choose between futures of copies made before")
+                          "choose between futures, or buffers that copies filled before")
     return future.content
 
 

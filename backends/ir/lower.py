@@ -803,9 +803,12 @@ class KernelLowering:
         if sym.kind is SymKind.VIEW:
             self.env[sym] = self.resolve_view_read(value)  # type: ignore[arg-type]
             return
-        if sym.kind is SymKind.FUTURE and isinstance(value, ast.SelectExpr):
+        if sym.kind in (SymKind.FUTURE, SymKind.DATA) and isinstance(value, ast.SelectExpr):
             from .dma import chosen_future
 
+            if scratch.element_written(self, sym):
+                raise unsupported(span, f"writing elements of '{sym.name}', a buffer "
+                                        "chosen by 'select'", "write the chosen buffer by name")
             self.env[sym] = chosen_future(self, sym, value)
             return
         info = self.fn.exprs.get(id(value))

@@ -552,6 +552,10 @@ class Checker:
             sym = Symbol(target.name, SymKind.MDSPAN, span, shape=t.dims)
         elif isinstance(t, TupleType):
             sym = Symbol(target.name, SymKind.ITUPLE, span, values=t.values)
+        elif isinstance(t, DataType) and isinstance(value, ast.SelectExpr):
+            # a buffer chosen at run time: data of the choices' type
+            sym = Symbol(target.name, SymKind.DATA, span, elem=t.elem, shape=t.shape,
+                         storage=t.storage)
         elif isinstance(t, FutureType) and isinstance(value, ast.SelectExpr):
             # the future chosen at run time gets a name of its own (the choices keep
             # theirs): the same kind of copy as the first choice

@@ -77,6 +77,29 @@ __co__ void pick(f32 [4, 16] x, f32 [4, 16] z, global f32 [4, 64] out) {
 """
 
 
+# `select` of shared buffers as a value: a runtime choice copied out whole, a constant
+# one read element by element
+SELECT_BUFFERS = """
+__co__ void pickbuf(f32 [2, 16] a, f32 [2, 16] z, global f32 [4, 16] out) {
+  parallel p by 2 : block {
+    shared f32 [1, 16] s0, s1;
+    dma.copy a.chunkat(p, _) => s0;
+    dma.copy z.chunkat(p, _) => s1;
+    varying = select(p % 2, s0, s1);
+    fixed = select(1, s0, s1);
+    dma.copy varying => out.chunk(4, 1).at(p, 0);
+    parallel t by 16 : thread
+      out.at(2 + p, t) = fixed.at(0, t) * 2.0f;
+  }
+}
+"""
+
+
+def _select_buffers_reference(args: list) -> torch.Tensor:
+    a, z = args[0].double(), args[1].double()
+    return torch.stack([a[0], z[1], 2 * z[0], 2 * z[1]])
+
+
 def _select_reference(args: list) -> torch.Tensor:
     x, z = args[0].double(), args[1].double()
     out = torch.empty(4, 4, 16, dtype=torch.float64)
@@ -277,6 +300,9 @@ def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> li
 
 
 CASES = [
+    Case("select_buffers", SELECT_BUFFERS,
+         lambda: [random((2, 16), torch.float32), random((2, 16), torch.float32),
+                  *_outputs((4, 16))], _select_buffers_reference, torch.float32, output=2),
     Case("strided_diagonal", STRIDED_DIAGONAL,
          lambda: [random((8, 8), torch.float32), *_outputs((8,))],
          lambda args: args[0].double().diagonal(), torch.float32, output=1),
