@@ -19,7 +19,7 @@ from ...frontend.sema.model import LoopInfo, Symbol, SymKind
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .lower import KernelLowering, iter_stmts
+from .lower import KernelLowering, _broadcast, iter_stmts
 from .values import Bounded, Buffer, Region, access, padding_mask
 
 
@@ -36,11 +36,57 @@ def lower_foreach(kl: KernelLowering, stmt: ast.Foreach) -> None:
                 kl.env[sym] = Bounded(b.axis_index(axis), loop.bounds[i])
             else:
                 sequential.append((sym, loop, i))
+    if _exits(stmt):
+        _lower_exiting(kl, stmt, sequential, loops)
+        return
     accumulation = _promotable(kl, stmt, [s for s, _, _ in sequential])
     if accumulation is not None:
         _lower_accumulation(kl, stmt, sequential, loops, accumulation)
         return
     _emit_loops(kl, sequential, loops, lambda: kl.block(stmt.body), stmt)
+
+
+def _exits(stmt: ast.Foreach) -> bool:
+    """Whether ``break`` or ``continue`` leaves this loop (not a loop nested in it)."""
+    stack = list(stmt.body.stmts)
+    while stack:
+        inner = stack.pop()
+        if isinstance(inner, (ast.BreakStmt, ast.ContinueStmt)):
+            return True
+        if isinstance(inner, ast.If):
+            stack.extend(inner.then.stmts)
+            stack.extend(inner.other.stmts if inner.other else ())
+        elif isinstance(inner, ast.Block):
+            stack.extend(inner.stmts)
+    return False
+
+
+def _lower_exiting(kl: KernelLowering, stmt: ast.Foreach,
+                   sequential: list[tuple[Symbol, LoopInfo, int]],
+                   loops: tuple[LoopInfo, ...]) -> None:
+    """A loop that ``break``s or ``continue``s: every trip runs, masked by the lanes still
+    in the loop (a flag per lane, as in a ``while`` loop); ``break`` clears the flag of
+    the lanes that take it, ``continue`` masks the rest of their trip."""
+    if len(sequential) != 1 or any(len(loop.vars) != 1 for loop in loops):
+        raise unsupported(stmt.span, "'break'/'continue' in a loop over several variables",
+                          "loop over one variable")
+    predicate = kl.predicate()
+    first = _broadcast(predicate if predicate is not None else b.const(True, b.I1),
+                       tuple(kl.active))
+    name = kl.fresh("active")
+    kl.emit(ir.Let(stmt.span, name, first))
+    active = ir.Var(first.axes, b.I1, name)
+
+    def body() -> None:
+        kl.whiles.append((id(stmt.body), active))
+        kl.predicates.append(active)
+        try:
+            kl.block(stmt.body)
+        finally:
+            kl.predicates.pop()
+            kl.whiles.pop()
+
+    _emit_loops(kl, sequential, loops, body, stmt)
 
 
 def _bind_tuples(kl: KernelLowering, loops: tuple[LoopInfo, ...]) -> None:

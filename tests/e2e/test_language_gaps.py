@@ -251,6 +251,47 @@ def _bounds_reference(args: list) -> torch.Tensor:
     return torch.cat([a[:4] + 2 * torch.arange(16), a[:4]])
 
 
+# `break` and `continue` in `foreach` loops: the same for every lane (block level), per
+# lane on data, and `continue` in an inner loop of two
+LOOP_EXITS = """
+__co__ void scan(s32 [16, 8] a, global s32 [3, 16] out) {
+  parallel p by 1 : block {
+    mutable int total = 0;
+    foreach k in [8] {
+      if (k == 5) break;
+      total += k;
+    }
+    parallel t by 16 : thread {
+      mutable int s = 0;
+      mutable int odd = 0;
+      foreach k in [8] {
+        if (a.at(t, k) < 0) break;
+        s += a.at(t, k);
+      }
+      foreach j in [2] {
+        foreach k in [8] {
+          if (a.at(t, k) % 2 == 0) continue;
+          odd += j + 1;
+        }
+      }
+      out.at(0, t) = s;
+      out.at(1, t) = odd;
+      out.at(2, t) = total;
+    }
+  }
+}
+"""
+
+
+def _exits_reference(args: list) -> torch.Tensor:
+    a = args[0].double()
+    negative = (a < 0).double()
+    before = torch.cumsum(negative, dim=1) == 0  # elements before the first negative one
+    summed = (a * before).sum(dim=1)
+    odd = (torch.remainder(a, 2) != 0).sum(dim=1) * 3.0
+    return torch.stack([summed, odd, torch.full((16,), 10.0)])
+
+
 def _scalars_reference(args: list) -> torch.Tensor:
     a, x, t = args[0].double(), args[1].double(), torch.arange(16)
     return torch.stack([a + t - 1 + 16, torch.trunc(x * 4) + (t + 250) % 256])
@@ -300,6 +341,10 @@ def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> li
 
 
 CASES = [
+    Case("loop_exits", LOOP_EXITS,
+         lambda: [torch.randint(-3, 10, (16, 8), dtype=torch.int32),
+                  *_outputs((3, 16), dtype=torch.int32)], _exits_reference, torch.int32,
+         output=1),
     Case("select_buffers", SELECT_BUFFERS,
          lambda: [random((2, 16), torch.float32), random((2, 16), torch.float32),
                   *_outputs((4, 16))], _select_buffers_reference, torch.float32, output=2),
