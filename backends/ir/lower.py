@@ -1262,10 +1262,18 @@ class KernelLowering:
             view = self.resolve_view_read(base)
             view_elem = view.tensor.elem if isinstance(view, Region) else view.elem
             return view, self.element_index(e), view_elem
+        subscripts: list[ast.Expr] = []
+        while isinstance(base, ast.Index):  # `ring[s].at(i)`: an element of a buffer array
+            subscripts.insert(0, base.index)
+            base = base.base
         if not isinstance(base, ast.Ident):
             raise unsupported(e.span, "this element access")
         sym = self.fn.refs.get(id(base))
         value = self.env.get(sym) if sym is not None else None
+        if subscripts:
+            if not isinstance(value, BufferArray):
+                raise unsupported(e.span, "this element access")
+            value = self.array_element(value, tuple(subscripts), e.span, write=False)
         if isinstance(value, TensorRef):
             source: Region | Tile = Region.whole(self.use_tensor(value))
             elem = value.elem

@@ -336,11 +336,36 @@ __co__ void diagonal(f32 [N, N] a, global f32 [N] out) {
 """
 
 
+# --------------------------------------------------------------------------- buffer arrays
+
+# elements of a buffer array read by index: a ring of two slots indexed like the copies
+# into it, then a constant slot
+RING_ELEMENTS = """
+__co__ void ring(f32 [4, 16] a, global f32 [5, 16] out) {
+  parallel p by 1 : block {
+    shared f32 [1, 16] slots[2];
+    foreach k in [4] {
+      dma.copy a.chunkat(k, _) => slots[k % 2];
+      parallel t by 16 : thread
+        out.at(k, t) = slots[k % 2].at(0, t) + 1.0f;
+    }
+    dma.copy a.chunk(4, 1).at(0, 0) => slots[1];
+    parallel t by 16 : thread
+      out.at(4, t) = slots[1].at(0, t) * 2.0f;
+  }
+}
+"""
+
+
 def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> list:
     return [poison(torch.empty(shape, dtype=dtype)) for shape in shapes]
 
 
 CASES = [
+    Case("ring_elements", RING_ELEMENTS,
+         lambda: [random((4, 16), torch.float32), *_outputs((5, 16))],
+         lambda args: torch.cat([args[0].double() + 1, 2 * args[0].double()[:1]]),
+         torch.float32, output=1),
     Case("loop_exits", LOOP_EXITS,
          lambda: [torch.randint(-3, 10, (16, 8), dtype=torch.int32),
                   *_outputs((3, 16), dtype=torch.int32)], _exits_reference, torch.int32,
