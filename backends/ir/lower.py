@@ -1173,6 +1173,13 @@ class KernelLowering:
                 offsets = [b.const(0) for _ in step.extents]
                 extents = step.extents
                 continue
+            if step.kind == "sqz":
+                if not isinstance(base, Region):
+                    raise unsupported(step.span, "'.sqz' of a register-resident buffer")
+                base = _limited(base, ends).shifted(offsets, tuple(extents)).squeezed()
+                offsets = [b.const(0) for _ in step.extents]
+                extents, ends = step.extents, []
+                continue
             if step.strides is not None:
                 base = self._restrided(base, offsets, tuple(extents), ends, step)
                 offsets = [b.const(0) for _ in step.extents]

@@ -101,6 +101,13 @@ class Region:
             origin[t] = b.add(origin[t], offset)
         return self._replace(origin=tuple(origin), extents=extents)
 
+    def squeezed(self) -> Region:
+        """``.sqz()``: the view without its dimensions of size 1; their tensor
+        coordinates stay at the origin."""
+        kept = [d for d, e in enumerate(self.extents) if e.value != 1]
+        return self._replace(extents=tuple(self.extents[d] for d in kept),
+                             axes=tuple(self.axis_of(d) for d in kept))
+
     def restrided(self, origin: list[ir.Expr], extents: tuple[Sym, ...],
                   strides: tuple[Sym, ...]) -> Region:
         """``view(E : T).from(o)``: element ``i`` lies at this view's first element plus

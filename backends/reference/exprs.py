@@ -455,6 +455,8 @@ class Evaluator:
         extents = [self.sym_value(x) for x in step.extents]
         if step.kind == "span_as":
             return data.reshaped(extents)
+        if step.kind == "sqz":
+            return data.squeezed()
         if step.kind == "modspan":
             raise not_implemented("'.modspan'")
         if op.strides is not None:

@@ -1558,6 +1558,9 @@ class Checker:
         if op.kind == "span_as":
             new_shape = self._shape_items(op.args, op.span)
             return None if new_shape is None else span_as_step(shape, list(new_shape), op.span)
+        if op.kind == "sqz":  # drops the dimensions of static size 1 (spec 5.4)
+            kept = tuple(d for d in shape if d.value != 1)
+            return ViewStep("sqz", kept, (), (), op.span)
         self._error("CQ0701", op.span, construct=f"'.{op.kind}'", hint=None)
         return None
 

@@ -1,6 +1,6 @@
-"""Smaller language forms the Triton backend supports: strided views, ``select`` as a
-value, futures rotated in loops, ordered copies, device assertions and printing, scalar
-updates and casts.
+"""Smaller language forms the Triton backend supports: strided and squeezed views,
+``select`` as a value, futures rotated in loops, ordered copies, device assertions and
+printing, scalar updates and casts, loop exits, buffer-array elements.
 
 Each program runs through the Triton path (Triton's CPU interpreter) and through the
 reference interpreter on fresh random inputs; both must match a float64 torch reference
@@ -327,6 +327,21 @@ def _small(shape: tuple[int, ...]) -> torch.Tensor:
     return torch.randint(0, 3, shape, dtype=torch.int32)
 
 
+# `.sqz()` drops the dimensions of size 1: of a row tile and of a column tile, copied and
+# read element by element
+SQUEEZED = """
+__co__ void squeeze(f32 [4, 1, 16] a, f32 [16, 4, 1] b, global f32 [8, 16] out) {
+  parallel p by 4 : block {
+    f = dma.copy a.chunkat(p, _, _).sqz() => shared;
+    g = dma.copy b.subspan(16, 1, 1).at(0, p, 0).sqz() => shared;
+    parallel t by 16 : thread {
+      out.at(p, t) = f.data.at(t);
+      out.at(4 + p, t) = g.data.at(t) + b.subspan(16, 1, 1).at(0, p, 0).sqz().at(t);
+    }
+  }
+}
+"""
+
 # a stride that depends on the data's size: the diagonal of a square matrix
 STRIDED_DIAGONAL = """
 __co__ void diagonal(f32 [N, N] a, global f32 [N] out) {
@@ -362,6 +377,11 @@ def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> li
 
 
 CASES = [
+    Case("squeezed", SQUEEZED,
+         lambda: [random((4, 1, 16), torch.float32), random((16, 4, 1), torch.float32),
+                  *_outputs((8, 16))],
+         lambda args: torch.cat([args[0].double()[:, 0], 2 * args[1].double()[:, :, 0].T]),
+         torch.float32, output=2),
     Case("ring_elements", RING_ELEMENTS,
          lambda: [random((4, 16), torch.float32), *_outputs((5, 16))],
          lambda args: torch.cat([args[0].double() + 1, 2 * args[0].double()[:1]]),
