@@ -184,11 +184,11 @@ def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:
     return load_tile(kl, region, dims, stmt.span, f"{region.tensor.name}_tile")
 
 
-def chosen_future(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
+def chosen_data(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
     """``f = select(k, a, b, ...)`` of futures (or buffers): ``f`` holds the chosen
     copy's data. A constant ``k`` names one copy; a runtime ``k`` loads every choice into
     registers along the same axes and picks element by element."""
-    contents = [_future_content(kl, option) for option in expr.options]
+    contents = [_choice_content(kl, option) for option in expr.options]
     first = kl.env[kl.fn.refs[id(expr.options[0])]]
     index = kl.fn.exprs[id(expr.index)].static
     if index is not None and index.value is not None:
@@ -204,7 +204,7 @@ def chosen_future(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buff
     return Buffer(sym, first.shape, first.elem, Tile(value, dims, first.elem, valid))
 
 
-def _future_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:
+def _choice_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:
     sym = kl.fn.refs.get(id(option)) if isinstance(option, ast.Ident) else None
     future = kl.env.get(sym) if sym is not None else None
     if not isinstance(future, Buffer) or future.content is None:

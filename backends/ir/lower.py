@@ -804,12 +804,12 @@ class KernelLowering:
             self.env[sym] = self.resolve_view_read(value)  # type: ignore[arg-type]
             return
         if sym.kind in (SymKind.FUTURE, SymKind.DATA) and isinstance(value, ast.SelectExpr):
-            from .dma import chosen_future
+            from .dma import chosen_data
 
             if scratch.element_written(self, sym):
                 raise unsupported(span, f"writing elements of '{sym.name}', a buffer "
                                         "chosen by 'select'", "write the chosen buffer by name")
-            self.env[sym] = chosen_future(self, sym, value)
+            self.env[sym] = chosen_data(self, sym, value)
             return
         info = self.fn.exprs.get(id(value))
         expr = self.value(value)
