@@ -186,13 +186,18 @@ def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:
 
 def chosen_data(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
     """``f = select(k, a, b, ...)`` of futures (or buffers): ``f`` holds the chosen
-    copy's data. A constant ``k`` names one copy; a runtime ``k`` loads every choice into
-    registers along the same axes and picks element by element."""
+    copy's data. A constant ``k`` names one copy. With a runtime ``k``, views of one
+    tensor that differ only in where they start become one view starting where the
+    chosen one does; other choices are loaded into registers along the same axes and
+    picked element by element."""
     contents = [_choice_content(kl, option) for option in expr.options]
     first = kl.env[kl.fn.refs[id(expr.options[0])]]
     index = kl.fn.exprs[id(expr.index)].static
     if index is not None and index.value is not None:
         return Buffer(sym, first.shape, first.elem, contents[index.value])
+    moved = _moved_view(kl, contents, expr)
+    if moved is not None:
+        return Buffer(sym, first.shape, first.elem, moved)
     dims = tuple(kl.tile_axis(extent, f"{sym.name}{d}", expr.span)
                  for d, extent in enumerate(first.shape))
     tiles = [_as_tile(kl, content, dims, expr, sym.name) for content in contents]
@@ -202,6 +207,23 @@ def chosen_data(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer
         valid = kl.choice(kl.value(expr.index), [b.const(True, b.I1) if t.valid is None
                                                  else t.valid for t in tiles])
     return Buffer(sym, first.shape, first.elem, Tile(value, dims, first.elem, valid))
+
+
+def _moved_view(kl: KernelLowering, contents: list[Region | Tile],
+                expr: ast.SelectExpr) -> Region | None:
+    """One view whose origin is the chosen view's, when every choice is the same view
+    of the same tensor but for its origin (its bounds included); else None."""
+    regions = [c for c in contents if isinstance(c, Region)]
+    if len(regions) != len(contents):
+        return None
+    base = regions[0]
+    # (the key holds the bounds too: bounds that follow the origin would need choosing)
+    if any(r._replace(origin=base.origin).key() != base.key() for r in regions):
+        return None
+    index = kl.value(expr.index)
+    origin = tuple(kl.choice(index, [r.origin[t] for r in regions])
+                   for t in range(len(base.origin)))
+    return base._replace(origin=origin)
 
 
 def _choice_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:

@@ -95,6 +95,21 @@ __co__ void pickbuf(f32 [2, 16] a, f32 [2, 16] z, global f32 [4, 16] out) {
 """
 
 
+# a runtime choice between two views of one tensor, read element by element
+SELECT_ROWS = """
+__co__ void pickrow(f32 [4, 16] a, global f32 [4, 16] out) {
+  parallel p by 4 : block {
+    shared f32 [1, 16] here, next;
+    dma.copy a.chunkat(p, _) => here;
+    dma.copy a.chunkat((p + 1) % 4, _) => next;
+    c = select(p % 2, here, next);
+    parallel t by 16 : thread
+      out.at(p, t) = c.at(0, t) * 2.0f;
+  }
+}
+"""
+
+
 def _select_buffers_reference(args: list) -> torch.Tensor:
     a, z = args[0].double(), args[1].double()
     return torch.stack([a[0], z[1], 2 * z[0], 2 * z[1]])
@@ -377,6 +392,9 @@ def _outputs(*shapes: tuple[int, ...], dtype: torch.dtype = torch.float32) -> li
 
 
 CASES = [
+    Case("select_rows", SELECT_ROWS,
+         lambda: [random((4, 16), torch.float32), *_outputs((4, 16))],
+         lambda args: 2 * args[0].double()[[0, 2, 2, 0]], torch.float32, output=1),
     Case("squeezed", SQUEEZED,
          lambda: [random((4, 1, 16), torch.float32), random((16, 4, 1), torch.float32),
                   *_outputs((8, 16))],
