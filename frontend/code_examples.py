@@ -2758,6 +2758,26 @@ __co__ void head(global f32 [8, 8] x, global f32 [8] y) {
 """,
         message="'t' is a future: read its tile with 't.data.at(...)'",
     ),
+    "CQ0265": Example(
+        bad="""\
+__co__ void spread(global s32 [32] x, global s32 [32] y) {
+  parallel p by 16 : block {
+    q = p #* 2;
+    y.at(q) = x.at(q);
+  }
+}
+""",
+        fixed="""\
+__co__ void spread(global s32 [32] x, global s32 [32] y) {
+  parallel p by 16 : block {
+    q = p * 2;
+    y.at(q) = x.at(q);
+  }
+}
+""",
+        message="the operator '#*' is reserved: bounded values combine with '#', '#+' and '#-' "
+                "only",
+    ),
     "CQ0429": Example(
         bad="""\
 __co__ void stage(global f32 [64] x, global f32 [64] y) {
@@ -3060,6 +3080,10 @@ MEANINGS: dict[str, str] = {
     "CQ0229": (
         'A future is the handle of a copy; its tile is `f.data`, so elements are read with '
         '`f.data.at(...)`.'
+    ),
+    "CQ0265": (
+        '`#*`, `#/` and `#%` are tokens of the language without a meaning; every checker '
+        'rejects them.'
     ),
     'CQ0429': '`wait` and `trigger` take futures of asynchronous copies or events, nothing else.',
     "CQ0430": (

@@ -99,6 +99,9 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0228", E, "'{name}' needs an element of shared or global data as its first argument",
          "atomics update memory other threads see; a private scalar needs no atomic"),
     Code("CQ0229", E, "'{name}' is a future: read its tile with '{name}.data.at(...)'"),
+    Code("CQ0265", E, "the operator '{op}' is reserved: bounded values combine with '#', "
+                      "'#+' and '#-' only",
+         "to scale a bound, write the arithmetic on the value (e.g. `p * 2`)"),
     Code("CQ0223", E, "string variables are not supported ('{name}')",
          "strings may only appear in assert, print and __cpp__"),
     # --- shapes and views -----------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import SymKind
+from ...frontend.sema.model import Symbol, SymKind
 from ...frontend.sema.symbolic import Sym
 from . import build as b
 from . import scratch
@@ -27,14 +27,14 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
     # copy itself gives the same data (clusters are ignored, spec 8)
     if any(attr.name == "sp" for attr in stmt.attrs):
         raise unsupported(stmt.span, "sparse copies")
-    if stmt.after:
-        raise unsupported(stmt.span, "'after' ordering of copies")
+    # `after g` orders this copy after copy g (spec 5.6): copies run in program order
+    # here, and g comes first
     source = _transformed(kl, kl.resolve_view_read(stmt.src), stmt)
     dst = stmt.dst
     future = _future_symbol(kl, stmt)
     if isinstance(dst, ast.StorageDest):
-        if dst.storage == "global":
-            raise unsupported(dst.span, "copies into a fresh global buffer")
+        # (a fresh global buffer belongs to the program that copies into it, as a shared
+        # one does: both hold what the source held)
         content = staged(source, stmt)
         shape = source.extents if isinstance(source, Region) else tuple(
             Sym(d.extent) for d in source.dims)
@@ -139,17 +139,23 @@ def _constant(kl: KernelLowering, expr: ast.Expr) -> int:
 def _copy_into_select(kl: KernelLowering, stmt: ast.DmaStmt, dst: ast.SelectExpr,
                       source: Region | Tile, future) -> None:
     """``f = dma.copy src => select(k, bufA, bufB)``: the copy lands in one of several
-    same-typed buffers. Reads go through ``f``, which forwards to the source; reading the
-    buffers by name afterwards would depend on ``k`` at run time, so they are left empty."""
+    same-typed buffers. Reads go through ``f``, which forwards to the source. With a
+    constant ``k`` the chosen buffer holds the copy; otherwise reading the buffers by name
+    afterwards would depend on ``k`` at run time, so they are left empty."""
     slots = [_option_slot(kl, option) for option in dst.options]
-    if not all(isinstance(slot, BufferSlot) for slot in slots):
+    if not all(isinstance(slot, BufferSlot) and not slot.buffer.owned for slot in slots):
         raise unsupported(dst.span, "a select of destinations that are not shared or local "
                                     "buffers")
-    slot = slots[0]
+    index = kl.fn.exprs[id(dst.index)].static
+    chosen = index.value if index is not None else None
+    slot = slots[chosen or 0]
     assert isinstance(slot, BufferSlot)
     content = _fill_buffer(slot, source, stmt)
     for other in slots:
         other.buffer.content = None  # type: ignore[union-attr]
+    if chosen is not None:
+        slot.buffer.content = content
+        scratch.settle(kl, slot.buffer, stmt.span)
     if future is not None:
         kl.env[future] = Buffer(future, slot.buffer.shape, slot.buffer.elem, content)
 
@@ -206,3 +212,64 @@ def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:
     dims = tuple(kl.tile_axis(extent, f"{region.tensor.name}{d}", stmt.span)
                  for d, extent in enumerate(region.extents))
     return load_tile(kl, region, dims, stmt.span, f"{region.tensor.name}_tile")
+
+
+def chosen_data(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
+    """``f = select(k, a, b, ...)`` of futures (or buffers): ``f`` holds the chosen
+    copy's data. A constant ``k`` names one copy. With a runtime ``k``, views of one
+    tensor that differ only in where they start become one view starting where the
+    chosen one does; other choices are loaded into registers along the same axes and
+    picked element by element."""
+    contents = [_choice_content(kl, option) for option in expr.options]
+    first = kl.env[kl.fn.refs[id(expr.options[0])]]
+    index = kl.fn.exprs[id(expr.index)].static
+    if index is not None and index.value is not None:
+        return Buffer(sym, first.shape, first.elem, contents[index.value])
+    moved = _moved_view(kl, contents, expr)
+    if moved is not None:
+        return Buffer(sym, first.shape, first.elem, moved)
+    dims = tuple(kl.tile_axis(extent, f"{sym.name}{d}", expr.span)
+                 for d, extent in enumerate(first.shape))
+    tiles = [_as_tile(kl, content, dims, expr, sym.name) for content in contents]
+    value = kl.choice(kl.value(expr.index), [t.expr for t in tiles])
+    valid = None
+    if any(t.valid is not None for t in tiles):
+        valid = kl.choice(kl.value(expr.index), [b.const(True, b.I1) if t.valid is None
+                                                 else t.valid for t in tiles])
+    return Buffer(sym, first.shape, first.elem, Tile(value, dims, first.elem, valid))
+
+
+def _moved_view(kl: KernelLowering, contents: list[Region | Tile],
+                expr: ast.SelectExpr) -> Region | None:
+    """One view whose origin is the chosen view's, when every choice is the same view
+    of the same tensor but for its origin (its bounds included); else None."""
+    regions = [c for c in contents if isinstance(c, Region)]
+    if len(regions) != len(contents):
+        return None
+    base = regions[0]
+    # (the key holds the bounds too: bounds that follow the origin would need choosing)
+    if any(r._replace(origin=base.origin).key() != base.key() for r in regions):
+        return None
+    index = kl.value(expr.index)
+    origin = tuple(kl.choice(index, [r.origin[t] for r in regions])
+                   for t in range(len(base.origin)))
+    return base._replace(origin=origin)
+
+
+def _choice_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:
+    sym = kl.fn.refs.get(id(option)) if isinstance(option, ast.Ident) else None
+    future = kl.env.get(sym) if sym is not None else None
+    if not isinstance(future, Buffer) or future.content is None:
+        raise unsupported(option.span, "this choice of 'select'",
+                          "choose between futures, or buffers that copies filled before")
+    return future.content
+
+
+def _as_tile(kl: KernelLowering, content: Region | Tile, dims: tuple[ir.Axis, ...],
+             expr: ast.SelectExpr, base: str) -> Tile:
+    if isinstance(content, Region):
+        return load_tile(kl, content, dims, expr.span, base)
+    if content.dims != dims:
+        raise unsupported(expr.span, "a runtime 'select' of register-resident buffers",
+                          "select between copies of global memory, or use a constant index")
+    return content

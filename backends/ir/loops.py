@@ -19,7 +19,7 @@ from ...frontend.sema.model import LoopInfo, Symbol, SymKind
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .lower import KernelLowering, iter_stmts
+from .lower import KernelLowering, _broadcast, iter_stmts
 from .values import Bounded, Buffer, Region, access, padding_mask
 
 
@@ -36,11 +36,57 @@ def lower_foreach(kl: KernelLowering, stmt: ast.Foreach) -> None:
                 kl.env[sym] = Bounded(b.axis_index(axis), loop.bounds[i])
             else:
                 sequential.append((sym, loop, i))
+    if _exits(stmt):
+        _lower_exiting(kl, stmt, sequential, loops)
+        return
     accumulation = _promotable(kl, stmt, [s for s, _, _ in sequential])
     if accumulation is not None:
         _lower_accumulation(kl, stmt, sequential, loops, accumulation)
         return
     _emit_loops(kl, sequential, loops, lambda: kl.block(stmt.body), stmt)
+
+
+def _exits(stmt: ast.Foreach) -> bool:
+    """Whether ``break`` or ``continue`` leaves this loop (not a loop nested in it)."""
+    stack = list(stmt.body.stmts)
+    while stack:
+        inner = stack.pop()
+        if isinstance(inner, (ast.BreakStmt, ast.ContinueStmt)):
+            return True
+        if isinstance(inner, ast.If):
+            stack.extend(inner.then.stmts)
+            stack.extend(inner.other.stmts if inner.other else ())
+        elif isinstance(inner, ast.Block):
+            stack.extend(inner.stmts)
+    return False
+
+
+def _lower_exiting(kl: KernelLowering, stmt: ast.Foreach,
+                   sequential: list[tuple[Symbol, LoopInfo, int]],
+                   loops: tuple[LoopInfo, ...]) -> None:
+    """A loop that ``break``s or ``continue``s: every trip runs, masked by the lanes still
+    in the loop (a flag per lane, as in a ``while`` loop); ``break`` clears the flag of
+    the lanes that take it, ``continue`` masks the rest of their trip."""
+    if len(sequential) != 1 or any(len(loop.vars) != 1 for loop in loops):
+        raise unsupported(stmt.span, "'break'/'continue' in a loop over several variables",
+                          "loop over one variable")
+    predicate = kl.predicate()
+    first = _broadcast(predicate if predicate is not None else b.const(True, b.I1),
+                       tuple(kl.active))
+    name = kl.fresh("active")
+    kl.emit(ir.Let(stmt.span, name, first))
+    active = ir.Var(first.axes, b.I1, name)
+
+    def body() -> None:
+        kl.whiles.append((id(stmt.body), active))
+        kl.predicates.append(active)
+        try:
+            kl.block(stmt.body)
+        finally:
+            kl.predicates.pop()
+            kl.whiles.pop()
+
+    _emit_loops(kl, sequential, loops, body, stmt)
 
 
 def _bind_tuples(kl: KernelLowering, loops: tuple[LoopInfo, ...]) -> None:
@@ -309,42 +355,57 @@ def _reduced_value(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, 
 
 def _carry_futures(kl: KernelLowering, stmt: ast.Foreach, var: str, start: ir.Expr,
                    step: ir.Expr | None) -> None:
-    """Double buffering: ``cur`` is copied before the loop, ``nxt`` inside it, and
-    ``swap(cur, nxt)`` ends each iteration. Every copy is a view of its source, so at the
-    top of iteration k ``cur`` is the view ``nxt`` had in iteration k - 1 -- provided the
-    copy before the loop is that view for the first iteration."""
+    """Multiple buffering: ``swap(f0, f1)`` / ``rotate(f0, ..., fn-1)`` ends each
+    iteration, and the loop copies into one of the futures, ``fj``. Every copy is a view
+    of its source ``src(k)``; a rotation gives ``fi`` what ``fi+1`` held, so at the top of
+    iteration k, ``fi`` holds ``src(k - m)`` with ``m = (j - i) mod n`` (n for ``fj``
+    itself) -- provided the copies before the loop made those views for its first
+    iteration."""
     stride = step if step is not None else b.const(1)
     for inner in stmt.body.stmts:
         if not isinstance(inner, ast.SwapStmt):
             continue
         syms = kl.fn.swaps.get(id(inner)) or []
         copies = _copies_in(kl, stmt.body, syms)
-        if inner.kind != "swap" or len(syms) != 2 or len(copies) != 1:
+        if len(syms) < 2 or len(copies) != 1:
             raise unsupported(inner.span, f"this '{inner.kind}' inside a loop",
-                              "the supported pattern copies into one future before the loop, "
-                              "into the other inside it, and swaps them at the end")
-        nxt, copy = next(iter(copies.items()))
-        cur = syms[0] if syms[1] is nxt else syms[1]
-        current = kl.env.get(cur)
+                              "the supported pattern copies into one of the futures inside "
+                              "the loop, into the others before it, and rotates them at "
+                              "the end")
+        copied, copy = next(iter(copies.items()))
         source = kl.resolve_view_read(copy.src)
         if isinstance(copy.dst, ast.StorageDest):
             from .dma import staged
 
             source = staged(source, copy)
-        if not isinstance(source, Region) or not isinstance(current, Buffer) or not isinstance(
-                current.content, Region):
-            raise unsupported(inner.span, "this double-buffering pattern",
-                              "copy into the future before the loop and swap it with the "
-                              "one copied inside the loop")
-        content = current.content
-        first = source.substituted(var, b.binary("-", start, stride))
-        if not _same_view(first, content):
-            raise unsupported(inner.span, "double buffering whose first copy differs from "
-                                          "the copy the loop makes for its first iteration")
-        lagged = source.substituted(var, b.binary("-", b.var(var), stride))
-        kl.env[cur] = Buffer(cur, current.shape, current.elem,
-                             lagged.clipped(content.extents, content.filled))
+        j = syms.index(copied)
+        lagged = {}
+        for i, sym in enumerate(syms):
+            if sym is not copied:
+                lagged[sym] = _lagged(kl, inner, source, sym, var, start,
+                                      b.mul(b.const((j - i) % len(syms)), stride))
+        kl.env.update(lagged)
         kl.carried.add(id(inner))
+
+
+def _lagged(kl: KernelLowering, swap: ast.SwapStmt, source: object, sym: Symbol, var: str,
+            start: ir.Expr, lag: ir.Expr) -> Buffer:
+    """``sym`` at the top of every iteration: the loop's copy made ``lag`` trips earlier,
+    checked against what ``sym`` holds when the loop starts."""
+    current = kl.env.get(sym)
+    if not isinstance(source, Region) or not isinstance(current, Buffer) or not isinstance(
+            current.content, Region):
+        raise unsupported(swap.span, "this multiple-buffering pattern",
+                          "copy into the futures before the loop and rotate them with the "
+                          "one copied inside the loop")
+    content = current.content
+    if not _same_view(source.substituted(var, b.binary("-", start, lag)), content):
+        raise unsupported(swap.span, f"multiple buffering where what '{sym.name}' holds "
+                                     "before the loop differs from the copy the loop makes "
+                                     "for it")
+    earlier = source.substituted(var, b.binary("-", b.var(var), lag))
+    return Buffer(sym, current.shape, current.elem,
+                  earlier.clipped(content.extents, content.filled))
 
 
 def _copies_in(kl: KernelLowering, body: ast.Block, syms: list) -> dict:

@@ -171,6 +171,8 @@ class FunctionLowering:
                 s.kind is SymKind.VIEW for s in decls):
             self._host_views(stmt, decls)
             return
+        if isinstance(stmt, ast.PrintStmt):
+            return  # `print!`: nothing to run
         if isinstance(stmt, ast.AssertStmt):
             if id(stmt) in self.fn.host_asserts:
                 return  # decided at compile time, or tested when the arguments are bound
@@ -275,6 +277,8 @@ def _touches_data(stmt: ast.Stmt) -> bool:
         return False
     if isinstance(stmt, (ast.Foreach, ast.If, ast.While, ast.ExprStmt)):
         return True
+    if isinstance(stmt, ast.PrintStmt):
+        return not stmt.static  # (`print!` prints when compiling: nothing runs)
     return isinstance(stmt, ast.AssignStmt) and all(
         isinstance(item.target, ast.ElemAccess) for item in stmt.items)
 
@@ -821,6 +825,14 @@ class KernelLowering:
         if sym.kind is SymKind.VIEW:
             self.env[sym] = self.resolve_view_read(value)  # type: ignore[arg-type]
             return
+        if sym.kind in (SymKind.FUTURE, SymKind.DATA) and isinstance(value, ast.SelectExpr):
+            from .dma import chosen_data
+
+            if scratch.element_written(self, sym):
+                raise unsupported(span, f"writing elements of '{sym.name}', a buffer "
+                                        "chosen by 'select'", "write the chosen buffer by name")
+            self.env[sym] = chosen_data(self, sym, value)
+            return
         info = self.fn.exprs.get(id(value))
         expr = self.value(value)
         if info is not None and isinstance(info.type, BoundedType):
@@ -880,6 +892,10 @@ class KernelLowering:
         if isinstance(expr, ast.CallExpr) and expr.name in apply.FRAGMENT_CALLS:
             apply.lower_call(self, expr, stmt.span)
             return
+        if isinstance(expr, (ast.Unary, ast.Postfix)) and expr.op in ("++", "--") and \
+                isinstance(expr.operand, ast.Ident):
+            self.update(expr.operand, expr.op, stmt)  # (its value is not used)
+            return
         raise unsupported(stmt.span, _describe(expr) if not isinstance(expr, ast.CallExpr)
                           else f"the call '{expr.name}'")
 
@@ -911,6 +927,8 @@ class KernelLowering:
         if op == "cas":
             cmp, value = value, b.cast(self.value(call.args[2]), dtype)
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
+        if op == "cas" and mask is not None:
+            pointer, value, mask = _inert_cas(pointer, cmp, value, mask)
         result = self.fresh("old") if want_result else None
         self.emit(ir.Atomic(span, op, pointer, value, mask, cmp, result))
         if buffer is not None:
@@ -1070,6 +1088,14 @@ class KernelLowering:
         self.emit(ir.Let(None, active.name, _broadcast(b.and_(active, remaining),
                                                        active.axes)))
 
+    def _s_AssertStmt(self, stmt: ast.AssertStmt) -> None:
+        """A device assertion: every active lane checks the condition (spec 5.10)."""
+        if id(stmt) in self.fn.host_asserts:
+            return  # decided at compile time, or tested when the arguments are bound
+        cond = _truth(self.value(stmt.cond))
+        self.emit(ir.Assert(stmt.span, cond, f"assertion failed: {stmt.message}",
+                            self.guarded(padding_mask(cond.axes))))
+
     def _s_PrintStmt(self, stmt: ast.PrintStmt) -> None:
         if stmt.static:
             return  # print! happens at compile time in the reference; nothing to run
@@ -1146,9 +1172,6 @@ class KernelLowering:
         if not isinstance(view, ast.View):
             raise unsupported(view.span, "this operand")
         info: ViewInfo = self.fn.views[id(view)]
-        strided = next((op for op in view.ops if op.strides is not None), None)
-        if strided is not None:
-            raise unsupported(strided.span, "explicit element strides in a view")
         root_sym = info.root  # (a view of a view alias carries the alias's steps)
         root = self.env.get(root_sym)
         if info.array_index:
@@ -1177,15 +1200,22 @@ class KernelLowering:
         offsets = [b.const(0) for _ in extents]
         ends: list[tuple[int, ir.Expr]] = []  # (view dim, end offset) of runtime extents
         for step in info.steps:
-            if step.kind == "sqz":
-                base = _squeezed(base, offsets, tuple(extents), step.span)
-                offsets = [b.const(0) for _ in step.extents]
-                extents = step.extents
-                continue
             if step.kind == "span_as":
                 base = self._reshaped(base, offsets, tuple(extents), step)
                 offsets = [b.const(0) for _ in step.extents]
                 extents = step.extents
+                continue
+            if step.kind == "sqz":
+                if not isinstance(base, Region):
+                    raise unsupported(step.span, "'.sqz' of a register-resident buffer")
+                base = _limited(base, ends).shifted(offsets, tuple(extents)).squeezed()
+                offsets = [b.const(0) for _ in step.extents]
+                extents, ends = step.extents, []
+                continue
+            if step.strides is not None:
+                base = self._restrided(base, offsets, tuple(extents), ends, step)
+                offsets = [b.const(0) for _ in step.extents]
+                extents, ends = step.extents, []
                 continue
             for d, (item, scale) in enumerate(zip(step.indices, step.scales)):
                 offsets[d] = b.add(offsets[d], b.mul(self.index_item(item), self.sym(scale)))
@@ -1213,6 +1243,22 @@ class KernelLowering:
             return replace(base, split=split)
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
+
+    def _restrided(self, base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
+                   ends: list[tuple[int, ir.Expr]], step: ViewStep) -> Region:
+        """A step with explicit element strides, applied to the view built so far."""
+        if not isinstance(base, Region):
+            raise unsupported(step.span, "explicit element strides in a view of a buffer",
+                              "take the strided view of a global tensor")
+        if ends or any(d is not None for d in step.dynamic):
+            raise unsupported(step.span, "explicit element strides with a runtime extent")
+        self.use_tensor(base.tensor)
+        parent = base.shifted(offsets, extents)
+        origin = [b.mul(self.index_item(item), self.sym(scale))
+                  for item, scale in zip(step.indices, step.scales)]
+        for stride in step.strides or ():
+            self.use_sym(stride)
+        return parent.restrided(origin, step.extents, step.strides or ())
 
     def _reshaped(self, base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
                   step: ViewStep) -> Region:
@@ -1261,10 +1307,18 @@ class KernelLowering:
             view = self.resolve_view_read(base)
             view_elem = view.tensor.elem if isinstance(view, Region) else view.elem
             return view, self.element_index(e), view_elem
+        subscripts: list[ast.Expr] = []
+        while isinstance(base, ast.Index):  # `ring[s].at(i)`: an element of a buffer array
+            subscripts.insert(0, base.index)
+            base = base.base
         if not isinstance(base, ast.Ident):
             raise unsupported(e.span, "this element access")
         sym = self.fn.refs.get(id(base))
         value = self.env.get(sym) if sym is not None else None
+        if subscripts:
+            if not isinstance(value, BufferArray):
+                raise unsupported(e.span, "this element access")
+            value = self.array_element(value, tuple(subscripts), e.span, write=False)
         if isinstance(value, TensorRef):
             source: Region | Tile = Region.whole(self.use_tensor(value))
             elem = value.elem
@@ -1388,6 +1442,8 @@ class KernelLowering:
             rhs_info = self.fn.exprs[id(e.rhs)]
             bound = rhs_info.type.bound if isinstance(rhs_info.type, BoundedType) else Sym(1)
             return b.add(b.mul(self.value(e.lhs), self.sym(bound)), self.value(e.rhs))
+        if e.op in ("#+", "#-"):  # the value stays; only the bound changes (spec 5.1)
+            return self.value(e.lhs)
         lhs, rhs = self.value(e.lhs), self.value(e.rhs)
         info = self.fn.exprs[id(e)]
         if e.op in ("&&", "||"):
@@ -1421,12 +1477,30 @@ class KernelLowering:
         return b.binary(op, lhs, rhs, dtype)
 
     def _e_Unary(self, e: ast.Unary) -> ir.Expr:
+        if e.op in ("++", "--"):
+            return self._stepped(e)
         operand = self.value(e.operand)
         if e.op == "!":
             return ir.Unary(operand.axes, b.I1, "not", operand)
         if e.op == "~":
             return ir.Unary(operand.axes, operand.dtype, "~", operand)
         raise unsupported(e.span, f"the operator '{e.op}' in an expression")
+
+    def _stepped(self, e: ast.Unary | ast.Postfix) -> ir.Expr:
+        """``++x`` / ``x--`` inside an expression: ``x`` is updated first; the value is the
+        new one (prefix) or the one before (postfix, kept in a variable of its own)."""
+        if not isinstance(e.operand, ast.Ident):
+            raise unsupported(e.span, f"the operator '{e.op}' on this operand")
+        before = None
+        if isinstance(e, ast.Postfix):
+            value = self.value(e.operand)
+            before = ir.Var(value.axes, value.dtype, self.fresh(f"{e.operand.name}_before"))
+            self.emit(ir.Let(e.span, before.name, value))
+        self.update(e.operand, e.op, e)  # type: ignore[arg-type]
+        return before if before is not None else self.value(e.operand)
+
+    def _e_Postfix(self, e: ast.Postfix) -> ir.Expr:
+        return self._stepped(e)
 
     def _e_Ternary(self, e: ast.Ternary) -> ir.Expr:
         cond = _truth(self.value(e.cond))
@@ -1443,10 +1517,36 @@ class KernelLowering:
             return self.members(e.base)[index.value or 0]
         raise unsupported(e.span, "this selection")
 
+    def _e_SelectExpr(self, e: ast.SelectExpr) -> ir.Expr:
+        """``select(k, x0, x1, ...)`` of scalars: ``x_k``."""
+        info = self.fn.exprs[id(e)]
+        if not isinstance(info.type, ScalarType):
+            raise unsupported(e.span, "'select' of these values")
+        dtype = b.dtype_of(info.type.elem)
+        return self.choice(self.value(e.index),
+                           [b.cast(self.value(o), dtype) for o in e.options])
+
+    def choice(self, index: ir.Expr, options: list[ir.Expr]) -> ir.Expr:
+        """``options[index]`` for a runtime ``index`` (the last option past the end)."""
+        result = options[-1]
+        for k in range(len(options) - 2, -1, -1):
+            cond = b.binary("==", index, b.const(k, index.dtype))
+            result = ir.Where(b.merged(cond, options[k], result), result.dtype, cond,
+                              options[k], result)
+        return result
+
+    def _e_SizeOf(self, e: ast.SizeOf) -> ir.Expr:
+        """``|n|`` of an integer computed at run time: n (shapes are folded earlier)."""
+        info = self.fn.exprs.get(id(e.operand)) if e.operand is not None else None
+        if info is None or not (_is_int_type(info.type) or isinstance(info.type, BoundedType)):
+            raise unsupported(e.span, "'|...|' of this operand")
+        return self.value(e.operand)  # type: ignore[arg-type]
+
     def _e_Cast(self, e: ast.Cast) -> ir.Expr:
-        if e.quoted:
-            raise unsupported(e.span, "casts to C++ types")
-        return b.cast(self.value(e.operand), b.dtype_of(dtypes.lookup(e.target)))
+        elem = dtypes.cast_target(e.target, e.quoted)
+        if elem is None:
+            raise unsupported(e.span, f"casts to the C++ type \"{e.target}\"")
+        return b.cast(self.value(e.operand), b.dtype_of(elem))
 
     def _e_CallExpr(self, e: ast.CallExpr) -> ir.Expr:
         if e.name in _ATOMICS:
@@ -1460,6 +1560,18 @@ class KernelLowering:
         if e.name not in builtins.SUPPORTED:
             raise unsupported(e.span, f"the built-in '{e.name}'")
         return builtins.lower_builtin(self, e.name, args, dtype, e.span)
+
+
+def _inert_cas(pointer: ir.Pointer, cmp: ir.Expr | None, value: ir.Expr, mask: ir.Expr,
+               ) -> tuple[ir.Pointer, ir.Expr, None]:
+    """``tl.atomic_cas`` takes no mask: lanes outside ``mask`` compare-and-swap the
+    tensor's first element with ``cmp`` for ``cmp``, which never changes it."""
+    assert cmp is not None
+    offset = ir.Where(b.merged(mask, pointer.offset), pointer.offset.dtype, mask,
+                      pointer.offset, b.const(0, pointer.offset.dtype))
+    inert = ir.Pointer(offset.axes, pointer.dtype, pointer.base, offset)
+    value = ir.Where(b.merged(mask, value, cmp), value.dtype, mask, value, cmp)
+    return inert, value, None
 
 
 _ATOMICS = {
@@ -1587,11 +1699,10 @@ def _describe(node: ast.Node) -> str:
         "While": "'while' loops", "InThreads": "'inthreads' blocks",
         "SwapStmt": "'swap'/'rotate'",
         "CppStmt": "'__cpp__' code", "AsmStmt": "inline assembly", "ExprStmt": "this statement",
-        "PrintStmt": "'print'", "AssertStmt": "'assert'", "YieldStmt": "'yield'",
+        "PrintStmt": "'print'", "YieldStmt": "'yield'",
         "BreakStmt": "'break'", "ContinueStmt": "'continue'", "MmaScale": "'mma.scale'",
         "FragDecl": "'frag' declarations", "BufferMap": "'buffer.map'",
-        "ExternCall": "external calls ('call')", "SelectExpr": "'select'",
-        "Postfix": "'++'/'--' after a name", "SizeOf": "'|...|' of this operand",
+        "ExternCall": "external calls ('call')",
         "Unary": "a prefix operator as a statement",
     }
     return names.get(type(node).__name__, f"'{type(node).__name__}'")
@@ -1605,18 +1716,6 @@ def iter_stmts(block: ast.Block) -> Iterator[ast.Stmt]:
             child = getattr(stmt, name, None)
             if isinstance(child, ast.Block):
                 yield from iter_stmts(child)
-
-
-def _squeezed(base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
-              span: Span) -> Region:
-    """``.sqz()``: the tensor view cut so far without its dimensions of size 1; the
-    dropped dimensions keep their coordinate in the origin."""
-    if not isinstance(base, Region):
-        raise unsupported(span, "'.sqz' of a buffer", "squeeze the global tensor view")
-    cut = base.shifted(offsets, extents)
-    kept = [d for d, e in enumerate(extents) if e.value != 1]
-    return cut._replace(axes=tuple(cut.axis_of(d) for d in kept),
-                        extents=tuple(extents[d] for d in kept))
 
 
 from . import apply  # noqa: E402  (apply.py builds on this module)

@@ -309,6 +309,15 @@ class Print(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Assert(Stmt):
+    """``tl.device_assert(cond, message)``: lanes outside ``mask`` (when given) pass."""
+
+    cond: Expr
+    message: str
+    mask: Expr | None = None
+
+
+@dataclass(frozen=True, eq=False)
 class Barrier(Stmt):
     """``tl.debug_barrier()``: the threads of the program wait for each other, so that
     what one wrote to global scratch memory (or a tile stored and read back by a later

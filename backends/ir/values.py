@@ -24,6 +24,9 @@ class TensorRef:
     name: str
     elem: ElemType
     dims: tuple[Sym, ...]
+    # element strides when they are not row-major over ``dims`` (a strided view, see
+    # ``Region.restrided``)
+    explicit: tuple[Sym, ...] = ()
 
     @property
     def pointer(self) -> str:
@@ -34,6 +37,8 @@ class TensorRef:
         return b.dtype_of(self.elem)
 
     def strides(self) -> tuple[Sym, ...]:
+        if self.explicit:
+            return self.explicit
         strides: list[Sym] = []
         running = Sym(1)
         for dim in reversed(self.dims):
@@ -96,6 +101,29 @@ class Region:
             origin[t] = b.add(origin[t], offset)
         return self._replace(origin=tuple(origin), extents=extents)
 
+    def squeezed(self) -> Region:
+        """``.sqz()``: the view without its dimensions of size 1; their tensor
+        coordinates stay at the origin."""
+        kept = [d for d, e in enumerate(self.extents) if e.value != 1]
+        return self._replace(extents=tuple(self.extents[d] for d in kept),
+                             axes=tuple(self.axis_of(d) for d in kept))
+
+    def restrided(self, origin: list[ir.Expr], extents: tuple[Sym, ...],
+                  strides: tuple[Sym, ...]) -> Region:
+        """``view(E : T).from(o)``: element ``i`` lies at this view's first element plus
+        ``sum((o_d + i_d) * T_d)`` in the underlying buffer (spec 5.4). The result walks a
+        tensor of the same storage whose leading unit dimension (stride 1) carries this
+        view's flat start, and whose other dimensions have the explicit strides; the
+        parent's bounds no longer describe its elements, so nothing is masked."""
+        start: ir.Expr = b.const(0)
+        for coord, stride in zip(self.origin, self.tensor.strides()):
+            start = b.add(start, b.mul(coord, b.sym(stride)))
+        tensor = TensorRef(self.tensor.name, self.tensor.elem, (Sym(1),) + extents,
+                           (Sym(1),) + strides)
+        rank = len(extents)
+        return Region(tensor, (start, *origin), extents, tuple(() for _ in range(rank + 1)),
+                      axes=tuple(range(1, rank + 1)))
+
     def clipped(self, extents: tuple[Sym, ...], filled: bool) -> Region:
         """The same origin with a bigger shape whose extra part holds no data (a smaller
         source staged into a bigger buffer), or zeros with ``filled``."""
@@ -123,7 +151,8 @@ class Region:
 
     def key(self) -> tuple[object, ...]:
         """A structural identity (two views of the same elements compare equal)."""
-        return (self.tensor.name, tuple(b.key(o) for o in self.origin),
+        return (self.tensor.name, tuple(str(s) for s in self.tensor.explicit),
+                tuple(b.key(o) for o in self.origin),
                 tuple(str(e) for e in self.extents), self.axes, self.fill, self.filled,
                 tuple(tuple(b.key(x) for x in lim) for lim in self.limits),
                 tuple(tuple(b.key(x) for x in low) for low in self.lows))

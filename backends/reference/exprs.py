@@ -396,9 +396,10 @@ class Evaluator:
         if e.operand is None:
             raise not_implemented("this '|...|' expression")
         value = self.eval(e.operand)
-        shape = value.shape if isinstance(value, DataView) else value
+        if not isinstance(value, (DataView, tuple)):
+            return value  # `|n|` of an integer is n (one per lane when it varies)
         total = 1
-        for d in (shape if isinstance(shape, tuple) else (shape,)):
+        for d in (value.shape if isinstance(value, DataView) else value):
             total *= int(d)
         return total
 
@@ -432,9 +433,10 @@ class Evaluator:
         dst.write(arith.as_tensor(value, dst.elem))
 
     def _e_Cast(self, e: ast.Cast) -> Any:
-        if e.quoted:
+        elem = dtypes.cast_target(e.target, e.quoted)
+        if elem is None:
             raise not_implemented(f"casts to the C++ type \"{e.target}\"")
-        return arith.convert(self.eval(e.operand), dtypes.lookup(e.target))
+        return arith.convert(self.eval(e.operand), elem)
 
     def _e_SelectExpr(self, e: ast.SelectExpr) -> Any:
         """``select(k, v0, v1, ...)`` is ``v_k``, 0-based (spec 12.6)."""
@@ -474,10 +476,11 @@ class Evaluator:
         if step.kind == "modspan":
             raise not_implemented("'.modspan'")
         if op.strides is not None:
-            if step.kind != "view":
-                raise not_implemented(f"explicit strides in '.{step.kind}'")
+            # element strides replace the parent's; the origin (view.from offsets, or
+            # subspan tile coordinates times the spacing) is counted in those strides
             strides = [_int(self.eval(s), "a stride") for s in op.strides]
-            origin = [self._index_item(item) for item in step.indices]
+            origin = [self._index_item(item) * self.sym_value(scale)
+                      for item, scale in zip(step.indices, step.scales)]
             return data.restrided(extents, strides, origin)
         # offset o_d = index_d * scale_d (chunkat: index * extent; subspan: index * step;
         # view.from: the element offset itself), extents from the checker

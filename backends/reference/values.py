@@ -117,6 +117,13 @@ class DataView:
         return replace(self, offset=offset, shape=tuple(extents), strides=tuple(strides),
                        valid=tuple(extents))
 
+    def squeezed(self) -> DataView:
+        """``.sqz()``: the same elements without the dimensions of size 1."""
+        kept = [d for d, size in enumerate(self.shape) if size != 1]
+        return replace(self, shape=tuple(self.shape[d] for d in kept),
+                       strides=tuple(self.strides[d] for d in kept),
+                       valid=tuple(self.valid[d] for d in kept))
+
     def reshaped(self, shape: list[int]) -> DataView:
         """``span_as``: the same contiguous elements with a new shape."""
         if not self.complete:
@@ -131,13 +138,6 @@ class DataView:
                                  f"{_count(self.shape)} elements, {shape} has {count}")
         new = tuple(shape)
         return replace(self, shape=new, strides=row_major(new), valid=new)
-
-    def squeezed(self) -> DataView:
-        """``sqz``: the same elements without the dimensions of size 1."""
-        kept = [d for d, n in enumerate(self.shape) if n != 1]
-        return replace(self, shape=tuple(self.shape[d] for d in kept),
-                       strides=tuple(self.strides[d] for d in kept),
-                       valid=tuple(self.valid[d] for d in kept))
 
     # -- elements (spec 5.5) --------------------------------------------------------
     def address(self, index: list[Any], mask: torch.Tensor | None = None,

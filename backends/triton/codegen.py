@@ -77,11 +77,13 @@ class KernelWriter:
         self.expr_depth = 0  # nesting of the expression being written
         self.loops = 0  # enclosing `for` loops
         self.hoisted = 0  # variables made by splitting deep expressions
+        self.asserts = False  # whether the kernel checks device assertions
 
     # --------------------------------------------------------------- module pieces
     def write(self) -> list[str]:
         k = self.kernel
         self.w.line("@triton.jit")
+        decorator = len(self.w.lines) - 1
         params = []
         for p in k.params:
             params.append(f"{p.name}: tl.constexpr" if p.kind is ir.ParamKind.FLAG else p.name)
@@ -98,6 +100,8 @@ class KernelWriter:
         if not k.body:
             self.w.line("pass")
         self.w.dedent()
+        if self.asserts:  # Triton checks device assertions only in debug mode
+            self.w.lines[decorator] = "@triton.jit(debug=True)"
         return self.w.lines
 
     def stmts(self, body: list[ir.Stmt]) -> None:
@@ -178,6 +182,11 @@ class KernelWriter:
         elif isinstance(stmt, ir.Print):
             values = "".join(f", {self.expr(v, v.axes)}" for v in stmt.values)
             w.line(f"tl.device_print({stmt.label!r}{values})")
+        elif isinstance(stmt, ir.Assert):
+            self.asserts = True
+            cond = self.expr(stmt.cond, stmt.cond.axes)
+            mask = "" if stmt.mask is None else f", mask={self.expr(stmt.mask, stmt.mask.axes)}"
+            w.line(f"tl.device_assert({cond}, {stmt.message!r}{mask})")
         elif isinstance(stmt, ir.Barrier):
             w.line("tl.debug_barrier()")
         elif isinstance(stmt, ir.Comment):

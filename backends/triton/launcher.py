@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -76,7 +77,7 @@ class Launcher:
 
             interpreted = InterpretedFunction(kernel.fn)
             self._interpreted[id(kernel)] = interpreted
-        with _LOCK, _interpreting():
+        with _LOCK, _interpreting(debug=bool(getattr(kernel, "debug", False))):
             interpreted[grid](*args)
 
 
@@ -87,9 +88,12 @@ class Launcher:
         from triton.runtime.errors import OutOfResources
 
         stages = self._stages.get(id(kernel), num_stages)
+        # a kernel in debug mode (it checks assertions) would also trap on integer
+        # overflow, which wraps in Croqtile as in C
+        extra = {"sanitize_overflow": False} if getattr(kernel, "debug", False) else {}
         while True:
             try:
-                kernel[grid](*args, num_warps=num_warps, num_stages=stages)
+                kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
             except OutOfResources:
                 if stages <= 1:
                     raise
@@ -103,9 +107,19 @@ class _interpreting:
     """Lets ``@triton.jit`` helpers of ``triton.language`` (``tl.sum``...) run inside the
     interpreter although ``TRITON_INTERPRET`` was not set when Triton was imported."""
 
+    def __init__(self, debug: bool = False) -> None:
+        self.debug = debug
+
     def __enter__(self) -> None:
-        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.interpreter import InterpretedFunction, interpreter_builder
         from triton.runtime.jit import JITFunction
+
+        # device assertions are checked in debug mode only, which the interpreter takes
+        # from its builder rather than from the kernel; integers wrap as in C, unchecked
+        self.options = interpreter_builder.options
+        if self.debug:
+            interpreter_builder.options = replace(self.options, debug=True,
+                                                  sanitize_overflow=False)
 
         self.saved: Callable[..., Any] = JITFunction.__call__
 
@@ -125,7 +139,10 @@ class _interpreting:
     def __exit__(self, *exc: object) -> None:
         from triton.runtime.jit import JITFunction
 
+        from triton.runtime.interpreter import interpreter_builder
+
         JITFunction.__call__ = self.saved  # type: ignore[method-assign]
+        interpreter_builder.options = self.options
 
 
 def _check_interpreter_numpy() -> None:

@@ -576,6 +576,14 @@ class Checker:
             sym = Symbol(target.name, SymKind.MDSPAN, span, shape=t.dims)
         elif isinstance(t, TupleType):
             sym = Symbol(target.name, SymKind.ITUPLE, span, values=t.values)
+        elif isinstance(t, DataType) and isinstance(value, ast.SelectExpr):
+            # a buffer chosen at run time: data of the choices' type
+            sym = Symbol(target.name, SymKind.DATA, span, elem=t.elem, shape=t.shape,
+                         storage=t.storage)
+        elif isinstance(t, FutureType) and isinstance(value, ast.SelectExpr):
+            # the future chosen at run time gets a name of its own (the choices keep
+            # theirs): the same kind of copy as the first choice
+            sym = replace(t.symbol, name=target.name, span=span)
         elif isinstance(t, FutureType):
             sym = t.symbol
             self._fn().refs[id(target)] = sym
@@ -1125,6 +1133,8 @@ class Checker:
             self._tma_rules(stmt, src_type, dst_type)
         if stmt.is_async and stmt.future is None and not stmt.after:
             self._error("CQ0411", stmt.span)
+        if stmt.after:
+            self._check_after(stmt)
         self._note_swizzle(stmt)
         if stmt.future is not None and dst_type is not None:
             self._bind_future(stmt, dst_type)
@@ -1496,9 +1506,29 @@ class Checker:
 
     def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
         step = self._view_step_shape(op, shape)
+        if step is not None and op.strides is not None:
+            step = self._strided(step, op)
         if step is not None:
             self._check_view_step(step, shape)
         return step
+
+    def _check_after(self, stmt: ast.DmaStmt) -> None:
+        """``dma.copy ... after g``: ``g`` names a copy made before (spec 5.6)."""
+        sym = self._lookup(stmt.after or "")
+        if sym is None:
+            self._error("CQ0201", stmt.span, name=stmt.after)
+        elif sym.kind is not SymKind.FUTURE:
+            self._error("CQ0204", stmt.span, name=stmt.after, actual=_a(sym.kind.value),
+                        expected="a DMA future")
+
+    def _strided(self, step: ViewStep, op: ast.ViewOp) -> ViewStep:
+        """``view(E : T)`` / ``subspan(E : T)``: one stride per extent, known when the
+        kernel is compiled or from parameter sizes."""
+        if len(op.strides) != len(step.extents):
+            raise ViewError("CQ0311", op.span, what="strides", expected=len(step.extents),
+                            actual=len(op.strides))
+        strides = tuple(self._extent(s, "an element stride") for s in op.strides)
+        return replace(step, strides=strides)
 
     def _check_view_step(self, step: ViewStep, shape: tuple[Sym, ...]) -> None:
         """Static bounds of tile indices (spec 7 row 28) and chunkat over cdiv bounds whose
@@ -1515,8 +1545,8 @@ class Checker:
             if factor is not None and not step.ceil[d] and factor.provably_le(size) is None:
                 self._runtime_check(factor, "<=", size, f"the tiling factor of dimension {d} "
                                     "must not exceed the data size", step.span)
-            if d >= len(step.indices) or step.indices[d].expr is None:
-                continue
+            if d >= len(step.indices) or step.indices[d].expr is None or step.strides:
+                continue  # (a strided view's origin is not bounded by its parent's shape)
             item = step.indices[d]
             info = self._fn().exprs.get(id(item.expr))
             if info is None or info.static is None or item.member is not None:
@@ -2161,6 +2191,9 @@ class Checker:
 
     def _expr_Binary(self, e: ast.Binary) -> ExprInfo:
         lhs, rhs = self._expr(e.lhs), self._expr(e.rhs)
+        if e.op in ("#*", "#/", "#%"):
+            self._error("CQ0265", e.span, op=e.op)
+            return ERROR
         if isinstance(lhs.type, _Error) or isinstance(rhs.type, _Error):
             return ERROR
         if e.op == "#":
@@ -2363,8 +2396,11 @@ class Checker:
     def _expr_Cast(self, e: ast.Cast) -> ExprInfo:
         info = self._expr(e.operand)
         if e.quoted:
-            return ExprInfo(info.type)
-        elem = self._elem(e.target, e.span)
+            elem = dtypes.c_type(e.target)
+            if elem is None:  # a verbatim C++ cast: nothing known about the result
+                return ExprInfo(info.type)
+        else:
+            elem = self._elem(e.target, e.span)
         return ExprInfo(ScalarType(elem), info.static if elem.is_int else None)
 
     def _expr_SizeOf(self, e: ast.SizeOf) -> ExprInfo:
@@ -2375,6 +2411,9 @@ class Checker:
             return ERROR
         info = self._expr(e.operand)
         shape = _shape_of(info.type)
+        if shape is None and (isinstance(info.type, BoundedType) or isinstance(
+                info.type, ScalarType) and info.type.elem.is_int):
+            return ExprInfo(_INT, info.static)  # `|n|` of an integer is n (its count)
         if shape is None:
             return ExprInfo(_INT)
         total = Sym(1)

@@ -91,6 +91,31 @@ def lookup(name: str) -> ElemType:
     return ELEM_TYPES[name]
 
 
+# C and CUDA scalar type names that a quoted cast ``__to<"int">(e)`` may name, and the
+# element type that holds the same values (a C cast of a float to an integer truncates,
+# as every conversion here does)
+_C_TYPES: dict[str, str] = {
+    "bool": "bool", "char": "s8", "signed char": "s8", "unsigned char": "u8",
+    "short": "s16", "unsigned short": "u16", "int": "s32", "signed": "s32",
+    "unsigned": "u32", "unsigned int": "u32", "long long": "s64",
+    "unsigned long long": "u64", "float": "f32", "double": "f64", "half": "f16",
+    "__half": "f16", "__nv_bfloat16": "bf16", "size_t": "u64",
+    **{f"{sign}int{bits}_t": f"{'u' if sign else 's'}{bits}"
+       for sign in ("", "u") for bits in (8, 16, 32, 64)},
+}
+
+
+def c_type(name: str) -> ElemType | None:
+    """The element type of a quoted C type name; None for other C++ types."""
+    found = _C_TYPES.get(" ".join(name.split()))
+    return None if found is None else ELEM_TYPES[found]
+
+
+def cast_target(target: str, quoted: bool) -> ElemType | None:
+    """What ``__to<target>(e)`` converts to (None: a C++ type with no element type)."""
+    return c_type(target) if quoted else lookup(target)
+
+
 def _holds(big: ElemType, small: ElemType) -> bool:
     """Whether every value of ``small`` is exactly representable in ``big``."""
     if big.kind is Kind.FLOAT and small.kind is Kind.FLOAT:

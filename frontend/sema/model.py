@@ -219,6 +219,9 @@ class ViewStep:
     # per dimension, an extent known only at run time (``view(1, X, _)``, ``X`` a scalar
     # with a static bound): ``extents`` holds the bound, elements past the value are masked
     dynamic: tuple[ast.Expr | None, ...] = ()
+    # ``view(E : T)`` / ``subspan(E : T)``: element strides into the underlying buffer,
+    # replacing the parent's (spec 5.4); the origin is then ``sum(index_d * scale_d * T_d)``
+    strides: tuple[Sym, ...] | None = None
 
 
 @dataclass(frozen=True)

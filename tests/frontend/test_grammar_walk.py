@@ -442,7 +442,7 @@ EXPRESSIONS = [
     expr("bound", "a.at(t) + #t", lambda a: a + 16),
     expr("nested ternary", "a.at(t) > 0 ? (t > 8 ? 2 : 1) : 0",
          lambda a: torch.where(a > 0, torch.where(T > 8, 2.0, 1.0), 0.0)),
-    Form("extended compose", program("out.at(t) = a.at(t) + (t #+ 1) + (t #- 1);")),
+    expr("extended compose", "a.at(t) + (t #+ 1) + (t #- 1)", lambda a: a + 2 * T),
     Form("rejected compose operators", program("out.at(t) = a.at(t) + (t #* 2);")),
     expr("integer literals", "a.at(t) + 0x10 + 3", lambda a: a + 19),
     expr("integer literal suffixes", "a.at(t) + 3ll", lambda a: a + 3),
