@@ -346,6 +346,7 @@ class KernelLowering:
         # global tensors whose tiles a later loop iteration reads back (accumulators loaded
         # from memory): moved by plain loads and stores, whose ordering a barrier settles
         self.read_back: set[str] = set()
+        self.pipelining = True  # false when a loop reads back a tensor it stores (_kernel)
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -478,6 +479,8 @@ class KernelLowering:
         body = self.prologue + self.scopes[0]
         if ir.converts_to_fp8(body):
             self.cpu_flag()  # the interpreter's fp8 rounding is replaced (codegen)
+        if ir.reads_back(body):
+            self.pipelining = False
         params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
         for name in self.flags:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
@@ -522,6 +525,8 @@ class KernelLowering:
             self.env[level.tuple_symbol] = [self.env[v] for v in level.vars]
 
     def _num_stages(self) -> int:
+        if not self.pipelining:  # a loop reads back what it stored: one stage, in order
+            return 1
         if self.fl.options.num_stages:
             return self.fl.options.num_stages
         stages = 3

@@ -416,8 +416,8 @@ class Function:
 FP8 = (DType.F8E4, DType.F8E5)
 
 
-def converts_to_fp8(body: list[Stmt]) -> bool:
-    """Whether some expression of ``body`` converts a float tensor to an fp8 type."""
+def _nodes(body: list[Stmt]):
+    """Every IR node under ``body`` (statements, expressions and what they hold)."""
     stack: list[object] = list(body)
     seen: set[int] = set()
     while stack:
@@ -428,9 +428,32 @@ def converts_to_fp8(body: list[Stmt]) -> bool:
         if isinstance(node, (list, tuple)):
             stack.extend(node)
             continue
-        if isinstance(node, Cast) and node.dtype in FP8 and node.operand.dtype.is_float \
-                and node.operand.dtype not in FP8 and not isinstance(node.operand, Const):
-            return True
         if dataclasses.is_dataclass(node) and not isinstance(node, type):
+            yield node
             stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
+
+
+def converts_to_fp8(body: list[Stmt]) -> bool:
+    """Whether some expression of ``body`` converts a float tensor to an fp8 type."""
+    return any(isinstance(node, Cast) and node.dtype in FP8 and node.operand.dtype.is_float
+               and node.operand.dtype not in FP8 and not isinstance(node.operand, Const)
+               for node in _nodes(body))
+
+
+def reads_back(body: list[Stmt]) -> bool:
+    """Whether a loop of ``body`` loads from a tensor it also stores to. Triton's software
+    pipeliner would issue a later iteration's load before this iteration's store, so such
+    a kernel must not be pipelined (a read after the loop, as in an epilogue, is fine)."""
+    for loop in _nodes(body):
+        if not isinstance(loop, (For, While)):
+            continue
+        loaded: set[str] = set()
+        stored: set[str] = set()
+        for node in _nodes(loop.body):
+            if isinstance(node, Load):
+                loaded.add(node.pointer.base)
+            elif isinstance(node, (Store, Atomic)):
+                stored.add(node.pointer.base)
+        if loaded & stored:
+            return True
     return False

@@ -153,9 +153,10 @@ class KernelWriter:
             start = self.expr(stmt.start, ())
             stop = self.expr(stmt.stop, ())
             step = f", {self.expr(stmt.step, ())}" if stmt.step is not None else ""
-            if stmt.pipelined and stmt.stages:
+            pipelined = stmt.pipelined and self.kernel.num_stages > 1  # (1: kept in order)
+            if pipelined and stmt.stages:
                 step += f", num_stages={stmt.stages}"
-            loop = "tl.range" if stmt.pipelined else "range"
+            loop = "tl.range" if pipelined else "range"
             w.line(f"for {stmt.var} in {loop}({start}, {stop}{step}):")
             self._loop_body(stmt)
         elif isinstance(stmt, ir.While):
