@@ -77,6 +77,9 @@ def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
 def staged(source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
     """What a copy ``=> shared`` / ``=> local`` holds: the source, whose masked part is
     data (zeros) when TMA or ``.zfill`` fills it."""
+    hint = next((a.name for a in stmt.attrs if a.name in ("evict_first", "evict_last")), None)
+    if isinstance(source, Region) and hint:
+        source = source._replace(eviction=hint)
     if isinstance(source, Region) and (stmt.engine == "tma" or any(
             a.name == "zfill" for a in stmt.attrs)):
         return source.clipped(source.extents, True)

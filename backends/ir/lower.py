@@ -1429,7 +1429,8 @@ class KernelLowering:
             return self._tile_element(source, index, e.span)
         pointer, mask = access(source, index)
         return ir.Load(b.merged(pointer, *( [mask] if mask is not None else [])),
-                       pointer.dtype, pointer, mask, source.fill)  # padding reads its value
+                       pointer.dtype, pointer, mask, source.fill,  # padding reads its value
+                       source.eviction)
 
     def _tile_element(self, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
         """Reading a register tile at indices that are exactly its own axes (or, inside

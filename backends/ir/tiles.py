@@ -22,7 +22,7 @@ def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], spa
     # the tile's own axes, plus any vector axes its origin depends on (per-instance tiles)
     axes = b.merged(pointer, *([full_mask] if full_mask is not None else []),
                     *(b.axis_index(d) for d in dims))
-    pointer_load = ir.Load(axes, dtype, pointer, full_mask, region.fill)
+    pointer_load = ir.Load(axes, dtype, pointer, full_mask, region.fill, region.eviction)
     name = kl.fresh(base)
     desc = _descriptor(kl, region, dims)
     if desc is None:

@@ -68,6 +68,7 @@ class Region:
     filled: bool = False
     axes: tuple[int, ...] = ()  # view dim -> tensor dim; empty means the identity
     lows: tuple[tuple[ir.Expr, ...], ...] = ()  # per tensor dim: inclusive lower bounds
+    eviction: str | None = None  # cache hint of a `tma.load.evict_first/last` copy
 
     @staticmethod
     def whole(tensor: TensorRef) -> Region:

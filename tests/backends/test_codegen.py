@@ -91,3 +91,30 @@ __co__ f16 [8] add(f8_e5m2 [8] a, f8_e5m2 [8] b) {
 }
 """).add.triton_source
     assert ".to(tl.float32) + (" in source and ".to(tl.float8e5)).to(tl.float16)" in source
+
+
+def test_a_loop_that_reads_back_what_it_stored_is_not_pipelined() -> None:
+    """Triton's pipeliner would load the next K block's accumulator from memory before this
+    block's store (wrong on the GPU); such kernels run with one stage. GEMMs that only
+    read their inputs keep theirs."""
+    from ..e2e.test_mma_more import ACC_FROM_MEMORY
+    from ..e2e.test_seed_kernels import gemm_source
+
+    reloads = croqtile.compile(ACC_FROM_MEMORY).gemm_acc_global._compiled.artifact
+    assert reloads.num_stages == (1,)
+    seed = croqtile.compile(gemm_source("seed000_sm90_gemm.co", "f16")).matmul
+    assert seed._compiled.artifact.num_stages[0] > 1
+
+
+def test_tma_eviction_hints_reach_the_loads() -> None:
+    source = croqtile.compile("""
+__co__ void twice(global f16 [64, 64] x, global f16 [64, 64] y) {
+  parallel p by 4 : block {
+    t = tma.load.evict_first x.subspan(16, 64).at(p, 0) => shared;
+    parallel r by 16 : thread
+      foreach c in [64]
+        y.at(p # r, c) = t.data.at(r, c) * 2.0f;
+  }
+}
+""").twice.triton_source
+    assert "eviction_policy='evict_first'" in source
