@@ -347,6 +347,7 @@ class KernelLowering:
         # from memory): moved by plain loads and stores, whose ordering a barrier settles
         self.read_back: set[str] = set()
         self.pipelining = True  # false when a loop reads back a tensor it stores (_kernel)
+        self.loop_loaded: set[str] = set()  # global tensors loaded inside a loop (tiles.py)
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -1428,6 +1429,8 @@ class KernelLowering:
         if isinstance(source, Tile):
             return self._tile_element(source, index, e.span)
         pointer, mask = access(source, index)
+        if self.loop_depth:
+            self.loop_loaded.add(source.tensor.name)
         return ir.Load(b.merged(pointer, *( [mask] if mask is not None else [])),
                        pointer.dtype, pointer, mask, source.fill,  # padding reads its value
                        source.eviction)

@@ -16,6 +16,8 @@ def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], spa
               base: str) -> Tile:
     """Load ``region`` as a register tile whose dimension d lies along ``dims[d]``."""
     kl.use_tensor(region.tensor)
+    if kl.loop_depth:
+        kl.loop_loaded.add(region.tensor.name)
     pointer, mask = access(region, [b.axis_index(d) for d in dims])
     full_mask = b.and_(mask, padding_mask(dims))
     dtype = region.tensor.dtype
@@ -49,6 +51,13 @@ def store_tile(kl: KernelLowering, region: Region, tile: Tile, span: Span | None
     mask = kl.guarded(b.and_(b.and_(mask, tile.valid), padding_mask(tile.dims)))
     value = b.cast(tile.expr, region.tensor.dtype)
     pointer_store = ir.Store(span, pointer, value, mask)
+    if kl.loop_depth and region.tensor.name in kl.loop_loaded:
+        # the loop read this tensor (and reads it again next trip, maybe through other
+        # threads): plain stores between barriers, in order with those loads
+        kl.emit(ir.Barrier(span))
+        kl.emit(pointer_store)
+        kl.emit(ir.Barrier(span))
+        return
     desc = _descriptor(kl, region, tile.dims) if tile.valid is None and not kl.predicates else None
     if desc is None:
         kl.emit(pointer_store)

@@ -230,6 +230,12 @@ def test_against_torch_and_the_reference_interpreter(case: Case) -> None:
     check(case)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_program_on_the_gpu(case: Case) -> None:
+    check(case, "cuda")
+
+
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
 @pytest.mark.parametrize("source,name", [(ATTENTION, "attention.co"),
                                          (ROW_SOFTMAX, "row_softmax.co"),

@@ -529,6 +529,12 @@ def test_program(case: Case) -> None:
     check(case)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_program_on_the_gpu(case: Case) -> None:
+    check(case, "cuda")
+
+
 def test_staged_update_leaves_the_source_alone() -> None:
     """Writing elements of a buffer that a copy filled writes the buffer, not the source
     the copy forwards to."""

@@ -456,6 +456,12 @@ def test_results(case: Case) -> None:
     check(case)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_results_on_the_gpu(case: Case) -> None:
+    check(case, "cuda")
+
+
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="Triton without its CUDA backend")
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_compiles_for_sm90(case: Case) -> None:

@@ -239,6 +239,17 @@ def test_triton_path(name: str) -> None:
     assert_close(args[-1], reference, case.dtype)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", CASES)
+def test_triton_path_on_the_gpu(name: str) -> None:
+    case = CASES[name]
+    args = _args(case)
+    fn = getattr(croqtile.compile(case.source), case.function)
+    fn(*[a.cuda() for a in args[:-1]], out := args[-1].cuda())
+    reference = case.reference([a.double() for a in args[:-1]])
+    assert_close(out.cpu(), reference, case.dtype)
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_reference_interpreter(name: str) -> None:
     case = CASES[name]
