@@ -26,19 +26,17 @@ import importlib
 import io
 import json
 import re
-import signal
 import sys
 import tarfile
-import threading
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, ContextManager, Sequence
 
 import torch
 
+from ..fuzz.harness import deadline
 from .e2e_recipe import Recipe
 from .lit import run_lines
 from .reject_upstream import _revision
@@ -253,24 +251,10 @@ class KernelTimeout(Exception):
     pass
 
 
-@contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
+def time_limit(seconds: float) -> ContextManager[None]:
     """Raise ``KernelTimeout`` after ``seconds`` (main thread, POSIX; else no limit)."""
-    if seconds <= 0 or not hasattr(signal, "SIGALRM") or \
-            threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise KernelTimeout(f"more than {seconds:g} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    return deadline(seconds if seconds > 0 else None,
+                    lambda: KernelTimeout(f"more than {seconds:g} s"))
 
 
 def run_kernel(kernel: Kernel, recipe: Recipe | None, device: str = "cpu",

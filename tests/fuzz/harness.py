@@ -62,9 +62,10 @@ class Finding:
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None) -> Iterator[None]:
-    """Raise ``FuzzTimeout`` in the main thread after ``seconds`` (SIGALRM, POSIX only).
-    Without an alarm (other threads, other systems) the input simply runs to its end."""
+def deadline(seconds: float | None,
+             error: Callable[[], BaseException] = FuzzTimeout) -> Iterator[None]:
+    """Raise ``error()`` in the main thread after ``seconds`` (SIGALRM, POSIX only).
+    Without an alarm (other threads, other systems) the work simply runs to its end."""
     usable = (seconds is not None and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread())
     if not usable:
@@ -72,7 +73,7 @@ def deadline(seconds: float | None) -> Iterator[None]:
         return
 
     def _alarm(signum: int, frame: object) -> None:
-        raise FuzzTimeout
+        raise error()
 
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
