@@ -14,8 +14,9 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.lo
 # wheels carried with the working tree (the machine has no internet): parso, and a numpy
 # older than 2.4 for Triton's interpreter
 if compgen -G ".whl/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-deps --target /tmp/carried .whl/*.whl >> "$out/install.log" 2>&1
-    export PYTHONPATH=/tmp/carried${PYTHONPATH:+:$PYTHONPATH}
+    carried=$(mktemp -d)
+    python3 -m pip install -q --no-deps --target "$carried" .whl/*.whl >> "$out/install.log" 2>&1
+    export PYTHONPATH=$carried${PYTHONPATH:+:$PYTHONPATH}
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
