@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from os import PathLike
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .driver import compile_source, make_options
 from .module import Function, Module
+from .tuning import Config, make_tuned
 
 Defines = Mapping[str, int | float | str | None]
 
 
 def compile(src: str, *, defines: Defines | None = None, filename: str = "<string>",
-            **options: Any) -> Module:
+            autotune: str = "none", tunables: Mapping[str, Sequence[Any]] | None = None,
+            tune_budget_s: float | None = None, **options: Any) -> Module:
     """Compile Croqtile source text into a module of torch-callable functions.
 
     >>> import croqtile, torch
@@ -29,15 +31,46 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
 
     ``defines`` override ``#define`` constants of the source. Options: ``num_warps``,
     ``num_stages``, ``descriptors`` (tensor-descriptor loads when aligned, default True),
-    ``f32_precision`` (``"tf32"`` or ``"ieee"`` for f32 MMA operands).
+    ``f32_precision`` (``"tf32"`` or ``"ieee"`` for f32 MMA operands), ``group_m`` (MMA
+    kernels on a 2-D block grid run tiles in groups of this many rows, default 8; 1 for
+    row-major order), ``persistent`` (one program per SM looping over the tiles), and for
+    the persistent tile loop ``flatten`` and ``warp_specialize`` (Triton's loop hints).
+
+    ``autotune="quick"`` or ``"full"`` picks options and ``#define`` values per shape on
+    the first call (see ``croqtile.tuning``): ``tunables={"TILE_M": [64, 128], "num_warps":
+    [4, 8]}`` sets the candidates (default: a few launch options; "full" adds tile-size
+    defines), ``tune_budget_s`` bounds the search (default 30 s quick, 300 s full); values
+    fixed by ``defines``/options are not searched. Choices are cached in the cache directory.
     Raises ``CompileError`` with located diagnostics when the program is wrong.
     """
+    if autotune != "none":
+        return _tuned(src, defines or {}, filename, autotune, tunables, tune_budget_s, options)
+    if tunables is not None or tune_budget_s is not None:
+        raise ValueError("tunables= and tune_budget_s= apply with autotune='quick' or 'full'")
     result = compile_source(src, filename=filename, defines=defines,
                             options=make_options(options))
     return Module([Function(f) for f in result.functions], filename)
 
 
+def _tuned(src: str, defines: Defines, filename: str, mode: str,
+           tunables: Mapping[str, Sequence[Any]] | None, budget_s: float | None,
+           options: Mapping[str, Any]) -> Module:
+    make_options(options)  # unknown or malformed options fail now, not at the first call
+
+    def compile_config(config: Config) -> dict[str, Function]:
+        merged = {**dict(config.options), **options}
+        result = compile_source(src, filename=filename,
+                                defines={**dict(config.defines), **defines},
+                                options=make_options(merged))
+        return {f.name: Function(f) for f in result.functions}
+
+    names = list(compile_config(Config()))
+    functions = make_tuned(names, src, mode, tunables, defines, options, budget_s,
+                           compile_config)
+    return Module(functions, filename)  # type: ignore[arg-type]
+
+
 def load(path: str | PathLike[str], *, defines: Defines | None = None, **options: Any) -> Module:
-    """Compile the ``.co`` file at ``path`` (see ``compile``)."""
+    """Compile the ``.co`` file at ``path`` (see ``compile``; same keyword arguments)."""
     p = Path(path)
     return compile(p.read_text(), defines=defines, filename=str(path), **options)

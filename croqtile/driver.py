@@ -60,7 +60,11 @@ class CompileResult:
     warnings: list[Diagnostic] = field(default_factory=list)
 
 
-_OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target"}
+_OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
+                 "group_m", "persistent", "flatten", "warp_specialize"}
+# options taking a positive integer, and options taking a bool
+_INT_OPTIONS = ("num_warps", "num_stages", "group_m")
+_BOOL_OPTIONS = ("descriptors", "persistent", "flatten", "warp_specialize")
 
 
 def make_options(options: Mapping[str, object]) -> Options:
@@ -68,6 +72,17 @@ def make_options(options: Mapping[str, object]) -> Options:
     if unknown:
         raise TypeError(f"unknown compile option(s): {', '.join(sorted(unknown))}; "
                         f"known: {', '.join(sorted(_OPTION_NAMES))}")
+    for name in _INT_OPTIONS:
+        value = options.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f"compile option {name}={value!r}: expected a positive integer")
+    for name in _BOOL_OPTIONS:
+        if name in options and not isinstance(options[name], bool):
+            raise ValueError(f"compile option {name}={options[name]!r}: expected True or False")
+    if options.get("num_warps") is not None and options["num_warps"] & (options["num_warps"] - 1):
+        raise ValueError(f"compile option num_warps={options['num_warps']}: Triton needs a "
+                         "power of two")
     target = str(options.get("target", DEFAULT_TARGET))
     if lookup_target(target) is None:
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")

@@ -39,6 +39,12 @@ class Options:
     descriptors: bool = True  # tensor-descriptor loads/stores where aligned
     f32_precision: str = "tf32"  # or "ieee"
     target: str = "sm_90"  # the GPU the checker's resource and MMA rules follow
+    # The order and number of the programs of a `: block` level (see _block_ids): blocks
+    # are independent, so any one-to-one order computes the same result.
+    group_m: int = 8  # MMA kernels on a 2-D block grid: GROUP_M rows of tiles at a time
+    persistent: bool = False  # launch one program per SM, each looping over the tiles
+    flatten: bool = False  # the persistent tile loop: tl.range(flatten=True)
+    warp_specialize: bool = False  # the persistent tile loop: tl.range(warp_specialize=True)
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
@@ -330,7 +336,9 @@ class KernelLowering:
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
         self.grid: tuple[Sym, ...] = (Sym(1),)
-        self.program_index: ir.Expr = b.const(0)  # this program's row-major launch index
+        self.program_index: ir.Expr = b.const(0)  # this block's row-major index
+        self.block_names: list[str] = []  # the variables of the `: block` level
+        self.persistent_tiles: Sym | None = None  # the tile count of a persistent launch
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
@@ -477,7 +485,10 @@ class KernelLowering:
         return self._kernel(grid)
 
     def _kernel(self, grid: tuple[Sym, ...]) -> ir.Kernel:
-        body = self.prologue + self.scopes[0]
+        body = self.scopes[0]
+        if self.block_names:
+            body, grid = self._block_ids(body)
+        body = self.prologue + body
         if ir.converts_to_fp8(body):
             self.cpu_flag()  # the interpreter's fp8 rounding is replaced (codegen)
         if ir.reads_back(body):
@@ -487,39 +498,86 @@ class KernelLowering:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
         return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
                          body, self._num_warps(), self._num_stages(), self.root.span,
-                         dict(self.flags))
+                         dict(self.flags), self.persistent_tiles)
 
     def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
+        """Bind the variables of the `: block` level to names; the statements that compute
+        them are written by ``_block_ids`` once the body is lowered (their form depends on
+        whether the kernel multiplies matrices). Returns the logical grid."""
         bounds = level.bounds
         for bound in bounds:
             self.use_sym(bound)
         names = [self.fresh(v.name) for v in level.vars]
-        if len(bounds) <= 3:
-            for i, (sym, name) in enumerate(zip(level.vars, names)):
-                self.emit(ir.Let(level.node.span if level.node else None, name,
-                                 ir.Call((), b.I32, "program_id", (b.const(i),))))
-                self.env[sym] = Bounded(b.var(name, high=_high(sym.bound)), sym.bound or Sym(1))
-            index: ir.Expr = b.const(0)
-            for name, bound in zip(names, bounds):
-                index = b.add(b.mul(index, b.sym(bound)), b.var(name))
-            self.program_index = index
-            self._bind_tuple(level)
-            return tuple(bounds)
-        # more than three grid axes: one flat axis, decomposed row-major
-        flat = self.fresh("pid")
-        self.emit(ir.Let(None, flat, ir.Call((), b.I32, "program_id", (b.const(0),))))
-        rest: ir.Expr = b.var(flat)
-        for sym, name, bound in reversed(list(zip(level.vars, names, bounds))):
-            size = b.sym(bound)
-            self.emit(ir.Let(None, name, b.binary("%", rest, size)))
-            rest = b.binary("//", rest, size)
+        index: ir.Expr = b.const(0)
+        for sym, name, bound in zip(level.vars, names, bounds):
             self.env[sym] = Bounded(b.var(name, high=_high(bound)), bound)
-        self.program_index = b.var(flat)
+            index = b.add(b.mul(index, b.sym(bound)), b.var(name))
+        self.program_index = index  # row-major: unique per block whatever the launch order
+        self.block_names = names
         self._bind_tuple(level)
+        return tuple(bounds)
+
+    def _block_ids(self, body: list[ir.Stmt]) -> tuple[list[ir.Stmt], tuple[Sym, ...]]:
+        """The kernel body with the block variables computed in front, and the launch grid.
+
+        Up to three block axes map to program ids directly. Otherwise the blocks are
+        numbered by one flat tile index: row-major for more than three axes, and for a 2-D
+        grid of an MMA kernel in groups of ``group_m`` rows (the tiles running at the same
+        time then share rows of A and columns of B in the L2 cache). With ``persistent``
+        one program per SM loops over the tile indices (no launch tail of short-lived
+        programs, tensor descriptors made once)."""
+        bounds, names = self.grid, self.block_names
+        options = self.fl.options
+        grouped = len(bounds) == 2 and options.group_m > 1 and self.has_dot
+        persistent = options.persistent
+        if not (grouped or persistent or len(bounds) > 3):
+            ids = [ir.Let(None, name, ir.Call((), b.I32, "program_id", (b.const(i),)))
+                   for i, name in enumerate(names)]
+            return ids + body, bounds
         total = Sym(1)
         for bound in bounds:
             total = total * bound
-        return (total,)
+        tile = self.fresh("tile")
+        ids = (self._grouped_ids(tile, options.group_m) if grouped
+               else self._row_major_ids(tile))
+        program = ir.Call((), b.I32, "program_id", (b.const(0),))
+        if not persistent:
+            return [ir.Let(None, tile, program)] + ids + body, (total,)
+        programs = self.fresh("n_programs")
+        self.params[programs] = ir.KernelParam(programs, ir.ParamKind.INT, ir.DType.I32,
+                                               ir.PROGRAMS)
+        self.persistent_tiles = total
+        loop = ir.For(self.root.span, tile, program, b.sym(total), ids + body,
+                      step=b.var(programs), flatten=options.flatten,
+                      warp_specialize=options.warp_specialize)
+        return [loop], (total,)
+
+    def _row_major_ids(self, tile: str) -> list[ir.Stmt]:
+        ids: list[ir.Stmt] = []
+        rest: ir.Expr = b.var(tile)
+        for name, bound in reversed(list(zip(self.block_names, self.grid))):
+            size = b.sym(bound)
+            ids.insert(0, ir.Let(None, name, b.binary("%", rest, size)))
+            rest = b.binary("//", rest, size)
+        return ids
+
+    def _grouped_ids(self, tile: str, group_m: int) -> list[ir.Stmt]:
+        """Tile ``tile`` of a 2-D grid walked ``group_m`` rows at a time, column by column
+        within the group (the last group may have fewer rows)."""
+        (row, col), (rows, cols) = self.block_names, self.grid
+        t, group = b.var(tile), b.const(group_m)
+        width = self.fresh("group_width")
+        first = self.fresh("first_row")
+        height = self.fresh("group_rows")
+        within = b.binary("%", t, b.var(width))
+        return [
+            ir.Let(None, width, b.mul(group, b.sym(cols))),
+            ir.Let(None, first, b.mul(b.binary("//", t, b.var(width)), group)),
+            ir.Let(None, height, ir.Call((), b.I32, "minimum",
+                                         (b.binary("-", b.sym(rows), b.var(first)), group))),
+            ir.Let(None, row, b.add(b.var(first), b.binary("%", within, b.var(height)))),
+            ir.Let(None, col, b.binary("//", within, b.var(height))),
+        ]
 
     def _bind_tuple(self, level: LevelInfo) -> None:
         if level.tuple_symbol is not None:
@@ -1440,6 +1498,9 @@ class KernelLowering:
         ``apply``, the axes of the tile it spans)."""
         if all(isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, tile.dims)):
             return tile.expr
+        relabelled = _tile_over(tile, index)
+        if relabelled is not None:
+            return relabelled
         if self.apply_depth:
             return apply.read_element(tile, index, span)
         raise unsupported(span, "reading single elements of a register-resident buffer at "
@@ -1728,3 +1789,23 @@ def iter_stmts(block: ast.Block) -> Iterator[ast.Stmt]:
 
 
 from . import apply  # noqa: E402  (apply.py builds on this module)
+
+
+def _tile_over(tile: Tile, index: list[ir.Expr]) -> ir.Expr | None:
+    """A register tile read at the lanes of other axes of the same sizes, one per dimension
+    in the same order (``foreach {i, j} in [TM, TN] ... acc_s.at(i, j)`` after
+    ``mma.store mc, acc_s``: an epilogue on the accumulator): the tile itself, relabelled.
+    None when the index is anything else."""
+    axes = [i.axis for i in index if isinstance(i, ir.AxisIndex)]
+    if len(axes) != len(index) or len(axes) != len(tile.dims) or len(set(axes)) != len(axes):
+        return None
+    if tile.split or set(tile.expr.axes) - set(tile.dims):
+        return None  # differs between instances
+    if any(a.size != d.size or a.extent != d.extent for a, d in zip(axes, tile.dims)):
+        return None
+    mapping = dict(zip(tile.dims, axes))
+    value = _broadcast(tile.expr, ir.sort_axes(tile.dims))
+    renamed = tuple(mapping[a] for a in value.axes)
+    if renamed != ir.sort_axes(renamed):
+        return None  # the index transposes the tile
+    return ir.Relabel(renamed, value.dtype, value)

@@ -46,7 +46,7 @@ def host_var_name(name: str) -> str:
     """A Python-safe host variable name for a Croqtile name."""
     import keyword
 
-    reserved = {"tl", "triton", "torch", "math", "launch", "device"}
+    reserved = {"tl", "triton", "torch", "math", "launch", "device", "programs"}
     return name + "_" if keyword.iskeyword(name) or name in reserved else name
 
 
@@ -263,6 +263,8 @@ class For(Stmt):
     pipelined: bool = False
     step: Expr | None = None
     stages: int | None = None  # a pipelined loop's own software-pipeline depth
+    flatten: bool = False  # tl.range(flatten=True): one pipelined loop with the inner ones
+    warp_specialize: bool = False  # tl.range(warp_specialize=True)
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,6 +334,10 @@ class Comment(Stmt):
 # ------------------------------------------------------------------------------ kernels
 
 
+# The source of the kernel parameter that holds a persistent launch's program count.
+PROGRAMS = "@programs"
+
+
 class ParamKind(enum.Enum):
     POINTER = "pointer"
     INT = "int"
@@ -360,6 +366,8 @@ class Kernel:
     span: Span | None = None
     # constexpr flags decided on the host before launch: name -> host condition text
     flags: dict[str, str] = field(default_factory=dict)
+    # a persistent launch: min(this many tiles, the SM count) programs loop over the tiles
+    persistent_tiles: Sym | None = None
 
 
 # ------------------------------------------------------------------------------ host code

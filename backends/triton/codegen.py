@@ -156,7 +156,10 @@ class KernelWriter:
             pipelined = stmt.pipelined and self.kernel.num_stages > 1  # (1: kept in order)
             if pipelined and stmt.stages:
                 step += f", num_stages={stmt.stages}"
-            loop = "tl.range" if pipelined else "range"
+            for hint in ("flatten", "warp_specialize"):
+                if getattr(stmt, hint):
+                    step += f", {hint}=True"
+            loop = "tl.range" if pipelined or stmt.flatten or stmt.warp_specialize else "range"
             w.line(f"for {stmt.var} in {loop}({start}, {stop}{step}):")
             self._loop_body(stmt)
         elif isinstance(stmt, ir.While):
@@ -474,9 +477,14 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
 
 def _launch(w: _Writer, k: ir.Kernel) -> None:
     grid = [render_sym(g) for g in k.grid] or ["1"]
+    if k.persistent_tiles is not None:  # one program per SM at most, each looping over tiles
+        w.line(f"programs = min({render_sym(k.persistent_tiles)}, launch.sm_count(device))")
+        grid = ["programs"]
     args = []
     for p in k.params:
-        if isinstance(p.source, Sym):
+        if p.source == ir.PROGRAMS:
+            args.append("programs")
+        elif isinstance(p.source, Sym):
             args.append(render_sym(p.source))
         elif p.kind is ir.ParamKind.FLAG:
             args.append(k.flags[p.name])

@@ -47,7 +47,22 @@ class Launcher:
     def __init__(self) -> None:
         self._interpreted: dict[int, Any] = {}
         self._stages: dict[int, int] = {}
+        self._sms: dict[int, int] = {}
         self.launches = 0
+
+    def sm_count(self, device: Any) -> int:
+        """Streaming multiprocessors of ``device`` (the programs of a persistent launch);
+        4 for the CPU, so that the interpreter runs persistent loops too."""
+        if getattr(device, "type", "cpu") != "cuda":
+            return 4
+        index = device.index if device.index is not None else _current_device()
+        count = self._sms.get(index)
+        if count is None:
+            import torch
+
+            count = torch.cuda.get_device_properties(index).multi_processor_count
+            self._sms[index] = count
+        return count
 
     def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
                  num_warps: int, num_stages: int, device: Any) -> None:
@@ -101,6 +116,12 @@ class Launcher:
                 continue
             self._stages[id(kernel)] = stages
             return
+
+
+def _current_device() -> int:
+    import torch
+
+    return torch.cuda.current_device()
 
 
 class _interpreting:
