@@ -229,6 +229,7 @@ class TuneReport:
     default_ms: float | None
     tried: int = 0
     pruned: list[tuple[str, str]] = field(default_factory=list)  # (config, reason)
+    timings: list[tuple[dict[str, Any], float]] = field(default_factory=list)  # (config, ms)
     seconds: float = 0.0
     complete: bool = True  # False when the budget ran out first
 
@@ -237,6 +238,7 @@ class TuneReport:
                 "config": self.best.as_dict(), "time_ms": self.best_ms,
                 "default_ms": self.default_ms, "tried": self.tried,
                 "pruned": [list(p) for p in self.pruned], "seconds": self.seconds,
+                "timings": [[config, ms] for config, ms in self.timings],
                 "complete": self.complete, "versions": _versions()}
 
 
@@ -347,6 +349,7 @@ class TunedFunction:
                 continue
             ms, outputs = outcome
             report.tried += 1
+            report.timings.append((config.as_dict(), ms))
             if reference is None:
                 reference = outputs
                 report.default_ms = ms if config == self._default else None

@@ -1,0 +1,133 @@
+"""Time every configuration of a GEMM search on the GPU and keep all the figures.
+
+    python bench/tune_gemm.py --json OUT.json [--space large|decode] [--dtype f16 bf16]
+        [--shapes M,N,K ...] [--kernel PATH.co]
+
+For each shape and dtype it runs croqtile's autotuner (``autotune="full"`` with an
+explicit ``tunables`` grid) and records the time of every candidate, with ``torch.matmul``
+(cuBLAS) timed in the same run; the figures choose the compiler's defaults and the grids
+of the benchmark sweeps. The kernel is C[M, N] = A[M, K] @ B[N, K]^T with an f32
+accumulator (``--kernel`` picks another ``.co`` with the same parameters and defines
+``DT``, ``TILE_M``, ``TILE_N``, ``TILE_K``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import croqtile
+
+GEMM = """
+// C = A @ B^T with an f32 accumulator, one warpgroup per block tile
+#define DT f16
+#define TILE_M 128
+#define TILE_N 256
+#define TILE_K 64
+__co__ void gemm(global DT [M, K] a, global DT [N, K] b, global DT [M, N] c) {
+  parallel {bm, bn} by [cdiv(M, TILE_M), cdiv(N, TILE_N)] : block {
+    mc = mma.fill.f32 0.0f;
+    foreach {kk} in [cdiv(K, TILE_K)] {
+      as = dma.copy a.subspan(TILE_M, TILE_K).at(bm, kk) => shared;
+      bs = dma.copy b.subspan(TILE_N, TILE_K).at(bn, kk) => shared;
+      parallel p by 1 : group-4 {
+        ma = mma.load as.data;
+        mb = mma.load bs.data;
+        mma.row.row mc, ma, mb;
+      }
+    }
+    mma.store mc, c.subspan(TILE_M, TILE_N).at(bm, bn);
+  }
+}
+"""
+
+SPACES = {
+    "large": {"TILE_M": [128, 256], "TILE_N": [256, 128], "num_warps": [8, 4],
+              "num_stages": [3, 4], "persistent": [False, True], "flatten": [False, True]},
+    "decode": {"TILE_M": [64, 16], "TILE_N": [64, 32, 128], "TILE_K": [128, 256],
+               "num_stages": [4, 6], "num_warps": [4]},
+}
+SHAPES = {
+    "large": [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048)],
+    "decode": [(16, 4096, 4096), (16, 28672, 4096), (64, 4096, 14336), (64, 6144, 4096)],
+}
+DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def time_ms(fn) -> float:  # type: ignore[no-untyped-def]
+    from triton.testing import do_bench
+
+    return statistics.median(do_bench(fn, return_mode="median") for _ in range(3))
+
+
+def run(space: str, dtypes: list[str], shapes: list[tuple[int, int, int]],
+        source: str, save) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Search and time each shape; ``save(rows)`` after each (a run cut short keeps them)."""
+    rows: list[dict] = []
+    for dt in dtypes:
+        mod = croqtile.compile(source, defines={"DT": dt}, autotune="full",
+                               tunables=SPACES[space], tune_budget_s=600.0)
+        fn = mod.gemm
+        for m, n, k in shapes:
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            a = torch.randn(m, k, device="cuda", generator=gen).to(DTYPES[dt])
+            b = torch.randn(n, k, device="cuda", generator=gen).to(DTYPES[dt])
+            c = torch.full((m, n), float("nan"), device="cuda", dtype=DTYPES[dt])
+            start = time.perf_counter()
+            fn(a, b, c)
+            ref = a.double() @ b.double().T
+            error = ((c.double() - ref).norm() / ref.norm()).item()
+            ours = time_ms(lambda fn=fn, a=a, b=b, c=c: fn(a, b, c))
+            base = time_ms(lambda a=a, b=b: torch.matmul(a, b.T))
+            report = fn.reports[-1] if fn.reports else None
+            flops = 2.0 * m * n * k
+            row = {"dtype": dt, "M": m, "N": n, "K": k, "rel_error": error,
+                   "croqtile_ms": ours, "torch_ms": base, "ratio": base / ours,
+                   "croqtile_tflops": flops / ours * 1e-9, "torch_tflops": flops / base * 1e-9,
+                   "config": fn.tuned_config, "search_s": time.perf_counter() - start,
+                   "timings": report.timings if report else [],
+                   "pruned": report.pruned if report else []}
+            rows.append(row)
+            save(rows)
+            print(f"{dt} {m}x{n}x{k}: ratio {row['ratio']:.3f} "
+                  f"({row['croqtile_tflops']:.0f} vs {row['torch_tflops']:.0f} TFLOP/s) "
+                  f"err {error:.1e} config {fn.tuned_config}", flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", type=Path, required=True)
+    parser.add_argument("--space", choices=sorted(SPACES), default="large")
+    parser.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["f16"])
+    parser.add_argument("--shapes", nargs="+", default=None, help="M,N,K ...")
+    parser.add_argument("--kernel", type=Path, help="a .co file instead of the built-in GEMM")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("tune_gemm.py times kernels on a CUDA device; none is available")
+    shapes = ([tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes
+              else SHAPES[args.space])
+    source = args.kernel.read_text() if args.kernel else GEMM
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(rows: list[dict]) -> None:
+        args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(),
+                                         "space": args.space, "tunables": SPACES[args.space],
+                                         "rows": rows}, indent=1, default=str))
+
+    with tempfile.TemporaryDirectory() as cache:  # search afresh: every candidate timed
+        os.environ["CROQTILE_CACHE_DIR"] = cache
+        run(args.space, args.dtype, shapes, source, save)  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()
