@@ -260,6 +260,8 @@ class TunedFunction:
         self._fixed = dict(fixed)
         self._functions: dict[Config, Any] = {}
         self._choices: dict[tuple[Any, ...], Config] = {}
+        # warm calls: the function chosen for arguments of these shapes/dtypes/devices
+        self._by_signature: dict[tuple[Any, ...], tuple[Config, Any]] = {}
         self._default = Config()
         self._last: Config | None = None
         self._warned_cpu = False
@@ -286,11 +288,17 @@ class TunedFunction:
         return self._function(self._default).specialize_on
 
     def __call__(self, *args: Any) -> Any:
-        default = self._function(self._default)
-        _, bound = default._bind(args)  # argument errors are reported before any tuning
-        config = self._choose(bound, args)
-        self._last = config
-        return self._function(config)(*args)
+        signature = _signature(args)
+        known = self._by_signature.get(signature)
+        if known is None:
+            default = self._function(self._default)
+            _, bound = default._bind(args)  # argument errors are reported before any tuning
+            config = self._choose(bound, args)
+            known = (config, self._function(config))
+            if len(self._by_signature) < 4096:  # (bounded: one entry per distinct shape)
+                self._by_signature[signature] = known
+        self._last = known[0]
+        return known[1](*args)  # the chosen function checks the arguments itself
 
     def __repr__(self) -> str:
         return f"<croqtile.TunedFunction {self.name} autotune={self.mode!r}>"
@@ -405,6 +413,12 @@ class TunedFunction:
               f"{report.best_ms:.4g} ms{gain} with {report.best.describe()} "
               f"[{report.tried} run, {len(report.pruned)} pruned, {report.seconds:.1f} s"
               f"{budget}]", file=sys.stderr)
+
+
+def _signature(args: Sequence[Any]) -> tuple[Any, ...]:
+    """What selects a configuration: tensor shapes, dtypes and devices, scalar types."""
+    return tuple((a.shape, a.dtype, a.device) if isinstance(a, torch.Tensor) else type(a)
+                 for a in args)
 
 
 def _device_name(device: torch.device) -> str:
