@@ -218,26 +218,38 @@ class Prepared:
 KernelLoader = Callable[[Case], Any]  # returns the croqtile Function for a case
 
 
-def kernel_loader(autotune: str = "none",
-                  defines: Mapping[str, Mapping[str, Any]] | None = None) -> KernelLoader:
+# Launch options used when not autotuning. A 128 x 256 f32 accumulator is 256 registers a
+# thread for one warpgroup: two warpgroups (8 warps) halve that, as Triton's own Hopper
+# GEMM configurations do.
+DEFAULT_OPTIONS: Mapping[str, Mapping[str, Any]] = {
+    "gemm": {"num_warps": 8}, "gemm_fp8": {"num_warps": 8},
+}
+KERNEL_FILES = {"gemm": "gemm.co", "gemm_fp8": "gemm_fp8.co", "copy": "copy.co",
+                "add": "add.co"}
+KERNEL_NAMES = {"gemm": "gemm", "gemm_fp8": "gemm_fp8", "copy": "copy2d", "add": "add2d"}
+
+
+def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = None,
+                  kernel_dir: Path = KERNEL_DIR) -> KernelLoader:
     """Compiles each bench kernel once per element type. ``autotune`` is passed to
-    ``croqtile.load`` only when it is not ``"none"`` (older builds lack the option);
-    ``defines[kernel]`` overrides tile sizes."""
+    ``croqtile.load`` only when it is not ``"none"`` (builds without the option still run
+    the untuned sweeps); otherwise ``DEFAULT_OPTIONS`` apply. ``defines`` override the
+    sources' ``#define``s (tile sizes) in every kernel."""
     import croqtile
 
     cache: dict[tuple[str, str], Any] = {}
-    files = {"gemm": "gemm.co", "gemm_fp8": "gemm_fp8.co", "copy": "copy.co", "add": "add.co"}
-    names = {"gemm": "gemm", "gemm_fp8": "gemm_fp8", "copy": "copy2d", "add": "add2d"}
 
     def load(case: Case) -> Any:
         key = (case.kernel, case.dtype)
         if key not in cache:
-            extra = dict((defines or {}).get(case.kernel, {}))
+            extra = dict(defines or {})
             if case.kernel != "gemm_fp8":
                 extra.setdefault("DT", case.dtype)
-            options = {} if autotune == "none" else {"autotune": autotune}
-            mod = croqtile.load(KERNEL_DIR / files[case.kernel], defines=extra, **options)
-            cache[key] = getattr(mod, names[case.kernel])
+            options = (dict(DEFAULT_OPTIONS.get(case.kernel, {})) if autotune == "none"
+                       else {"autotune": autotune})
+            mod = croqtile.load(kernel_dir / KERNEL_FILES[case.kernel], defines=extra,
+                                **options)
+            cache[key] = getattr(mod, KERNEL_NAMES[case.kernel])
         return cache[key]
 
     return load
@@ -320,9 +332,9 @@ def time_pair(ours: Callable[[], object], baseline: Callable[[], object],
 
 
 def config_string(fn: Any) -> str:
-    """The autotuned configuration of a function, as one CSV-safe string."""
+    """The autotuned configuration of a function, as one CSV-safe string ("" if none)."""
     config = getattr(fn, "tuned_config", None)
-    if config is None:
+    if not config:
         return ""
     if isinstance(config, Mapping):
         return ";".join(f"{k}={v}" for k, v in sorted(config.items()))
@@ -347,11 +359,12 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
 
 def run_cases(cases: Sequence[Case], *, device: str = "cuda", reps: int = 3,
               timer: Timer | None = None, load: KernelLoader | None = None,
-              autotune: str = "none", progress: TextIO | None = None) -> list[Row]:
+              autotune: str = "none", defines: Mapping[str, Any] | None = None,
+              progress: TextIO | None = None) -> list[Row]:
     """Run every case. Without a ``timer``, CUDA uses ``do_bench`` and CPU only checks."""
     if timer is None and device != "cpu":
         timer = default_timer
-    load = load or kernel_loader(autotune)
+    load = load or kernel_loader(autotune, defines)
     rows: list[Row] = []
     for i, case in enumerate(cases):
         if progress is not None:
@@ -598,12 +611,13 @@ class BenchResult:
 
 def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", reps: int = 3,
               autotune: str = "none", timer: Timer | None = None,
-              load: KernelLoader | None = None, progress: TextIO | None = sys.stderr,
-              plot: bool = True) -> BenchResult:
+              load: KernelLoader | None = None, defines: Mapping[str, Any] | None = None,
+              progress: TextIO | None = sys.stderr, plot: bool = True) -> BenchResult:
     """Run, write the files, and build the summary table."""
     rows = run_cases(cases, device=device, reps=reps, timer=timer, load=load,
-                     autotune=autotune, progress=progress)
+                     autotune=autotune, defines=defines, progress=progress)
     meta = metadata(device, reps, autotune, timed=timer is not None or device != "cpu")
+    meta["defines"] = dict(defines or {})
     files, messages = write_results(rows, out_dir, meta, plot=plot)
     return BenchResult(rows, files, messages, summary_table(rows))
 

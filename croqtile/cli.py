@@ -5,6 +5,7 @@
     croqtile explain CODE
     croqtile bench [square|llm|fp8|memory|all]... [--dtype ...] [--sizes ...] [--reps N]
                    [--out DIR] [--autotune none|quick|full] [--device cuda|cpu] [--quick]
+                   [-D NAME=VALUE]...
     croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
@@ -140,6 +141,9 @@ def _add_bench_parser(commands: Any) -> None:
     bench.add_argument("--device", choices=("cuda", "cpu"),
                        help="default cuda when available; cpu checks tiny shapes only")
     bench.add_argument("--quick", action="store_true", help="a few shapes per sweep")
+    bench.add_argument("-D", dest="define", action="append", default=[],
+                       metavar="NAME=VALUE",
+                       help="override a #define of the bench kernels (TILE_M=128; repeatable)")
     bench.add_argument("--plot", metavar="CSV",
                        help="only draw the PNG of an existing CSV (next to it)")
 
@@ -166,7 +170,8 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     else:
         cases = bench.full_cases(sweeps, args.dtype)
     result = bench.run_bench(cases, Path(args.out), device=device, reps=args.reps,
-                             autotune=args.autotune, progress=err)
+                             autotune=args.autotune, defines=_parse_defines(args.define),
+                             progress=err)
     for row in result.rows:
         if not row.ok:
             print(f"FAILED {row.case.describe()}: {row.note} (rel_error "

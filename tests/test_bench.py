@@ -271,7 +271,7 @@ def test_autotune_is_passed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> 
     bench.kernel_loader("quick")(case)
     bench.kernel_loader("none")(case)
     assert seen[0] == {"defines": {"DT": "bf16"}, "autotune": "quick"}
-    assert seen[1] == {"defines": {"DT": "bf16"}}
+    assert seen[1] == {"defines": {"DT": "bf16"}, **bench.DEFAULT_OPTIONS["gemm"]}
     assert bench.config_string(Tuned()) == "TILE_M=64;num_warps=4"
 
 
@@ -327,3 +327,16 @@ def test_plot_without_matplotlib_says_how_to_plot_later(
     png, message = bench.plot_csv(tmp_path / "square.csv")
     assert png is None and "croqtile bench --plot CSV" in message
     assert (tmp_path / "square.csv").is_file()  # still there, to plot elsewhere
+
+
+def test_cli_defines_reach_the_kernels(tmp_path: Path) -> None:
+    args = ["bench", "memory", "--device", "cpu", "--out", str(tmp_path)]
+    assert main([*args, "-D", "TILE_R=16", "-D", "TILE_C=64"]) == 0
+    doc = json.loads((tmp_path / "memory.json").read_text())
+    assert doc["metadata"]["defines"] == {"TILE_R": "16", "TILE_C": "64"}
+    assert all(r["ok"] for r in doc["rows"])
+    # A tile the checker refuses (shared memory over the budget) is a failed row, exit 1.
+    assert main([*args, "-D", "TILE_R=4096", "-D", "TILE_C=4096"]) == 1
+    doc = json.loads((tmp_path / "memory.json").read_text())
+    assert not any(r["ok"] for r in doc["rows"])
+    assert main([*args, "-D", "=3"]) == 2
