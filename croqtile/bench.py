@@ -18,7 +18,6 @@ import json
 import math
 import platform
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
@@ -212,7 +211,6 @@ class Prepared:
     baseline: Callable[[], object]
     output: torch.Tensor
     reference: Callable[[], torch.Tensor]
-    function: Any  # the croqtile Function (its tuned_config, if autotuned)
 
 
 KernelLoader = Callable[[Case], Any]  # returns the croqtile Function for a case
@@ -267,7 +265,7 @@ def prepare(case: Case, fn: Any, device: str, seed: int = 0) -> Prepared:
         a, b = randn(case.M, case.K), randn(case.N, case.K)
         out = torch.empty((case.M, case.N), dtype=dtype, device=device)
         return Prepared(lambda: fn(a, b, out), lambda: torch.matmul(a, b.T), out,
-                        lambda: a.double() @ b.double().T, fn)
+                        lambda: a.double() @ b.double().T)
     if case.kernel == "gemm_fp8":
         a, b = randn(case.M, case.K), randn(case.N, case.K)
         sa = torch.tensor([0.5], device=device)
@@ -277,14 +275,14 @@ def prepare(case: Case, fn: Any, device: str, seed: int = 0) -> Prepared:
             lambda: fn(a, b, sa, sb, out),
             lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb,
                                      out_dtype=torch.bfloat16),
-            out, lambda: (a.double() @ b.double().T) * (sa.double() * sb.double()), fn)
+            out, lambda: (a.double() @ b.double().T) * (sa.double() * sb.double()))
     src, other = randn(case.M, case.N), randn(case.M, case.N)
     out = torch.empty_like(src)
     if case.kernel == "copy":
         return Prepared(lambda: fn(src, out), lambda: out.copy_(src), out,
-                        lambda: src.double(), fn)
+                        lambda: src.double())
     return Prepared(lambda: fn(src, other, out), lambda: torch.add(src, other, out=out), out,
-                    lambda: (src.double() + other.double()).to(dtype).double(), fn)
+                    lambda: (src.double() + other.double()).to(dtype).double())
 
 
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -306,7 +304,7 @@ def check(case: Case, prepared: Prepared) -> tuple[bool, float | None, str]:
     try:
         prepared.ours()
     except Exception as exc:  # a kernel that fails to run is a failed row, not a crash
-        return False, None, f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        return False, None, _describe(exc)
     err = relative_error(prepared.output, prepared.reference())
     ok = err <= TOLERANCES[case.kernel]  # False for NaN
     return ok, err, "" if ok else "wrong result"
@@ -343,18 +341,31 @@ def config_string(fn: Any) -> str:
 
 def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
              reps: int) -> Row:
-    """Check one case and, when it is correct and a timer is given, time it."""
+    """Check one case and, when it is correct and a timer is given, time it. A failure
+    (compile error, out of memory, an unsupported baseline) becomes a row with a note, so
+    that one bad case does not lose the rest of a long sweep."""
     try:
         fn = load(case)
     except Exception as exc:
-        return Row(case, False, None, note=f"compile: {type(exc).__name__}: "
-                   + str(exc).splitlines()[0][:200])
-    prepared = prepare(case, fn, device)
-    ok, err, note = check(case, prepared)
+        return Row(case, False, None, note="compile: " + _describe(exc))
+    try:
+        prepared = prepare(case, fn, device)
+        ok, err, note = check(case, prepared)
+    except Exception as exc:
+        return Row(case, False, None, note="check: " + _describe(exc))
     if not ok or timer is None:
         return Row(case, ok, err, config=config_string(fn), note=note)
-    ours_ms, base_ms = time_pair(prepared.ours, prepared.baseline, timer, reps)
+    try:
+        ours_ms, base_ms = time_pair(prepared.ours, prepared.baseline, timer, reps)
+    except Exception as exc:  # correct, but not timed: still ok
+        return Row(case, ok, err, config=config_string(fn), note="timing: " + _describe(exc))
     return Row(case, ok, err, ours_ms, base_ms, config_string(fn))
+
+
+def _describe(exc: BaseException) -> str:
+    """The first line of an exception, short enough for a CSV cell."""
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:200]
 
 
 def run_cases(cases: Sequence[Case], *, device: str = "cuda", reps: int = 3,
@@ -612,8 +623,9 @@ class BenchResult:
 def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", reps: int = 3,
               autotune: str = "none", timer: Timer | None = None,
               load: KernelLoader | None = None, defines: Mapping[str, Any] | None = None,
-              progress: TextIO | None = sys.stderr, plot: bool = True) -> BenchResult:
-    """Run, write the files, and build the summary table."""
+              progress: TextIO | None = None, plot: bool = True) -> BenchResult:
+    """Run, write the files, and build the summary table; ``progress`` is the stream for
+    the progress line (the command line passes stderr)."""
     rows = run_cases(cases, device=device, reps=reps, timer=timer, load=load,
                      autotune=autotune, defines=defines, progress=progress)
     meta = metadata(device, reps, autotune, timed=timer is not None or device != "cpu")

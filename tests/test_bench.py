@@ -340,3 +340,14 @@ def test_cli_defines_reach_the_kernels(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "memory.json").read_text())
     assert not any(r["ok"] for r in doc["rows"])
     assert main([*args, "-D", "=3"]) == 2
+
+
+def test_a_baseline_that_cannot_be_timed_keeps_the_checked_row(
+        loader: bench.KernelLoader) -> None:
+    def broken_timer(fn: Callable[[], object]) -> float:
+        raise RuntimeError("no _scaled_mm here\nsecond line")
+
+    rows = bench.run_cases([Case("fp8", "gemm_fp8", "e4m3", 64, 64, 64)], device="cpu",
+                           timer=broken_timer, load=loader)
+    assert rows[0].ok and rows[0].ratio is None
+    assert rows[0].note == "timing: RuntimeError: no _scaled_mm here"
