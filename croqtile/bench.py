@@ -242,7 +242,7 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
         if key not in cache:
             extra = dict(defines or {})
             if case.kernel != "gemm_fp8":
-                extra.setdefault("DT", case.dtype)
+                extra["DT"] = case.dtype  # the case decides the element type
             options = (dict(DEFAULT_OPTIONS.get(case.kernel, {})) if autotune == "none"
                        else {"autotune": autotune})
             mod = croqtile.load(kernel_dir / KERNEL_FILES[case.kernel], defines=extra,

@@ -9,6 +9,7 @@ import importlib.util
 import io
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -351,3 +352,12 @@ def test_a_baseline_that_cannot_be_timed_keeps_the_checked_row(
                            timer=broken_timer, load=loader)
     assert rows[0].ok and rows[0].ratio is None
     assert rows[0].note == "timing: RuntimeError: no _scaled_mm here"
+
+
+def test_sweep_script_runs_from_the_checkout(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parent.parent / "bench" / "memory_sweep.py"
+    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [r["kernel"] for r in bench.read_csv(tmp_path / "memory.csv")] == ["copy", "add"]
+    assert "memory   all" in done.stdout
