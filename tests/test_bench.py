@@ -361,3 +361,14 @@ def test_sweep_script_runs_from_the_checkout(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert [r["kernel"] for r in bench.read_csv(tmp_path / "memory.csv")] == ["copy", "add"]
     assert "memory   all" in done.stdout
+
+
+def test_a_run_without_matplotlib_writes_the_data_and_says_so(
+        tmp_path: Path, loader: bench.KernelLoader, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    timer = SequenceTimer([1.0, 2.0])
+    result = bench.run_bench([Case("square", "gemm", "f16", 64, 64, 64)], tmp_path,
+                             device="cpu", reps=1, timer=timer, load=loader)
+    assert result.messages == [bench.NO_MATPLOTLIB]
+    assert sorted(p.name for p in result.files) == ["square.csv", "square.json"]
+    assert not list(tmp_path.glob("*.png"))
