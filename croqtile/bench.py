@@ -330,13 +330,20 @@ def time_pair(ours: Callable[[], object], baseline: Callable[[], object],
 
 
 def config_string(fn: Any) -> str:
-    """The autotuned configuration of a function, as one CSV-safe string ("" if none)."""
+    """The autotuned configuration of a function as one CSV cell ("" if none):
+    ``{"defines": {"TILE_M": 128}, "num_warps": 8}`` becomes ``TILE_M=128;num_warps=8``."""
     config = getattr(fn, "tuned_config", None)
     if not config:
         return ""
-    if isinstance(config, Mapping):
-        return ";".join(f"{k}={v}" for k, v in sorted(config.items()))
-    return str(config).replace(",", ";")
+    if not isinstance(config, Mapping):
+        return str(config).replace(",", ";")
+    parts: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            parts += [f"{k}={v}" for k, v in sorted(value.items())]
+        else:
+            parts.append(f"{key}={value}")
+    return ";".join(parts)
 
 
 def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
