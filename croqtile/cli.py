@@ -93,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="croqtile", description="Check Croqtile programs and explain diagnostic codes.")
+        prog="croqtile",
+        description="Check Croqtile programs, explain diagnostic codes, benchmark kernels.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser(
         "check", help="report the diagnostics of .co files and of sources embedded in .py files",
