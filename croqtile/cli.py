@@ -1,7 +1,12 @@
-"""The ``croqtile`` command line: ``check`` programs without running them, ``explain`` codes.
+"""The ``croqtile`` command line: ``check`` programs without running them, ``explain`` codes,
+``bench`` kernels against torch.
 
     croqtile check [--format text|json|full] [-D NAME[=VALUE]]... PATH...
     croqtile explain CODE
+    croqtile bench [square|llm|fp8|memory|all]... [--dtype ...] [--sizes ...] [--reps N]
+                   [--out DIR] [--autotune none|quick|full] [--device cuda|cpu] [--quick]
+                   [-D NAME=VALUE]...
+    croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
 (see ``croqtile.pyscan``) through the checker and the lowering, and reports what a compile
@@ -14,6 +19,9 @@ found, 0 otherwise, 2 for usage errors (a missing path, an unknown code).
 wrong and a fixed program when the optional module ``croqtile.frontend.code_examples``
 has them (``EXAMPLES[code]``: an ``Example`` with ``.bad`` and ``.fixed``, or a
 ``(bad, fixed)`` pair). ``ERRORS.md`` is the same reference as one document.
+
+``bench`` runs the sweeps of ``croqtile.bench`` (see ``bench/README.md``): every case is
+checked against a float64 reference before it is timed; exit status 1 when a case is wrong.
 """
 
 from __future__ import annotations
@@ -75,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check":
             return run_check(args.paths, _parse_defines(args.define), args.format,
                              sys.stdout, sys.stderr)
+        if args.command == "bench":
+            return run_bench_command(args, sys.stdout, sys.stderr)
         return run_explain(args.code, sys.stdout)
     except UsageError as err:
         print(f"croqtile {args.command}: error: {err}", file=sys.stderr)
@@ -83,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="croqtile", description="Check Croqtile programs and explain diagnostic codes.")
+        prog="croqtile",
+        description="Check Croqtile programs, explain diagnostic codes, benchmark kernels.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser(
         "check", help="report the diagnostics of .co files and of sources embedded in .py files",
@@ -102,7 +113,104 @@ def _parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="describe a diagnostic code",
                                   description="Describe a diagnostic code such as CQ0201.")
     explain.add_argument("code", metavar="CODE")
+    _add_bench_parser(commands)
     return parser
+
+
+_BENCH_SWEEPS = ("square", "llm", "fp8", "memory", "all")
+_BENCH_DTYPES = ("f16", "bf16")
+
+
+def _add_bench_parser(commands: Any) -> None:
+    bench = commands.add_parser(
+        "bench", help="time croqtile kernels beside torch (cuBLAS) after checking them",
+        description="Check each case against a float64 reference, then time croqtile and "
+                    "torch interleaved; write CSV, JSON (and PNG plots) per sweep.")
+    bench.add_argument("sweeps", nargs="*", metavar="SWEEP", default=["all"],
+                       help="square, llm, fp8, memory or all (default all)")
+    bench.add_argument("--dtype", nargs="+", default=list(_BENCH_DTYPES),
+                       choices=_BENCH_DTYPES, help="GEMM element types (default f16 bf16); "
+                       "the memory sweep uses the first")
+    bench.add_argument("--sizes", nargs="+", type=int, metavar="S",
+                       help="square and fp8 GEMM sizes, memory tensor sides [S, S]")
+    bench.add_argument("--reps", type=int, default=3,
+                       help="do_bench repetitions per kernel; the median is kept (default 3)")
+    bench.add_argument("--out", default=str(Path("bench", "results", "h200")),
+                       help="output directory (default bench/results/h200)")
+    bench.add_argument("--autotune", choices=("none", "quick", "full"), default="none",
+                       help="passed to croqtile.load when not none")
+    bench.add_argument("--device", choices=("cuda", "cpu"),
+                       help="default cuda when available; cpu checks tiny shapes only")
+    bench.add_argument("--quick", action="store_true", help="a few shapes per sweep")
+    bench.add_argument("-D", dest="define", action="append", default=[],
+                       metavar="NAME=VALUE",
+                       help="override a #define of the bench kernels (TILE_M=128; repeatable)")
+    bench.add_argument("--plot", metavar="CSV",
+                       help="only draw the PNG of an existing CSV (next to it)")
+
+
+def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``croqtile bench``: run the sweeps, write the files, print the summary table."""
+    from . import bench  # torch and triton load only for this command
+
+    if args.plot:
+        return _plot_only(Path(args.plot), out, err)
+    sweeps = _bench_sweeps(args.sweeps)
+    if args.reps < 1:
+        raise UsageError("--reps must be at least 1")
+    device = args.device or ("cuda" if _cuda_available() else "cpu")
+    if device == "cuda" and not _cuda_available():
+        raise UsageError("--device cuda: no CUDA device here (use --device cpu to check "
+                         "correctness through the interpreter)")
+    if args.sizes:
+        cases = bench.full_cases(sweeps, args.dtype, args.sizes)
+    elif device == "cpu":
+        cases = bench.tiny_cases(sweeps, args.dtype)
+    elif args.quick:
+        cases = bench.quick_cases(sweeps, args.dtype)
+    else:
+        cases = bench.full_cases(sweeps, args.dtype)
+    result = bench.run_bench(cases, Path(args.out), device=device, reps=args.reps,
+                             autotune=args.autotune, defines=_parse_defines(args.define),
+                             progress=err)
+    for row in result.rows:
+        if not row.ok:
+            print(f"FAILED {row.case.describe()}: {row.note} (rel_error "
+                  f"{row.rel_error})", file=err)
+    for message in result.messages:
+        print(message, file=err)
+    print(result.table, file=out)
+    print(f"wrote {len(result.files)} files to {args.out}", file=out)
+    return 1 if result.failed else 0
+
+
+def _bench_sweeps(names: Sequence[str]) -> list[str]:
+    unknown = [n for n in names if n not in _BENCH_SWEEPS]
+    if unknown:
+        raise UsageError(f"unknown sweep {unknown[0]!r}; choose from "
+                         + ", ".join(_BENCH_SWEEPS))
+    if "all" in names:
+        return list(_BENCH_SWEEPS[:-1])
+    return list(dict.fromkeys(names))
+
+
+def _plot_only(csv_path: Path, out: TextIO, err: TextIO) -> int:
+    from . import bench
+
+    if not csv_path.is_file():
+        raise UsageError(f"no such CSV file: {str(csv_path)!r}")
+    png, message = bench.plot_csv(csv_path)
+    if png is None:
+        print(message, file=err)
+        return 1
+    print(f"wrote {png}", file=out)
+    return 0
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _parse_defines(items: Sequence[str]) -> dict[str, str]:
