@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from os import PathLike
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from .driver import compile_source, make_options
 from .module import Function, Module
-from .tuning import Config, make_tuned
+from .tuning import Config, Tunables, make_tuned
+
+TunablesByShape = Callable[[dict[str, int]], Tunables]
 
 Defines = Mapping[str, int | float | str | None]
 
 
 def compile(src: str, *, defines: Defines | None = None, filename: str = "<string>",
-            autotune: str = "none", tunables: Mapping[str, Sequence[Any]] | None = None,
+            autotune: str = "none", tunables: Tunables | TunablesByShape | None = None,
             tune_budget_s: float | None = None, **options: Any) -> Module:
     """Compile Croqtile source text into a module of torch-callable functions.
 
@@ -38,9 +40,12 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
 
     ``autotune="quick"`` or ``"full"`` picks options and ``#define`` values per shape on
     the first call (see ``croqtile.tuning``): ``tunables={"TILE_M": [64, 128], "num_warps":
-    [4, 8]}`` sets the candidates (default: a few launch options; "full" adds tile-size
-    defines), ``tune_budget_s`` bounds the search (default 30 s quick, 300 s full); values
-    fixed by ``defines``/options are not searched. Choices are cached in the cache directory.
+    [4, 8]}`` searches every combination, a list ``[{"TILE_M": 64, "num_warps": 4}, ...]``
+    exactly those configurations, and a function of the shape bucket (``{"M": 16, ...}``,
+    each dimension rounded up to a power of two) returning either, a space per shape
+    (default: a few launch options; "full" adds tile-size defines). ``tune_budget_s``
+    bounds one search (default 30 s quick, 300 s full); values fixed by ``defines`` or
+    options are not searched. Choices are cached in the cache directory.
     Raises ``CompileError`` with located diagnostics when the program is wrong.
     """
     if autotune != "none":
@@ -53,7 +58,7 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
 
 
 def _tuned(src: str, defines: Defines, filename: str, mode: str,
-           tunables: Mapping[str, Sequence[Any]] | None, budget_s: float | None,
+           tunables: Tunables | TunablesByShape | None, budget_s: float | None,
            options: Mapping[str, Any]) -> Module:
     make_options(options)  # unknown or malformed options fail now, not at the first call
 

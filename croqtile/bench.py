@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
 import torch
 
+from .bench_spaces import SPACES
+
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "bench" / "kernels"
 SWEEPS = ("square", "llm", "fp8", "memory")
 DEFAULT_SIZES = (512, 1024, 2048, 3072, 4096, 6144, 8192)
@@ -216,12 +218,9 @@ class Prepared:
 KernelLoader = Callable[[Case], Any]  # returns the croqtile Function for a case
 
 
-# Launch options used when not autotuning. A 128 x 256 f32 accumulator is 256 registers a
-# thread for one warpgroup: two warpgroups (8 warps) halve that, as Triton's own Hopper
-# GEMM configurations do.
-DEFAULT_OPTIONS: Mapping[str, Mapping[str, Any]] = {
-    "gemm": {"num_warps": 8}, "gemm_fp8": {"num_warps": 8},
-}
+# Launch options used when not autotuning: the compiler's own defaults (two warpgroups
+# for a 128 x 256 f32 accumulator, a persistent launch for MMA kernels).
+DEFAULT_OPTIONS: Mapping[str, Mapping[str, Any]] = {}
 KERNEL_FILES = {"gemm": "gemm.co", "gemm_fp8": "gemm_fp8.co", "copy": "copy.co",
                 "add": "add.co"}
 KERNEL_NAMES = {"gemm": "gemm", "gemm_fp8": "gemm_fp8", "copy": "copy2d", "add": "add2d"}
@@ -244,7 +243,7 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
             if case.kernel != "gemm_fp8":
                 extra["DT"] = case.dtype  # the case decides the element type
             options = (dict(DEFAULT_OPTIONS.get(case.kernel, {})) if autotune == "none"
-                       else {"autotune": autotune})
+                       else {"autotune": autotune, "tunables": SPACES[case.kernel]})
             mod = croqtile.load(kernel_dir / KERNEL_FILES[case.kernel], defines=extra,
                                 **options)
             cache[key] = getattr(mod, KERNEL_NAMES[case.kernel])

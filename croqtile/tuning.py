@@ -75,17 +75,30 @@ class Config:
 
 @dataclass(frozen=True)
 class Space:
-    """The knobs to search and their candidate values (the first value is the default)."""
+    """The candidates of a search: the product of ``knobs`` (name -> values, the first value
+    the default), or an ``explicit`` list of configurations."""
 
-    knobs: tuple[tuple[str, tuple[Any, ...]], ...]
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    explicit: tuple[Config, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.knobs and not self.explicit
 
     def configs(self) -> list[Config]:
-        """Every combination, the all-defaults one first, then by how many knobs differ
-        from the defaults (so a search cut short by its budget has tried the nearest)."""
+        """Every candidate: an explicit list in its order; a product with the all-defaults
+        combination first, then by how many knobs differ from the defaults (so a search cut
+        short by its budget has tried the nearest)."""
+        if self.explicit:
+            return list(self.explicit)
         names = [name for name, _ in self.knobs]
         combos = list(itertools.product(*(values for _, values in self.knobs)))
         combos.sort(key=lambda combo: sum(i != 0 for i in _indices(self.knobs, combo)))
         return [_config(names, combo) for combo in combos]
+
+    def key(self) -> list[Any]:
+        """A JSON-able description (part of the cache key)."""
+        return [[[n, list(v)] for n, v in self.knobs], [c.as_dict() for c in self.explicit]]
 
 
 def _indices(knobs: Sequence[tuple[str, tuple[Any, ...]]], combo: Sequence[Any]) -> list[int]:
@@ -103,20 +116,45 @@ def source_defines(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _DEFINE_LINE.finditer(text)}
 
 
-def search_space(mode: str, text: str, tunables: Mapping[str, Sequence[Any]] | None,
+Tunables = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
+
+
+def search_space(mode: str, text: str, tunables: Tunables | None,
                  fixed_defines: Mapping[str, Any], fixed_options: Mapping[str, Any]) -> Space:
-    """The knobs of a ``mode`` search. ``tunables`` (name -> candidate values) replaces the
-    default knobs when given; names are compile options or ``#define``s of the source."""
+    """The candidates of a ``mode`` search. ``tunables`` replaces the default knobs when
+    given: a mapping name -> candidate values (every combination), or a list of mappings
+    name -> value (exactly these configurations); names are tunable compile options or
+    ``#define``s of the source. Values the caller fixed are not searched."""
     defined = source_defines(text)
+    fixed = set(fixed_options) | set(fixed_defines)
+
+    def check(name: str) -> None:
+        if name not in _TUNABLE_OPTIONS and name not in defined:
+            raise ValueError(f"tunable {name!r} is neither a tunable compile option "
+                             f"({', '.join(_TUNABLE_OPTIONS)}) nor a #define of the source")
+
+    if tunables is not None and not isinstance(tunables, Mapping):
+        configs: list[Config] = []
+        for entry in tunables:
+            if not isinstance(entry, Mapping):
+                raise ValueError("tunables: expected a mapping name -> values, or a list of "
+                                 f"mappings name -> value; got an item {entry!r}")
+            for name in entry:
+                check(name)
+            names = [n for n in entry if n not in fixed]
+            config = _config(names, [entry[n] for n in names])
+            if config not in configs:
+                configs.append(config)
+        if not configs:
+            raise ValueError("tunables: the list of configurations is empty")
+        return Space(explicit=tuple(configs)) if configs != [Config()] else Space()
     knobs: dict[str, tuple[Any, ...]] = {}
     if tunables:
         for name, values in tunables.items():
             values = tuple(values)
             if not values:
                 raise ValueError(f"tunable {name!r} has no candidate values")
-            if name not in _TUNABLE_OPTIONS and name not in defined:
-                raise ValueError(f"tunable {name!r} is neither a tunable compile option "
-                                 f"({', '.join(_TUNABLE_OPTIONS)}) nor a #define of the source")
+            check(name)
             knobs[name] = values
     else:
         knobs.update(_OPTION_SPACE[mode])
@@ -125,10 +163,7 @@ def search_space(mode: str, text: str, tunables: Mapping[str, Sequence[Any]] | N
                 candidates = _tile_candidates(name, value)
                 if candidates:
                     knobs[name] = candidates
-    for name in list(knobs):  # a value the caller fixed is not searched
-        if name in fixed_options or name in fixed_defines:
-            del knobs[name]
-    return Space(tuple(knobs.items()))
+    return Space(tuple((n, v) for n, v in knobs.items() if n not in fixed))
 
 
 def _tile_candidates(name: str, value: str) -> tuple[int, ...]:
@@ -160,7 +195,7 @@ def _versions() -> dict[str, str]:
 def cache_key(text: str, function: str, fixed: Mapping[str, Any], space: Space,
               device: str, bucket: Sequence[tuple[str, int]]) -> str:
     payload = json.dumps({"source": text, "function": function, "fixed": fixed,
-                          "space": [[n, list(v)] for n, v in space.knobs], "device": device,
+                          "space": space.key(), "device": device,
                           "bucket": list(bucket), "versions": _versions()},
                          sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
@@ -246,11 +281,11 @@ class TunedFunction:
     """A ``__co__`` function whose configuration is chosen per shape bucket (see module
     docstring). Callable like ``croqtile.Function``."""
 
-    def __init__(self, name: str, text: str, mode: str, space: Space, compiler: Compiler,
-                 fixed: Mapping[str, Any], budget_s: float | None) -> None:
+    def __init__(self, name: str, text: str, mode: str, space: Callable[[dict[str, int]], Space],
+                 compiler: Compiler, fixed: Mapping[str, Any], budget_s: float | None) -> None:
         self.name = name
         self.mode = mode
-        self.space = space
+        self.space_for = space  # the shape bucket -> the candidates
         self.budget_s = budget_s if budget_s is not None else _BUDGET[mode]
         self.timer: Timer | None = None  # None: the GPU timer on CUDA, no tuning on the CPU
         self.verbose = True
@@ -312,13 +347,15 @@ class TunedFunction:
         return fn
 
     def _choose(self, bound: Any, args: Sequence[Any]) -> Config:
-        if not self.space.knobs:
-            return self._default
         bucket = shape_bucket(bound.dims)
         device = _device_name(bound.device)
         memo = (bucket, device)
         if memo in self._choices:
             return self._choices[memo]
+        space = self.space_for(dict(bucket))
+        if space.empty:
+            self._choices[memo] = self._default
+            return self._default
         timer = self.timer
         if timer is None and bound.device.type == "cuda":
             timer = gpu_timer
@@ -329,19 +366,20 @@ class TunedFunction:
                               RuntimeWarning, stacklevel=3)
                 self._warned_cpu = True
             return self._default
-        key = cache_key(self._text, self.name, self._fixed, self.space, device, bucket)
+        key = cache_key(self._text, self.name, self._fixed, space, device, bucket)
         choice = load_choice(key)
         if choice is None:
-            report = self._search(args, timer, bucket, device)
+            report = self._search(space, args, timer, bucket, device)
             save_choice(key, report.record())
             self.reports.append(report)
             choice = report.best
         self._choices[memo] = choice
         return choice
 
-    def _search(self, args: Sequence[Any], timer: Timer, bucket: Any, device: str) -> TuneReport:
+    def _search(self, space: Space, args: Sequence[Any], timer: Timer, bucket: Any,
+                device: str) -> TuneReport:
         start = time.perf_counter()
-        configs = self.space.configs()
+        configs = space.configs()
         report = TuneReport(self.name, bucket, device, self._default, math.inf, None)
         shape = " ".join(f"{n}={v}" for n, v in bucket)
         reference: list[torch.Tensor] | None = None
@@ -428,14 +466,24 @@ def _device_name(device: torch.device) -> str:
 
 
 def make_tuned(names: Iterable[str], text: str, mode: str,
-               tunables: Mapping[str, Sequence[Any]] | None, defines: Mapping[str, Any],
+               tunables: Tunables | Callable[[dict[str, int]], Tunables] | None,
+               defines: Mapping[str, Any],
                options: Mapping[str, Any], budget_s: float | None,
                compile_config: Callable[[Config], Mapping[str, Any]]) -> list[TunedFunction]:
     """One ``TunedFunction`` per function name; ``compile_config(config)`` compiles the
     whole source for a config and returns its functions by name."""
     if mode not in MODES or mode == "none":
         raise ValueError(f"autotune={mode!r}: expected one of {', '.join(map(repr, MODES))}")
-    space = search_space(mode, text, tunables, defines, options)
+    if callable(tunables):
+        chooser = tunables
+
+        def space(bucket: dict[str, int]) -> Space:
+            return search_space(mode, text, chooser(bucket), defines, options)
+    else:
+        static = search_space(mode, text, tunables, defines, options)
+
+        def space(bucket: dict[str, int]) -> Space:
+            return static
     modules: dict[Config, Mapping[str, Any]] = {}
 
     def compiler_for(name: str) -> Compiler:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 import croqtile
-from croqtile import bench
+from croqtile import bench, bench_spaces
 from croqtile.bench import Case
 from croqtile.cli import main
 
@@ -271,8 +271,9 @@ def test_autotune_is_passed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> 
     case = Case("square", "gemm", "bf16", 8, 8, 8)
     bench.kernel_loader("quick")(case)
     bench.kernel_loader("none")(case)
-    assert seen[0] == {"defines": {"DT": "bf16"}, "autotune": "quick"}
-    assert seen[1] == {"defines": {"DT": "bf16"}, **bench.DEFAULT_OPTIONS["gemm"]}
+    assert seen[0] == {"defines": {"DT": "bf16"}, "autotune": "quick",
+                       "tunables": bench_spaces.gemm_space}
+    assert seen[1] == {"defines": {"DT": "bf16"}}
     assert bench.config_string(Tuned()) == "DT=bf16;TILE_M=64;num_warps=4"
 
 
@@ -384,3 +385,22 @@ def test_autotune_through_croqtile_load_on_the_cpu(tmp_path: Path) -> None:
     assert rows[0].ok
     fn = load(Case("memory", "copy", "f16", 8, 64))
     assert rows[0].config == bench.config_string(fn)
+
+
+@pytest.mark.parametrize("kernel", sorted(bench_spaces.SPACES))
+def test_every_tuning_candidate_of_the_bench_kernels_compiles(kernel: str) -> None:
+    """The candidates are chosen for the GPU; each must at least pass the checker (a typo
+    in a define name, or a tile the checker rejects, would only be pruned silently)."""
+    import warnings
+
+    source = (bench.KERNEL_DIR / bench.KERNEL_FILES[kernel]).read_text()
+    configs = [c for m in (16, 64, 4096)
+               for c in bench_spaces.SPACES[kernel]({"M": m, "N": 4096, "K": 4096})]
+    assert configs
+    for config in configs:
+        defines = {k: v for k, v in config.items() if k.isupper()}
+        assert set(defines) <= set(croqtile.tuning.source_defines(source)), config
+        options = {k: v for k, v in config.items() if not k.isupper()}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            croqtile.compile(source, defines=defines, **options)

@@ -199,3 +199,51 @@ def test_argument_errors_come_before_any_tuning() -> None:
 def test_bad_tuning_arguments_are_refused(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         _compile(**kwargs)
+
+
+def test_an_explicit_list_of_configurations_is_searched_in_its_order() -> None:
+    configs = [{"MATMUL_WARP_M": 64, "num_warps": 4}, {"MATMUL_WARP_M": 32, "num_stages": 2},
+               {"MATMUL_WARP_M": 64, "num_warps": 4}]  # (a repeat is tried once)
+    fn = _compile(autotune="quick", tunables=configs).matmul
+    calls: list[str] = []
+    fn.timer = _timer({"1": 3.0, "2": 2.0}, calls)
+    a, b, c = _gemm_args()
+    fn(a, b, c)
+    _check(a, b, c)
+    assert len(calls) == 2
+    assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 32}, "num_stages": 2}
+    assert [t[0] for t in fn.reports[0].timings] == [
+        {"defines": {"MATMUL_WARP_M": 64}, "num_warps": 4},
+        {"defines": {"MATMUL_WARP_M": 32}, "num_stages": 2}]
+
+
+def test_a_space_per_shape_bucket_from_a_function() -> None:
+    seen: list[dict] = []
+
+    def space(bucket: dict) -> dict:
+        seen.append(bucket)
+        return {"MATMUL_WARP_M": [16]} if bucket["M"] <= 16 else {"MATMUL_WARP_M": [64, 32]}
+
+    fn = _compile(autotune="quick", tunables=space).matmul
+    calls: list[str] = []
+    fn.timer = _timer({}, calls)
+    a, b, c = _gemm_args(16, 72, 64)
+    fn(a, b, c)
+    _check(a, b, c)
+    assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 16}} and len(calls) == 1
+    a, b, c = _gemm_args(100, 72, 64)
+    fn(a, b, c)
+    _check(a, b, c)
+    assert len(calls) == 3 and seen == [{"K": 64, "M": 16, "N": 128},
+                                        {"K": 64, "M": 128, "N": 128}]
+
+
+def test_warm_calls_skip_the_search_bookkeeping() -> None:
+    fn = _compile(autotune="quick", tunables={"num_stages": [2, 3]}).matmul
+    fn.timer = _timer({}, [])
+    args = _gemm_args()
+    fn(*args)
+    chosen = fn._by_signature[next(iter(fn._by_signature))]
+    assert chosen[0] == fn.reports[0].best
+    with pytest.raises(croqtile.ArgumentError):  # the chosen function still checks
+        fn(args[0], args[1], args[2].t())

@@ -42,7 +42,8 @@ class Options:
     # The order and number of the programs of a `: block` level (see _block_ids): blocks
     # are independent, so any one-to-one order computes the same result.
     group_m: int = 8  # MMA kernels on a 2-D block grid: GROUP_M rows of tiles at a time
-    persistent: bool = False  # launch one program per SM, each looping over the tiles
+    # launch one program per SM, each looping over the tiles; None: for MMA kernels
+    persistent: bool | None = None
     flatten: bool = False  # the persistent tile loop: tl.range(flatten=True)
     warp_specialize: bool = False  # the persistent tile loop: tl.range(warp_specialize=True)
 
@@ -329,6 +330,7 @@ class KernelLowering:
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...]], str] = {}
         self.has_dot = False
+        self.dot_bytes = 0  # the largest MMA accumulator tile, in bytes
         self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
         self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
         self.loop_depth = 0  # sequential loops around the statement being lowered
@@ -529,7 +531,7 @@ class KernelLowering:
         bounds, names = self.grid, self.block_names
         options = self.fl.options
         grouped = len(bounds) == 2 and options.group_m > 1 and self.has_dot
-        persistent = options.persistent
+        persistent = self.has_dot if options.persistent is None else options.persistent
         if not (grouped or persistent or len(bounds) > 3):
             ids = [ir.Let(None, name, ir.Call((), b.I32, "program_id", (b.const(i),)))
                    for i, name in enumerate(names)]
@@ -599,7 +601,12 @@ class KernelLowering:
         threads = threads_per_block(self.level_bounds)
         warps = max(1, min(16, -(-threads // 32)))
         warps = b.next_pow2(warps)
-        return max(warps, 4) if self.has_dot else min(warps, 8)
+        if not self.has_dot:
+            return min(warps, 8)
+        # a warpgroup at least; more when the accumulator would take over 128 registers a
+        # thread (a 128 x 256 f32 tile: two warpgroups, as measured on the H200)
+        by_registers = b.next_pow2(-(-self.dot_bytes // (32 * 128 * 4)))
+        return max(warps, 4, min(by_registers, 8))
 
     # ------------------------------------------------------------------ levels
     def nested_levels(self, levels: list[LevelInfo]) -> _LevelScope:

@@ -291,6 +291,8 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     a_tile = _operand_tile(kl, a, {a_m: lin_am.rest, a_k: lin_ak.rest}, a_dims, stmt.a, "a")
     b_tile = _operand_tile(kl, bb, {b_n: lin_bn.rest, b_k: lin_bk.rest}, b_dims, stmt.b, "b")
     kl.has_dot = True
+    acc_bytes = layout.m.size * layout.n.size * max(1, acc.elem.bits // 8)
+    kl.dot_bytes = max(kl.dot_bytes, acc_bytes)
     precision = None
     if a_elem.name in ("f32", "tf32"):
         precision = kl.fl.options.f32_precision

@@ -59,15 +59,21 @@ def _source(**options) -> str:
 
 
 def test_mma_kernels_on_2d_grids_walk_groups_of_rows() -> None:
-    text = _source()
+    text = _source(persistent=False)
     assert "tile = tl.program_id(0)" in text
     assert "group_width = (8 * ((d_N + 256 - 1) // 256))" in text
     assert "block_n = tl.program_id(1)" not in text
     assert "launch(matmul_k0, (((d_M + 128 - 1) // 128) * ((d_N + 256 - 1) // 256),)" in text
 
 
+def test_mma_kernels_launch_persistently_by_default() -> None:
+    text = _source()
+    assert "for tile in range(tl.program_id(0), " in text
+    assert "launch(matmul_k0, (programs,)" in text
+
+
 def test_group_m_1_keeps_one_program_id_per_axis() -> None:
-    text = _source(group_m=1)
+    text = _source(group_m=1, persistent=False)
     assert "block_m = tl.program_id(0)" in text and "block_n = tl.program_id(1)" in text
     assert "group_width" not in text
 
@@ -76,6 +82,7 @@ def test_kernels_without_mma_keep_their_grid() -> None:
     mod = croqtile.load(DATA / "dma_copy_2d.co")
     text = next(iter(mod.functions.values())).triton_source
     assert "group_width" not in text and "tl.program_id(1)" in text
+    assert "for tile in" not in text
 
 
 def test_persistent_launch_loops_over_tiles_with_one_program_per_sm() -> None:

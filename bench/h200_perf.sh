@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The performance run on the H200, in one call (issue: GEMMs against cuBLAS, FP8 against
+# torch._scaled_mm, copy/add bandwidth, call overhead and compile latency):
+#   bench/h200_perf.sh OUT_DIR [SWEEP...]
+# installs the package over the machine's torch/triton, then runs `croqtile bench` with
+# autotuning (choices cached under OUT_DIR/cache) and the overhead and latency scripts.
+# Results (CSV, JSON, logs) go to OUT_DIR; the summary tables are printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/h200_perf.sh OUT_DIR [SWEEP...]}
+shift
+sweeps=("$@")
+[ ${#sweeps[@]} -eq 0 ] && sweeps=(square fp8 memory llm)
+mkdir -p "$out"
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$out/install.log" 2>&1
+if compgen -G ".whl/parso*.whl" > /dev/null; then  # the GPU image lacks parso
+    carried=$(mktemp -d)
+    python3 -m pip install -q --no-deps --target "$carried" .whl/parso*.whl >> "$out/install.log" 2>&1
+    export PYTHONPATH=$carried${PYTHONPATH:+:$PYTHONPATH}
+fi
+export CROQTILE_CACHE_DIR="$out/cache"
+for script in call_overhead compile_latency; do
+    [ -f "bench/$script.py" ] && python3 "bench/$script.py" --json "$out/$script.json" \
+        > "$out/$script.txt" 2>&1
+done
+python3 -m croqtile bench "${sweeps[@]}" --autotune full --out "$out" > "$out/bench.txt" \
+    2> "$out/bench.err"
+echo "croqtile bench: exit $?"
+cat "$out"/call_overhead.txt "$out"/compile_latency.txt 2>/dev/null | tail -n 20
+tail -n 40 "$out/bench.txt"

@@ -1,0 +1,70 @@
+"""The autotuning candidates of the benchmark kernels (``croqtile bench --autotune``),
+chosen per shape bucket from a calibration run on the H200 (``bench/tune_gemm.py``:
+every candidate of a wide grid timed at 2048^3..8192^3 and at decode shapes).
+
+Large GEMMs: 128 x 256 block tiles with two warpgroups and a persistent launch won at
+4096^3 and 8192^3; 128 x 128 and 64-row tiles cover shapes with fewer tiles than SMs.
+Decode (M <= 64): one 16- or 64-row tile, narrow N tiles and long K steps with deep
+pipelines (the weight stream is what costs).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+Config = dict[str, Any]
+
+_LARGE_GEMM: list[Config] = [
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True},
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
+     "flatten": True},
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+     "flatten": True},
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True},
+    {"TILE_M": 256, "TILE_N": 128, "num_warps": 8, "num_stages": 4, "persistent": True},
+    {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 3, "persistent": False},
+    {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 4, "persistent": True},
+    {"TILE_M": 128, "TILE_N": 128, "num_warps": 8, "num_stages": 4, "persistent": True},
+    {"TILE_M": 64, "TILE_N": 256, "num_warps": 4, "num_stages": 3, "persistent": True},
+    {"TILE_M": 64, "TILE_N": 128, "num_warps": 4, "num_stages": 4, "persistent": False},
+    {"TILE_M": 128, "TILE_N": 64, "num_warps": 4, "num_stages": 4, "persistent": False},
+    {"TILE_M": 64, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 4,
+     "persistent": False},
+]
+
+
+def _decode(rows: int, k_steps: tuple[int, ...], extra: Config) -> list[Config]:
+    return [{"TILE_M": rows, "TILE_N": n, "TILE_K": k, "num_stages": s, "num_warps": 4,
+             "persistent": False, **extra}
+            for n, k, s in itertools.product((64, 32, 128), k_steps, (4, 6))]
+
+
+def gemm_space(bucket: dict[str, int]) -> list[Config]:
+    """f16/bf16 GEMM (bench/kernels/gemm.co) candidates for a shape bucket."""
+    if bucket["M"] <= 16:
+        return _decode(16, (256, 128), {})
+    if bucket["M"] <= 64:
+        return _decode(64, (128, 256), {})
+    return _LARGE_GEMM
+
+
+def fp8_space(bucket: dict[str, int]) -> list[Config]:
+    """e4m3 GEMM (bench/kernels/gemm_fp8.co, K steps of 128) candidates."""
+    if bucket["M"] <= 64:
+        return _decode(16 if bucket["M"] <= 16 else 64, (256, 128), {})
+    return [{**c, "TILE_K": 128} for c in _LARGE_GEMM if c.get("TILE_K", 64) == 64] + [
+        {"TILE_M": 128, "TILE_N": 256, "TILE_K": 64, "WARP_K": 32, "num_warps": 8,
+         "num_stages": 4, "persistent": True}]
+
+
+def memory_space(bucket: dict[str, int]) -> list[Config]:
+    """Copy and element-wise add (bench/kernels/copy.co, add.co) candidates."""
+    del bucket
+    return [{"TILE_R": r, "TILE_C": c, "num_warps": w}
+            for (r, c), w in itertools.product(((64, 256), (32, 256), (16, 512), (8, 1024),
+                                                (32, 128)), (4, 8))]
+
+
+SPACES = {"gemm": gemm_space, "gemm_fp8": fp8_space, "copy": memory_space,
+          "add": memory_space}
