@@ -137,24 +137,27 @@ def python_path(case: Case, calls: int, reps: int) -> dict[str, float]:
 
 
 def gpu_path(case: Case, calls: int, reps: int) -> dict[str, float]:
-    """A warm croqtile call against a direct launch of the same Triton kernel."""
+    """A warm croqtile call against a direct launch of the same Triton kernel (same grid,
+    arguments, num_warps and the stage count croqtile's launcher settled on), and the
+    generated host function called with croqtile's launcher (no signature lookup)."""
     fn = case.function
+    fn(*case.args)  # compile the kernel, remember the signature
     recorder = NoLaunch()
     host, rest = host_of(case)
     host(recorder, *rest)
     launch = recorder.recorded[0]
-    kernel, grid, args = launch.kernel, launch.grid, launch.args
-    warps, stages = launch.num_warps, launch.num_stages
-    fn(*case.args)  # compile the kernel, warm the signature
+    kernel, grid, args, warps = launch.kernel, launch.grid, launch.args, launch.num_warps
+    stages = fn._launcher._gpu.get(id(kernel), (launch.num_stages, {}))[0]
     kernel[grid](*args, num_warps=warps, num_stages=stages)
-    sync = torch.cuda.synchronize
+    sync, launcher = torch.cuda.synchronize, fn._launcher
     direct = per_call_us(lambda: kernel[grid](*args, num_warps=warps, num_stages=stages),
                          calls, reps, sync)
     warm = per_call_us(lambda: fn(*case.args), calls, reps, sync)
+    hosted = per_call_us(lambda: host(launcher, *rest), calls, reps, sync)
     out = case.args[-2] if case.name.startswith("scale") else case.args[-1]
     torch_op = per_call_us(lambda: out.add_(0), calls, reps, sync)
     return {"croqtile_us": warm, "direct_triton_us": direct, "ratio": warm / direct,
-            "torch_add__us": torch_op}
+            "host_function_us": hosted, "torch_add__us": torch_op}
 
 
 def _no_sync() -> None:
