@@ -332,6 +332,30 @@ def test_empty_grid_launches_nothing(no_allocator: None) -> None:
     assert kernel.launched == [] and launch.launches == 1
 
 
+def test_allocator_is_set_once_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton keeps the allocator per context: a new thread needs it set again."""
+    import contextvars
+    import threading
+
+    import triton
+
+    set_in: list[str] = []
+    monkeypatch.setattr(triton, "set_allocator", lambda alloc: set_in.append(
+        threading.current_thread().name))
+    kernel, launch = StandInKernel(), Launcher()
+
+    def two_launches() -> None:
+        for _ in range(2):
+            launch(kernel, (1,), (), num_warps=4, num_stages=3, device=CUDA)
+
+    contextvars.Context().run(two_launches)  # a fresh context, as a new thread has
+    worker = threading.Thread(target=two_launches, name="worker")
+    worker.start()
+    worker.join()
+    assert set_in == [threading.current_thread().name, "worker"]
+    assert len(kernel.launched) == 4
+
+
 def test_sm_count_on_cpu() -> None:
     launch = Launcher()
     assert launch.sm_count(torch.device("cpu")) == 4

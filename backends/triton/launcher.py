@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import os
 import threading
+from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -64,6 +65,8 @@ class Launcher:
             self._on_cpu(kernel, grid, args)
             return
         plan = self._gpu.get(id(kernel))
+        if not _ALLOCATOR_SET.get():  # (a thread's first launch)
+            _ensure_allocator()
         if plan is None:
             self._first_gpu_launch(kernel, grid, args, num_warps, num_stages)
             return
@@ -80,9 +83,8 @@ class Launcher:
 
     def _first_gpu_launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
                           num_warps: int, num_stages: int) -> None:
-        """The first launch of a kernel: set up the allocator, work out the launch
-        options once, launch with the codegen's stage count and remember what worked."""
-        _ensure_allocator()
+        """The first launch of a kernel: work out the launch options once, launch with
+        the codegen's stage count and remember what worked."""
         # a kernel in debug mode (it checks assertions) would also trap on integer
         # overflow, which wraps in Croqtile as in C
         debug = bool(getattr(kernel, "debug", False))
@@ -215,13 +217,14 @@ def _check_interpreter_numpy() -> None:
                            "install 'numpy<2.4' or pass CUDA tensors")
 
 
-_ALLOCATOR_SET = False
+# Triton keeps its allocator in a context variable: a thread started later begins without
+# it. This flag lives in the same context, so it is unset exactly where Triton's is.
+_ALLOCATOR_SET: ContextVar[bool] = ContextVar("croqtile_allocator_set", default=False)
 
 
 def _ensure_allocator() -> None:
     """Tensor descriptors made inside kernels need scratch memory from the host."""
-    global _ALLOCATOR_SET
-    if _ALLOCATOR_SET:
+    if _ALLOCATOR_SET.get():
         return
     import torch
     import triton
@@ -231,4 +234,4 @@ def _ensure_allocator() -> None:
         return torch.empty(size, dtype=torch.int8, device="cuda")
 
     triton.set_allocator(alloc)
-    _ALLOCATOR_SET = True
+    _ALLOCATOR_SET.set(True)
