@@ -44,7 +44,17 @@ def make_signer(params: Sequence[HostParam]) -> Signer:
         except Exception:  # not a tensor: the checked path names the mistake
             return None
 
-    return sign
+    def sign_tensors(args: Sequence[Any]) -> Signature | None:
+        """``sign`` for tensors only (most kernels): no per-argument kind test."""
+        if len(args) != count:
+            return None
+        try:
+            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous())
+                          for a in args])
+        except Exception:
+            return None
+
+    return sign_tensors if all(tensor) else sign
 
 
 def scalar_converters(fn_name: str, params: Sequence[HostParam],
