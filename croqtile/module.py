@@ -144,6 +144,7 @@ class Function:
         return warm.host(self._launcher, warm.device, *bound.args, *warm.dims)
 
     def _remember(self, key: tuple[int, ...], bound: Bound, args: tuple[Any, ...]) -> _Warm:
+        """What later calls with these arguments' signature reuse, read off this binding."""
         artifact = self._artifacts[key]
         host = getattr(self._load(key), artifact.function)
         dims = tuple(bound.dims[d] for d in artifact.dims)
