@@ -5,7 +5,7 @@ symbolic dimensions, contiguity, one device for all tensors. Every mismatch rais
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -19,6 +19,73 @@ class Bound:
     args: list[Any]
     dims: dict[str, int]
     device: torch.device
+
+
+Signature = tuple[Any, ...]
+Signer = Callable[[Sequence[Any]], "Signature | None"]
+
+
+def make_signer(params: Sequence[HostParam]) -> Signer:
+    """A function from call arguments to a hashable signature holding everything ``bind``
+    reads: per tensor its type, dtype, shape (rank and dimensions), device and contiguity;
+    per scalar its type. Two argument lists with the same signature bind alike (same
+    checks passed or failed, same dimensions, same device), so a signature that bound once
+    can skip the checks. ``None`` (never cached) for a wrong argument count or an object
+    that lacks a tensor's attributes: those take the checked path, which explains them."""
+    tensor = tuple(p.kind != "scalar" for p in params)
+    count = len(tensor)
+
+    def sign(args: Sequence[Any]) -> Signature | None:
+        if len(args) != count:
+            return None
+        try:
+            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous()) if t
+                          else type(a) for a, t in zip(args, tensor)])
+        except Exception:  # not a tensor: the checked path names the mistake
+            return None
+
+    def sign_tensors(args: Sequence[Any]) -> Signature | None:
+        """``sign`` for tensors only (most kernels): no per-argument kind test."""
+        if len(args) != count:
+            return None
+        try:
+            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous())
+                          for a in args])
+        except Exception:
+            return None
+
+    return sign_tensors if all(tensor) else sign
+
+
+def scalar_converters(fn_name: str, params: Sequence[HostParam],
+                      args: Sequence[Any]) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
+    """Per scalar parameter whose value ``bind`` changes, its position and the change,
+    for arguments of the types in ``args`` (which bound without error). Plain ints for
+    integer parameters pass as they are and are left out."""
+    converters: list[tuple[int, Callable[[Any], Any]]] = []
+    for index, (param, arg) in enumerate(zip(params, args)):
+        if param.kind != "scalar":
+            continue
+        kind = type(arg)
+        if dtypes.lookup(param.elem).is_float and kind in (int, float):
+            converters.append((index, float))
+        elif kind is bool:
+            converters.append((index, int))
+        elif kind is not int:  # a 0-dim tensor, a numpy number...: the full check each time
+            converters.append((index, _ScalarCheck(fn_name, param)))
+    return tuple(converters)
+
+
+@dataclass(frozen=True)
+class _ScalarCheck:
+    """``_scalar`` with its parameter bound: it reads the value (a tensor's item), which a
+    signature does not capture, so it runs on every call."""
+
+    fn_name: str
+    param: HostParam
+
+    def __call__(self, arg: Any) -> int | float:
+        return _scalar(self.fn_name, self.param, arg)
 
 
 def _torch_dtype(elem: str) -> torch.dtype | None:

@@ -3,25 +3,51 @@ function, callable with torch tensors)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from . import settings
 from .backends.triton.codegen import Artifact
 from .backends.triton.launcher import Launcher, load_module
-from .binding import bind
+from .binding import Bound, Signature, bind, make_signer, scalar_converters
 from .driver import CompiledFunction
 from .errors import ArgumentError, CompileError
 
 
+# signatures remembered per function; past this many (a shape sweep) the memory restarts
+_WARM_LIMIT = 256
+
+
+@dataclass(frozen=True)
+class _Warm:
+    """Everything a call needs once its argument signature has bound: the host function,
+    the device, the dimension values in the host function's order and the scalar
+    conversions. Read on every warm call, so it holds ready values, not recipes."""
+
+    key: tuple[int, ...]
+    host: Callable[..., Any]
+    device: Any
+    dims: tuple[int, ...]
+    scalars: tuple[tuple[int, Callable[[Any], Any]], ...]
+
+
 class Function:
-    """One compiled ``__co__`` function. Call it with torch tensors and Python scalars."""
+    """One compiled ``__co__`` function. Call it with torch tensors and Python scalars.
+
+    A call whose arguments have the signature of an earlier successful call (same tensor
+    types, dtypes, shapes, devices and contiguity; same scalar types) skips ``bind``: that
+    signature decides every check, so it passed again. Anything else is bound and checked
+    in full, and raises the same ``ArgumentError`` as a first call would."""
 
     def __init__(self, compiled: CompiledFunction) -> None:
         self._compiled = compiled
         self._launcher = Launcher()
         self.name = compiled.name
         self.loads = 0  # how many times a generated module was loaded (1 after a call)
+        self.warm_calls = 0  # calls that skipped the argument checks (a known signature)
+        self._sign = make_signer(self._host_params())
+        self._warm: dict[Signature, _Warm] = {}
         # artifacts and loaded modules by specialisation key (() when not specialised)
         self._artifacts: dict[tuple[int, ...], Artifact] = {}
         self._modules: dict[tuple[int, ...], ModuleType] = {}
@@ -94,11 +120,36 @@ class Function:
         return self._artifacts[key]
 
     def __call__(self, *args: Any) -> Any:
+        signature = self._sign(args)
+        warm = self._warm.get(signature) if signature is not None else None
+        if warm is None:
+            return self._cold_call(args, signature)
+        self.warm_calls += 1
+        self._last = warm.key
+        if warm.scalars:
+            values = list(args)
+            for index, convert in warm.scalars:
+                values[index] = convert(values[index])
+            args = tuple(values)
+        return warm.host(self._launcher, warm.device, *args, *warm.dims)
+
+    def _cold_call(self, args: tuple[Any, ...], signature: Signature | None) -> Any:
+        """A call with a new argument signature: full checks, then remember the result."""
         key, bound = self._bind(args)
+        warm = self._remember(key, bound, args)
+        if signature is not None:
+            if len(self._warm) >= _WARM_LIMIT:
+                self._warm.clear()
+            self._warm[signature] = warm
+        return warm.host(self._launcher, warm.device, *bound.args, *warm.dims)
+
+    def _remember(self, key: tuple[int, ...], bound: Bound, args: tuple[Any, ...]) -> _Warm:
+        """What later calls with these arguments' signature reuse, read off this binding."""
         artifact = self._artifacts[key]
         host = getattr(self._load(key), artifact.function)
-        dims = [bound.dims[d] for d in artifact.dims]
-        return host(self._launcher, bound.device, *bound.args, *dims)
+        dims = tuple(bound.dims[d] for d in artifact.dims)
+        scalars = scalar_converters(self.name, self._host_params(), args)
+        return _Warm(key, host, bound.device, dims, scalars)
 
     def __repr__(self) -> str:
         return f"<croqtile.Function {self.name}({', '.join(self.params)})>"

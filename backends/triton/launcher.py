@@ -3,10 +3,12 @@ tensors, run by Triton's interpreter for CPU tensors (no environment variable ne
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
 import threading
+from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -42,86 +44,119 @@ def load_module(artifact: Artifact, cache_dir: Path) -> ModuleType:
 
 
 class Launcher:
-    """Callable handed to the generated host function as ``launch``."""
+    """Callable handed to the generated host function as ``launch``.
+
+    A GPU launch is one ``kernel[grid](...)`` call with the kernel's remembered stage
+    count: no per-call imports, dictionaries or retry loop. Failures cost more: shared
+    memory overflow retries with fewer stages, anything else becomes a ``KernelError``."""
 
     def __init__(self) -> None:
         self._interpreted: dict[int, Any] = {}
-        self._stages: dict[int, int] = {}
-        self._sms: dict[int, int] = {}
+        # by id of a GPU kernel: the stage count that fits and the extra launch options
+        self._gpu: dict[int, tuple[int, dict[str, Any]]] = {}
         self.launches = 0
-
-    def sm_count(self, device: Any) -> int:
-        """Streaming multiprocessors of ``device`` (the programs of a persistent launch);
-        4 for the CPU, so that the interpreter runs persistent loops too."""
-        if getattr(device, "type", "cpu") != "cuda":
-            return 4
-        index = device.index if device.index is not None else _current_device()
-        count = self._sms.get(index)
-        if count is None:
-            import torch
-
-            count = torch.cuda.get_device_properties(index).multi_processor_count
-            self._sms[index] = count
-        return count
 
     def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
                  num_warps: int, num_stages: int, device: Any) -> None:
         self.launches += 1
-        if any(g <= 0 for g in grid):
+        if grid and min(grid) <= 0:
             return  # an empty grid launches nothing (zero-sized dimension)
-        try:
-            self._launch(kernel, grid, args, num_warps, num_stages, device)
-        except Exception as exc:
-            name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None),
-                                                                "__name__", "kernel")
-            raise KernelError(f"croqtile: Triton failed on generated kernel '{name}' "
-                              f"({type(exc).__name__}: {str(exc).strip()[:2000]}); the kernel's "
-                              "source is in the function's .triton_source, with # file:line "
-                              "comments pointing at the Croqtile statements") from exc
-
-    def _launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
-                num_warps: int, num_stages: int, device: Any) -> None:
-        if getattr(device, "type", "cpu") == "cuda":
-            _ensure_allocator()
-            self._launch_gpu(kernel, grid, args, num_warps, num_stages)
+        if getattr(device, "type", None) != "cuda":
+            self._on_cpu(kernel, grid, args)
             return
-        _check_interpreter_numpy()
-        interpreted = self._interpreted.get(id(kernel))
-        if interpreted is None:
-            from triton.runtime.interpreter import InterpretedFunction
+        plan = self._gpu.get(id(kernel))
+        if not _ALLOCATOR_SET.get():  # (a thread's first launch)
+            _ensure_allocator()
+        if plan is None:
+            self._first_gpu_launch(kernel, grid, args, num_warps, num_stages)
+            return
+        stages, extra = plan
+        try:
+            kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
+        except Exception as exc:
+            self._recover(kernel, grid, args, num_warps, stages, extra, exc)
 
-            interpreted = InterpretedFunction(kernel.fn)
-            self._interpreted[id(kernel)] = interpreted
-        with _LOCK, _interpreting(debug=bool(getattr(kernel, "debug", False))):
-            interpreted[grid](*args)
+    def sm_count(self, device: Any) -> int:
+        """Streaming multiprocessors of ``device`` (persistent grids size themselves by
+        it); 4 for a CPU device, where Triton's interpreter runs the programs."""
+        return sm_count(device)
 
-
-    def _launch_gpu(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
-                    num_warps: int, num_stages: int) -> None:
-        """Launch; when the pipeline's buffers do not fit in shared memory, retry with
-        fewer stages and remember the number that fits."""
-        from triton.runtime.errors import OutOfResources
-
-        stages = self._stages.get(id(kernel), num_stages)
+    def _first_gpu_launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
+                          num_warps: int, num_stages: int) -> None:
+        """The first launch of a kernel: work out the launch options once, launch with
+        the codegen's stage count and remember what worked."""
         # a kernel in debug mode (it checks assertions) would also trap on integer
         # overflow, which wraps in Croqtile as in C
-        extra = {"sanitize_overflow": False} if getattr(kernel, "debug", False) else {}
-        while True:
+        debug = bool(getattr(kernel, "debug", False))
+        extra: dict[str, Any] = {"sanitize_overflow": False} if debug else {}
+        try:
+            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **extra)
+        except Exception as exc:
+            self._recover(kernel, grid, args, num_warps, num_stages, extra, exc)
+            return
+        self._gpu[id(kernel)] = (num_stages, extra)
+
+    def _recover(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
+                 num_warps: int, stages: int, extra: dict[str, Any], exc: Exception) -> None:
+        """After a failed launch: when the pipeline's buffers did not fit in shared
+        memory, retry with fewer stages and remember the number that fits; otherwise (or
+        when one stage does not fit either) raise ``KernelError``."""
+        from triton.runtime.errors import OutOfResources
+
+        while isinstance(exc, OutOfResources) and stages > 1:
+            stages -= 1
             try:
                 kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
-            except OutOfResources:
-                if stages <= 1:
-                    raise
-                stages -= 1
+            except Exception as again:
+                exc = again
                 continue
-            self._stages[id(kernel)] = stages
+            self._gpu[id(kernel)] = (stages, extra)
             return
+        raise _kernel_error(kernel, exc) from exc
+
+    def _on_cpu(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...]) -> None:
+        """Run the kernel's programs in Triton's interpreter."""
+        try:
+            _check_interpreter_numpy()
+            interpreted = self._interpreted.get(id(kernel))
+            if interpreted is None:
+                from triton.runtime.interpreter import InterpretedFunction
+
+                interpreted = InterpretedFunction(kernel.fn)
+                self._interpreted[id(kernel)] = interpreted
+            with _LOCK, _interpreting(debug=bool(getattr(kernel, "debug", False))):
+                interpreted[grid](*args)
+        except Exception as exc:
+            raise _kernel_error(kernel, exc) from exc
 
 
-def _current_device() -> int:
+def _kernel_error(kernel: Any, exc: Exception) -> KernelError:
+    name = getattr(kernel, "__name__", None) or getattr(getattr(kernel, "fn", None),
+                                                        "__name__", "kernel")
+    return KernelError(f"croqtile: Triton failed on generated kernel '{name}' "
+                       f"({type(exc).__name__}: {str(exc).strip()[:2000]}); the kernel's "
+                       "source is in the function's .triton_source, with # file:line "
+                       "comments pointing at the Croqtile statements")
+
+
+_SM_COUNTS: dict[int, int] = {}
+_CPU_SM_COUNT = 4  # programs the interpreter's "device" is treated as running at once
+
+
+def sm_count(device: Any) -> int:
+    """Streaming multiprocessors of a CUDA device, asked of the driver once per device
+    index; ``_CPU_SM_COUNT`` for anything else."""
     import torch
 
-    return torch.cuda.current_device()
+    device = device if isinstance(device, torch.device) else torch.device(device)
+    if device.type != "cuda":
+        return _CPU_SM_COUNT
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    count = _SM_COUNTS.get(index)
+    if count is None:
+        count = int(torch.cuda.get_device_properties(index).multi_processor_count)
+        _SM_COUNTS[index] = count
+    return count
 
 
 class _interpreting:
@@ -166,8 +201,10 @@ class _interpreting:
         interpreter_builder.options = self.options
 
 
+@functools.cache
 def _check_interpreter_numpy() -> None:
-    """Triton 3.6's interpreter turns 1-element arrays into ints, which numpy 2.4 refuses."""
+    """Triton 3.6's interpreter turns 1-element arrays into ints, which numpy 2.4 refuses.
+    (Cached: the versions do not change while a process runs; a failure is not cached.)"""
     import numpy
     import triton
 
@@ -180,13 +217,14 @@ def _check_interpreter_numpy() -> None:
                            "install 'numpy<2.4' or pass CUDA tensors")
 
 
-_ALLOCATOR_SET = False
+# Triton keeps its allocator in a context variable: a thread started later begins without
+# it. This flag lives in the same context, so it is unset exactly where Triton's is.
+_ALLOCATOR_SET: ContextVar[bool] = ContextVar("croqtile_allocator_set", default=False)
 
 
 def _ensure_allocator() -> None:
     """Tensor descriptors made inside kernels need scratch memory from the host."""
-    global _ALLOCATOR_SET
-    if _ALLOCATOR_SET:
+    if _ALLOCATOR_SET.get():
         return
     import torch
     import triton
@@ -196,4 +234,4 @@ def _ensure_allocator() -> None:
         return torch.empty(size, dtype=torch.int8, device="cuda")
 
     triton.set_allocator(alloc)
-    _ALLOCATOR_SET = True
+    _ALLOCATOR_SET.set(True)

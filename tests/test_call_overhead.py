@@ -1,0 +1,414 @@
+"""Warm calls: a call whose argument signature bound before skips ``bind``, yet every
+mistake still raises the ``ArgumentError`` a first call raises, and results stay right.
+Also the launcher's GPU launch path (with a stand-in kernel), ``sm_count`` and the
+benchmarks' JSON reports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import croqtile
+import croqtile.module
+from croqtile.backends.triton import launcher as launcher_module
+from croqtile.backends.triton.launcher import KernelError, Launcher
+
+from .e2e.checks import DATA
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GEMM = """
+#define T 16
+__co__ void mm(global f16 [M, K] a, global f16 [N, K] b, global f16 [M, N] c) {
+  parallel {bm, bn} by [cdiv(M, T), cdiv(N, T)] : block {
+    mc = mma.fill.f32 0.0f;
+    foreach k in [cdiv(K, T)] {
+      sa = dma.copy a.subspan(T, T).at(bm, k) => shared;
+      sb = dma.copy b.subspan(T, T).at(bn, k) => shared;
+      mma.row.row mc, sa.data, sb.data;
+    }
+    mma.store mc, c.subspan(T, T).at(bm, bn);
+  }
+}
+"""
+
+SCALE = """
+__co__ void scale(global f32 [N] x, global f32 [N] y, f32 s, int k, bool flip) {
+  parallel p by cdiv(N, 32) : block
+    parallel i by 32 : thread
+      y.at(p # i) = x.at(p # i) * s + k;
+}
+"""
+
+WHOLE_TILE = """
+__co__ void stage3(global f32 [A, B, C] x, global f32 [A, B, C] y) {
+  parallel p by 1 : block
+    parallel q by 32 : thread {
+      t = dma.copy x.subspan(A, B, C) => shared;
+      dma.copy t => y;
+    }
+}
+"""
+
+
+def f16(*shape: int, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=gen).to(torch.float16)
+
+
+def poisoned(*shape: int, dtype: torch.dtype = torch.float16) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype)
+
+
+def assert_every_element(out: torch.Tensor, ref: torch.Tensor, tol: float) -> None:
+    """Every element finite (the NaN poison overwritten) and within ``tol`` of the
+    float64 reference, relative to the reference's largest magnitude."""
+    assert out.shape == ref.shape
+    got = out.double()
+    assert bool(torch.isfinite(got).all()), "an element was never written"
+    scale = max(ref.abs().max().item(), 1.0)
+    worst = (got - ref).abs().max().item()
+    assert worst <= tol * scale, f"worst error {worst} (scale {scale})"
+
+
+class CountingBind:
+    """Stands in for ``croqtile.module.bind`` and counts the full bindings."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.real = croqtile.module.bind
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.real(*args, **kwargs)
+
+
+@pytest.fixture()
+def counting_bind(monkeypatch: pytest.MonkeyPatch) -> CountingBind:
+    counter = CountingBind()
+    monkeypatch.setattr(croqtile.module, "bind", counter)
+    return counter
+
+
+@pytest.fixture(scope="module")
+def gemm() -> croqtile.Module:
+    return croqtile.compile(GEMM, filename="mm.co")
+
+
+@pytest.fixture(scope="module")
+def scale() -> croqtile.Module:
+    return croqtile.compile(SCALE, filename="scale.co")
+
+
+def test_repeated_calls_skip_bind_and_stay_correct(counting_bind: CountingBind) -> None:
+    fn = croqtile.compile(GEMM, filename="mm.co").mm
+    for seed in range(3):  # new tensors each time, same signature
+        a, b, c = f16(20, 40, seed=seed), f16(24, 40, seed=seed + 10), poisoned(20, 24)
+        fn(a, b, c)
+        assert_every_element(c, a.double() @ b.double().T, 2e-2)
+    assert counting_bind.calls == 1
+    assert fn.warm_calls == 2
+    assert fn.launches == 3
+
+
+def test_a_new_shape_binds_again_then_is_warm(counting_bind: CountingBind) -> None:
+    fn = croqtile.compile(GEMM, filename="mm.co").mm
+    shapes = [(20, 24, 40), (33, 17, 16), (20, 24, 40), (33, 17, 16)]
+    for m, n, k in shapes:
+        a, b, c = f16(m, k), f16(n, k, seed=1), poisoned(m, n)
+        fn(a, b, c)
+        assert_every_element(c, a.double() @ b.double().T, 2e-2)
+    assert counting_bind.calls == 2
+    assert fn.warm_calls == 2
+
+
+def test_scalars_are_converted_on_warm_calls(scale: croqtile.Module,
+                                             counting_bind: CountingBind) -> None:
+    fn = scale.scale
+    x = torch.randn(70, dtype=torch.float32)
+    calls = [(2, 3, True), (0.5, -1, False), (torch.tensor(1.5), torch.tensor(2), True)]
+    for s, k, flip in calls + calls:
+        y = poisoned(70, dtype=torch.float32)
+        fn(x, y, s, k, flip)
+        want = x.double() * float(s) + int(k)
+        assert_every_element(y, want, 1e-6)
+    assert counting_bind.calls == len(calls)  # one per distinct scalar type pattern
+    assert fn.warm_calls == len(calls)
+
+
+def test_specialised_function_warm_calls() -> None:
+    """A function compiled per shape: the warm call runs that shape's kernels."""
+    fn = croqtile.compile(WHOLE_TILE).stage3
+    assert fn.specialize_on == ("A", "B", "C")
+    for shape in [(3, 5, 7), (2, 3, 4), (3, 5, 7), (2, 3, 4)]:
+        x = torch.randn(shape)
+        y = poisoned(*shape, dtype=torch.float32)
+        fn(x, y)
+        assert_every_element(y, x.double(), 0.0)
+    assert fn.warm_calls == 2 and fn.loads == 2
+    assert "tl.arange(0, 4)" in fn.triton_source  # the last shape's module: (2, 3, 4)
+
+
+def test_returned_tensor_on_warm_calls() -> None:
+    mod = croqtile.load(DATA / "assert_holds.co")
+    for n in (32, 48, 32, 48):
+        a = torch.arange(n, dtype=torch.int32) - 7
+        out = mod.squares(a)
+        assert out.tolist() == [v * v for v in a.tolist()]
+    assert mod.squares.warm_calls == 2
+
+
+def message(call: Callable[[], Any]) -> str:
+    with pytest.raises(croqtile.ArgumentError) as info:
+        call()
+    return str(info.value)
+
+
+GOOD = (lambda: (f16(20, 40), f16(24, 40), poisoned(20, 24)))
+MISTAKES: dict[str, Callable[[], tuple[Any, ...]]] = {
+    "dtype": lambda: (f16(20, 40).float(), f16(24, 40), poisoned(20, 24)),
+    "rank": lambda: (f16(20, 40, 1), f16(24, 40), poisoned(20, 24)),
+    "dimension": lambda: (f16(20, 40), f16(24, 41), poisoned(20, 24)),
+    "output dimension": lambda: (f16(20, 40), f16(24, 40), poisoned(20, 25)),
+    "contiguity": lambda: (f16(40, 20).T, f16(24, 40), poisoned(20, 24)),
+    "device mix": lambda: (f16(20, 40), f16(24, 40).to("meta"), poisoned(20, 24)),
+    "not a tensor": lambda: ([[1.0]], f16(24, 40), poisoned(20, 24)),
+    "too few": lambda: (f16(20, 40), f16(24, 40)),
+    "too many": lambda: (f16(20, 40), f16(24, 40), poisoned(20, 24), 1),
+    "zero dimension": lambda: (f16(0, 40), f16(24, 40), poisoned(0, 24)),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_mistakes_after_warm_calls_raise_as_cold(mistake: str) -> None:
+    cold = croqtile.compile(GEMM, filename="mm.co").mm
+    warm = croqtile.compile(GEMM, filename="mm.co").mm
+    for _ in range(2):
+        warm(*GOOD())
+    assert warm.warm_calls == 1
+    expected = message(lambda: cold(*MISTAKES[mistake]()))
+    assert message(lambda: warm(*MISTAKES[mistake]())) == expected
+    assert message(lambda: warm(*MISTAKES[mistake]())) == expected  # never cached
+    assert warm.warm_calls == 1
+
+
+def test_same_shape_but_not_contiguous_after_warm_calls() -> None:
+    cold = croqtile.compile(GEMM, filename="mm.co").mm
+    warm = croqtile.compile(GEMM, filename="mm.co").mm
+    b, c = f16(24, 40), poisoned(40, 24)
+    for _ in range(2):
+        warm(f16(40, 40), b, c)
+    transposed = f16(40, 40).T  # the warm signature's shape and dtype, strides (1, 40)
+    expected = message(lambda: cold(transposed, b, c))
+    assert "must be contiguous" in expected
+    assert message(lambda: warm(transposed, b, c)) == expected
+
+
+def test_tensor_changed_in_place_is_checked_again() -> None:
+    """The signature is read from the tensors on each call, not remembered by identity."""
+    fn = croqtile.compile(GEMM, filename="mm.co").mm
+    a, b, c = GOOD()
+    fn(a, b, c)
+    fn(a, b, c)
+    b.resize_(24, 41)
+    assert "parameter 'b', dimension 1 (K): expected 40" in message(lambda: fn(a, b, c))
+
+
+@pytest.mark.parametrize("mistake", ["float for int", "str for float", "bool for int",
+                                     "1-d tensor for float"])
+def test_scalar_mistakes_after_warm_calls(scale: croqtile.Module, mistake: str) -> None:
+    x = torch.randn(64)
+    args = {"float for int": (2.0, 1.5, True), "str for float": ("2", 1, True),
+            "bool for int": (2.0, True, True),
+            "1-d tensor for float": (torch.ones(1), 1, True)}[mistake]
+    cold = croqtile.compile(SCALE, filename="scale.co").scale
+    expected = message(lambda: cold(x, torch.empty(64), *args))
+    warm = scale.scale
+    warm(x, torch.empty(64), 2.0, 1, True)
+    warm(x, torch.empty(64), 2.0, 1, True)
+    assert message(lambda: warm(x, torch.empty(64), *args)) == expected
+
+
+def test_runtime_checks_after_warm_calls() -> None:
+    cold = croqtile.load(DATA / "assert_holds.co").squares
+    warm = croqtile.load(DATA / "assert_holds.co").squares
+    for _ in range(2):
+        warm(torch.arange(32, dtype=torch.int32))
+    for n in (30, 80):
+        a = torch.arange(n, dtype=torch.int32)
+        expected = message(lambda: cold(a))
+        assert "assertion" in expected
+        assert message(lambda: warm(a)) == expected
+
+
+def test_remembered_signatures_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(croqtile.module, "_WARM_LIMIT", 2)
+    fn = croqtile.compile(SCALE, filename="scale.co").scale
+    for n in (32, 64, 96, 32):
+        x = torch.randn(n)
+        y = poisoned(n, dtype=torch.float32)
+        fn(x, y, 1.0, 0, False)
+        assert_every_element(y, x.double(), 0.0)
+        assert len(fn._warm) <= 2
+
+
+# ---------------------------------------------------------------- the launcher
+
+
+class StandInKernel:
+    """Records GPU launches the way ``kernel[grid](*args, **options)`` is called; raises
+    Triton's ``OutOfResources`` above ``fits`` stages, or ``fail`` when given."""
+
+    def __init__(self, fits: int = 8, fail: Exception | None = None,
+                 debug: bool = False) -> None:
+        self.fits, self.fail, self.debug = fits, fail, debug
+        self.launched: list[tuple[tuple[int, ...], tuple[Any, ...], dict[str, Any]]] = []
+        self.__name__ = "stand_in_k0"
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., None]:
+        def launch(*args: Any, **options: Any) -> None:
+            from triton.runtime.errors import OutOfResources
+
+            if self.fail is not None:
+                raise self.fail
+            if options["num_stages"] > self.fits:
+                raise OutOfResources(1 << 20, 1 << 18, "shared memory")
+            self.launched.append((grid, args, options))
+
+        return launch
+
+
+CUDA = torch.device("cuda", 0)  # only compared by type: nothing runs on a GPU
+
+
+@pytest.fixture()
+def no_allocator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launcher_module, "_ensure_allocator", lambda: None)
+
+
+def test_gpu_launches_pass_grid_args_and_options(no_allocator: None) -> None:
+    kernel, launch = StandInKernel(), Launcher()
+    for _ in range(3):
+        launch(kernel, (2, 3), (1, 2.0), num_warps=4, num_stages=3, device=CUDA)
+    assert kernel.launched == [((2, 3), (1, 2.0), {"num_warps": 4, "num_stages": 3})] * 3
+    assert launch.launches == 3
+
+
+def test_out_of_resources_retries_with_fewer_stages_once(no_allocator: None) -> None:
+    kernel, launch = StandInKernel(fits=2), Launcher()
+    for _ in range(2):
+        launch(kernel, (1,), (), num_warps=8, num_stages=4, device=CUDA)
+    assert [opts["num_stages"] for _, _, opts in kernel.launched] == [2, 2]
+
+
+def test_nothing_fits_or_other_failures_raise_kernel_error(no_allocator: None) -> None:
+    with pytest.raises(KernelError, match=r"'stand_in_k0' \(OutOfResources"):
+        Launcher()(StandInKernel(fits=0), (1,), (), num_warps=4, num_stages=3, device=CUDA)
+    launch, kernel = Launcher(), StandInKernel()
+    launch(kernel, (1,), (), num_warps=4, num_stages=3, device=CUDA)
+    kernel.fail = ValueError("bad argument")
+    with pytest.raises(KernelError, match=r"\(ValueError: bad argument\)") as info:
+        launch(kernel, (1,), (), num_warps=4, num_stages=3, device=CUDA)
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_debug_kernels_launch_without_overflow_checks(no_allocator: None) -> None:
+    kernel, launch = StandInKernel(debug=True), Launcher()
+    for _ in range(2):
+        launch(kernel, (1,), (), num_warps=4, num_stages=2, device=CUDA)
+    assert all(opts["sanitize_overflow"] is False for _, _, opts in kernel.launched)
+    assert len(kernel.launched) == 2
+
+
+def test_empty_grid_launches_nothing(no_allocator: None) -> None:
+    kernel, launch = StandInKernel(), Launcher()
+    launch(kernel, (0, 4), (), num_warps=4, num_stages=3, device=CUDA)
+    assert kernel.launched == [] and launch.launches == 1
+
+
+def test_allocator_is_set_once_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Triton keeps the allocator per context: a new thread needs it set again."""
+    import contextvars
+    import threading
+
+    import triton
+
+    set_in: list[str] = []
+    monkeypatch.setattr(triton, "set_allocator", lambda alloc: set_in.append(
+        threading.current_thread().name))
+    kernel, launch = StandInKernel(), Launcher()
+
+    def two_launches() -> None:
+        for _ in range(2):
+            launch(kernel, (1,), (), num_warps=4, num_stages=3, device=CUDA)
+
+    contextvars.Context().run(two_launches)  # a fresh context, as a new thread has
+    worker = threading.Thread(target=two_launches, name="worker")
+    worker.start()
+    worker.join()
+    assert set_in == [threading.current_thread().name, "worker"]
+    assert len(kernel.launched) == 4
+
+
+def test_sm_count_on_cpu() -> None:
+    launch = Launcher()
+    assert launch.sm_count(torch.device("cpu")) == 4
+    assert launch.sm_count("cpu") == 4
+
+
+def test_sm_count_asks_once_per_cuda_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[int] = []
+
+    class Properties:
+        def __init__(self, index: int) -> None:
+            asked.append(index)
+            self.multi_processor_count = 132 if index == 0 else 78
+
+    monkeypatch.setattr(launcher_module, "_SM_COUNTS", {})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", Properties)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    launch = Launcher()
+    counts = [launch.sm_count(d) for d in ("cuda", torch.device("cuda", 0), "cuda:1",
+                                           torch.device("cuda", 1))]
+    assert counts == [132, 132, 78, 78]
+    assert asked == [0, 1]
+
+
+# ---------------------------------------------------------------- the benchmarks
+
+
+def run_bench(script: str, *args: str, tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "report.json"
+    subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    return json.loads(out.read_text())
+
+
+def test_call_overhead_bench_cpu_mode(tmp_path: Path) -> None:
+    report = run_bench("call_overhead.py", "--calls", "50", "--reps", "3", tmp_path=tmp_path)
+    assert report["gpu_measured"] is torch.cuda.is_available()
+    assert report["calls"] == 50 and report["reps"] == 3
+    assert set(report["python_path"]) == {"seed_gemm_64", "scale_256"}
+    for row in report["python_path"].values():
+        assert row["croqtile_warm_us"] > 0 and row["host_function_us"] > 0
+        assert row["bind_us"] > 0
+        assert row["added_us"] == pytest.approx(row["croqtile_warm_us"]
+                                                - row["host_function_us"])
+    if not torch.cuda.is_available():
+        assert report["gpu_path"] == {} and "need CUDA" in report["note"]
+
+
+def test_compile_latency_bench(tmp_path: Path) -> None:
+    report = run_bench("compile_latency.py", "--runs", "2", tmp_path=tmp_path)
+    assert set(report["seeds"]) == {"seed000_sm86_gemm.co", "seed000_sm90_gemm.co",
+                                    "seed000_sm90_gemm_2wg.co", "seed000_sm90_gemm_direct.co",
+                                    "seed004_dma_matmul.co"}
+    for row in report["seeds"].values():
+        assert row["wall_ms"] > 0 and row["cpu_ms"] > 0 and row["runs"] == 2
+        assert {"parse", "check", "lower", "codegen"} <= set(row["stages_ms"])
