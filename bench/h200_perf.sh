@@ -18,7 +18,7 @@ if compgen -G ".whl/parso*.whl" > /dev/null; then  # the GPU image lacks parso
     python3 -m pip install -q --no-deps --target "$carried" .whl/parso*.whl >> "$out/install.log" 2>&1
     export PYTHONPATH=$carried${PYTHONPATH:+:$PYTHONPATH}
 fi
-export CROQTILE_CACHE_DIR="$out/cache"
+export CROQTILE_CACHE_DIR=$(mktemp -d)  # tuning afresh; the choices are copied to OUT_DIR
 for script in call_overhead compile_latency; do
     [ -f "bench/$script.py" ] && python3 "bench/$script.py" --json "$out/$script.json" \
         > "$out/$script.txt" 2>&1
@@ -26,5 +26,10 @@ done
 python3 -m croqtile bench "${sweeps[@]}" --autotune full --out "$out" > "$out/bench.txt" \
     2> "$out/bench.err"
 echo "croqtile bench: exit $?"
+python3 - "$CROQTILE_CACHE_DIR/tuning" "$out/tuning_choices.json" <<'PY'
+import json, pathlib, sys
+records = [json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))]
+pathlib.Path(sys.argv[2]).write_text(json.dumps(records, indent=1))
+PY
 cat "$out"/call_overhead.txt "$out"/compile_latency.txt 2>/dev/null | tail -n 20
 tail -n 40 "$out/bench.txt"

@@ -31,6 +31,14 @@ _LARGE_GEMM: list[Config] = [
     {"TILE_M": 128, "TILE_N": 64, "num_warps": 4, "num_stages": 4, "persistent": False},
     {"TILE_M": 64, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 4,
      "persistent": False},
+    # few tiles (1024^2 outputs, M = 128 or 512 rows of tokens): small tiles, deep pipelines
+    {"TILE_M": 64, "TILE_N": 64, "num_warps": 4, "num_stages": 5, "persistent": False},
+    {"TILE_M": 64, "TILE_N": 128, "TILE_K": 128, "num_warps": 4, "num_stages": 3,
+     "persistent": False},
+    {"TILE_M": 128, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 3,
+     "persistent": False},
+    {"TILE_M": 64, "TILE_N": 32, "TILE_K": 128, "num_warps": 4, "num_stages": 6,
+     "persistent": False},
 ]
 
 

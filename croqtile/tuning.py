@@ -2,7 +2,7 @@
 
 ``croqtile.compile(src, autotune="quick" | "full", tunables=..., tune_budget_s=...)`` returns
 functions that, on the first call with a new *shape bucket* (each dimension rounded up to
-a power of two), compile every candidate configuration, run it on copies of the arguments,
+a power of two or 1.5 times one), compile every candidate configuration, run it on copies of the arguments,
 check that it computes what the default configuration computes, time it, and keep the
 fastest. The choice is stored as JSON in the cache directory (``CROQTILE_CACHE_DIR``), keyed
 by the source, the function, the GPU, the shape bucket and the versions of croqtile,
@@ -176,9 +176,16 @@ def _tile_candidates(name: str, value: str) -> tuple[int, ...]:
 
 
 def shape_bucket(dims: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    """Each dimension rounded up to a power of two: shapes in one bucket share a choice."""
-    return tuple((name, 1 << max(0, int(value) - 1).bit_length())
-                 for name, value in sorted(dims.items()))
+    """Each dimension rounded up to the next power of two or 1.5 times one (..., 2048,
+    3072, 4096, 6144, ...): shapes in one bucket share a choice. Half-octave steps keep a
+    3072^3 GEMM from choosing for a 4096^3 one (their best tiles differ)."""
+    return tuple((name, _round_up(int(value))) for name, value in sorted(dims.items()))
+
+
+def _round_up(value: int) -> int:
+    power = 1 << max(0, value - 1).bit_length()  # the next power of two
+    half_step = power // 2 + power // 4  # 1.5 times the power below
+    return half_step if power >= 4 and value <= half_step else power
 
 
 # ------------------------------------------------------------------------------ the cache

@@ -77,12 +77,12 @@ def test_the_fastest_candidate_runs_and_is_printed_as_pasteable_arguments(
     # order: defaults first, then one knob changed (num_stages=3; WARP_M=64), then both
     assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 64}, "num_stages": 2}
     err = capsys.readouterr().err
-    assert "tuned matmul for K<=64 M<=128 N<=128 on cpu: 1.5 ms" in err
+    assert "tuned matmul for K<=64 M<=128 N<=96 on cpu: 1.5 ms" in err
     assert "defines={'MATMUL_WARP_M': 64}, num_stages=2" in err
     assert "[4 run, 0 pruned" in err
     (record,) = [json.loads(p.read_text()) for p in (_cache / "tuning").glob("*.json")]
     assert record["config"] == {"defines": {"MATMUL_WARP_M": 64}, "num_stages": 2}
-    assert record["time_ms"] == 1.5 and record["bucket"] == {"K": 64, "M": 128, "N": 128}
+    assert record["time_ms"] == 1.5 and record["bucket"] == {"K": 64, "M": 128, "N": 96}
     assert set(record["versions"]) == {"croqtile", "triton", "torch"}
 
 
@@ -106,7 +106,7 @@ def test_one_search_per_shape_bucket() -> None:
     calls: list[str] = []
     fn.timer = _timer({}, calls)
     fn(*_gemm_args(100, 72, 64))
-    fn(*_gemm_args(120, 70, 60))  # same bucket (128, 128, 64)
+    fn(*_gemm_args(120, 70, 60))  # same bucket (M 128, N 96, K 64)
     assert len(calls) == 2 and len(fn.reports) == 1
     fn(*_gemm_args(300, 72, 64))  # M bucket 512: a new search
     assert len(calls) == 4 and len(fn.reports) == 2
@@ -167,8 +167,12 @@ def test_search_order_tries_the_defaults_first_then_nearest() -> None:
         {"A": 1, "B": 3}, {"A": 1, "B": 4}, {"A": 2, "B": 3}, {"A": 2, "B": 4}]
 
 
-def test_shape_buckets_round_up_to_powers_of_two() -> None:
+def test_shape_buckets_round_up_by_half_octaves() -> None:
     assert shape_bucket({"M": 16, "N": 14336, "K": 1}) == (("K", 1), ("M", 16), ("N", 16384))
+    assert shape_bucket({"M": 3072, "N": 3073, "K": 2500}) == (
+        ("K", 3072), ("M", 3072), ("N", 4096))
+    assert [shape_bucket({"M": m})[0][1] for m in (5, 6, 7, 17, 100, 6144, 10240)] == [
+        6, 6, 8, 24, 128, 6144, 12288]
 
 
 def test_on_the_cpu_without_a_timer_the_default_runs_with_a_warning() -> None:
@@ -234,8 +238,8 @@ def test_a_space_per_shape_bucket_from_a_function() -> None:
     a, b, c = _gemm_args(100, 72, 64)
     fn(a, b, c)
     _check(a, b, c)
-    assert len(calls) == 3 and seen == [{"K": 64, "M": 16, "N": 128},
-                                        {"K": 64, "M": 128, "N": 128}]
+    assert len(calls) == 3 and seen == [{"K": 64, "M": 16, "N": 96},
+                                        {"K": 64, "M": 128, "N": 96}]
 
 
 def test_warm_calls_skip_the_search_bookkeeping() -> None:
