@@ -53,11 +53,15 @@ SPACES = {
     "large": {"TILE_M": [128, 256], "TILE_N": [256, 128], "num_warps": [8, 4],
               "num_stages": [3, 4], "persistent": [False, True], "flatten": [False, True]},
     "decode": {"TILE_M": [64, 16], "TILE_N": [64, 32, 128], "TILE_K": [128, 256],
-               "num_stages": [4, 6], "num_warps": [4]},
+               "num_stages": [4, 6], "num_warps": [4], "descriptors": [True, False]},
+    "small": {"TILE_M": [64, 128], "TILE_N": [64, 128], "TILE_K": [64, 128],
+              "num_stages": [3, 5], "num_warps": [4], "descriptors": [True, False],
+              "persistent": [False, True]},
 }
 SHAPES = {
     "large": [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048)],
     "decode": [(16, 4096, 4096), (16, 28672, 4096), (64, 4096, 14336), (64, 6144, 4096)],
+    "small": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072)],
 }
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 

@@ -3,9 +3,10 @@ chosen per shape bucket from a calibration run on the H200 (``bench/tune_gemm.py
 every candidate of a wide grid timed at 2048^3..8192^3 and at decode shapes).
 
 Large GEMMs: 128 x 256 block tiles with two warpgroups and a persistent launch won at
-4096^3 and 8192^3; 128 x 128 and 64-row tiles cover shapes with fewer tiles than SMs.
+4096^3 and 8192^3; 128 x 128 and 64-row tiles cover shapes with fewer tiles than SMs, and
+plain pointer loads (no tensor descriptors) win on short kernels (1024^3, 2048^3).
 Decode (M <= 64): one 16- or 64-row tile, narrow N tiles and long K steps with deep
-pipelines (the weight stream is what costs).
+pipelines (the weight stream is what costs), with and without descriptors.
 """
 
 from __future__ import annotations
@@ -39,13 +40,32 @@ _LARGE_GEMM: list[Config] = [
      "persistent": False},
     {"TILE_M": 64, "TILE_N": 32, "TILE_K": 128, "num_warps": 4, "num_stages": 6,
      "persistent": False},
+    {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True},
+    # plain pointer loads: no tensor descriptors to build at the start of each program,
+    # which is what short kernels (1024^3, 2048^3, M = 128) pay for
+    {"TILE_M": 64, "TILE_N": 128, "TILE_K": 128, "num_warps": 4, "num_stages": 3,
+     "persistent": True, "descriptors": False},
+    {"TILE_M": 128, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 5,
+     "persistent": False, "descriptors": False},
+    {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 3, "persistent": False,
+     "descriptors": False},
+    {"TILE_M": 64, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 4,
+     "persistent": False, "descriptors": False},
+    {"TILE_M": 64, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": False,
+     "descriptors": False},
+    # the largest shapes: Triton's warp specialisation of the tile loop, wider L2 groups
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+     "warp_specialize": True},
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
+     "flatten": True, "group_m": 16},
 ]
 
 
 def _decode(rows: int, k_steps: tuple[int, ...], extra: Config) -> list[Config]:
     return [{"TILE_M": rows, "TILE_N": n, "TILE_K": k, "num_stages": s, "num_warps": 4,
-             "persistent": False, **extra}
-            for n, k, s in itertools.product((64, 32, 128), k_steps, (4, 6))]
+             "persistent": False, **extra, **({} if tma else {"descriptors": False})}
+            for tma, n, k, s in itertools.product((True, False), (64, 32, 128), k_steps,
+                                                  (4, 6))]
 
 
 def gemm_space(bucket: dict[str, int]) -> list[Config]:
