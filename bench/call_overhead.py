@@ -150,14 +150,22 @@ def gpu_path(case: Case, calls: int, reps: int) -> dict[str, float]:
     stages = fn._launcher._gpu.get(id(kernel), (launch.num_stages, {}))[0]
     kernel[grid](*args, num_warps=warps, num_stages=stages)
     sync, launcher = torch.cuda.synchronize, fn._launcher
-    direct = per_call_us(lambda: kernel[grid](*args, num_warps=warps, num_stages=stages),
-                         calls, reps, sync)
-    warm = per_call_us(lambda: fn(*case.args), calls, reps, sync)
-    hosted = per_call_us(lambda: host(launcher, *rest), calls, reps, sync)
     out = case.args[-2] if case.name.startswith("scale") else case.args[-1]
-    torch_op = per_call_us(lambda: out.add_(0), calls, reps, sync)
-    return {"croqtile_us": warm, "direct_triton_us": direct, "ratio": warm / direct,
-            "host_function_us": hosted, "torch_add__us": torch_op}
+    loops = {"direct": lambda: kernel[grid](*args, num_warps=warps, num_stages=stages),
+             "warm": lambda: fn(*case.args), "hosted": lambda: host(launcher, *rest),
+             "torch": lambda: out.add_(0)}
+    # interleaved, one loop of each per repetition: a machine that slows down for a while
+    # slows all of them; the ratio is the median of the per-repetition ratios
+    times: dict[str, list[float]] = {name: [] for name in loops}
+    for _ in range(reps):
+        for name, loop in loops.items():
+            times[name].append(per_call_us(loop, calls, 1, sync))
+    ratios = [w / d for w, d in zip(times["warm"], times["direct"])]
+    median = {name: statistics.median(values) for name, values in times.items()}
+    return {"croqtile_us": median["warm"], "direct_triton_us": median["direct"],
+            "ratio": statistics.median(ratios), "ratio_of_minima": min(times["warm"]) /
+            min(times["direct"]), "host_function_us": median["hosted"],
+            "torch_add__us": median["torch"]}
 
 
 def _no_sync() -> None:
