@@ -589,6 +589,7 @@ def plot_csv(csv_path: Path, png_path: Path | None = None) -> tuple[Path | None,
     top.set_ylabel("TFLOP/s (GEMM) or GB/s (memory)")
     top.legend(fontsize=7)
     bottom.axhline(1.0, color="grey", linewidth=0.8)
+    bottom.legend(fontsize=7)
     bottom.set_ylabel("torch time / croqtile time")
     bottom.set_xticks(range(len(labels)))
     bottom.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
