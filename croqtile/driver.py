@@ -61,9 +61,9 @@ class CompileResult:
 
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
-                 "group_m", "persistent", "flatten", "warp_specialize"}
+                 "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split"}
 # options taking a positive integer, and options taking a bool
-_INT_OPTIONS = ("num_warps", "num_stages", "group_m")
+_INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
 _BOOL_OPTIONS = ("descriptors", "persistent", "flatten", "warp_specialize")
 
 
@@ -83,6 +83,9 @@ def make_options(options: Mapping[str, object]) -> Options:
     if options.get("num_warps") is not None and options["num_warps"] & (options["num_warps"] - 1):
         raise ValueError(f"compile option num_warps={options['num_warps']}: Triton needs a "
                          "power of two")
+    if options.get("epilogue_split") not in (None, 1, 2):
+        raise ValueError(f"compile option epilogue_split={options['epilogue_split']!r}: "
+                         "expected 1 or 2")
     target = str(options.get("target", DEFAULT_TARGET))
     if lookup_target(target) is None:
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")

@@ -46,6 +46,9 @@ class Options:
     persistent: bool | None = None
     flatten: bool = False  # the persistent tile loop: tl.range(flatten=True)
     warp_specialize: bool = False  # the persistent tile loop: tl.range(warp_specialize=True)
+    # tensor-descriptor stores of 2-D tiles written as this many column slices (1 or 2):
+    # half the shared memory for the epilogue, which leaves room for pipeline stages
+    epilogue_split: int = 1
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
@@ -500,7 +503,7 @@ class KernelLowering:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
         return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
                          body, self._num_warps(), self._num_stages(), self.root.span,
-                         dict(self.flags), self.persistent_tiles)
+                         dict(self.flags), self.persistent_tiles, self.fl.options.epilogue_split)
 
     def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
         """Bind the variables of the `: block` level to names; the statements that compute

@@ -368,6 +368,7 @@ class Kernel:
     flags: dict[str, str] = field(default_factory=dict)
     # a persistent launch: min(this many tiles, the SM count) programs loop over the tiles
     persistent_tiles: Sym | None = None
+    epilogue_split: int = 1  # descriptor stores of 2-D tiles in this many column slices
 
 
 # ------------------------------------------------------------------------------ host code

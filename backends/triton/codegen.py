@@ -78,6 +78,8 @@ class KernelWriter:
         self.loops = 0  # enclosing `for` loops
         self.hoisted = 0  # variables made by splitting deep expressions
         self.asserts = False  # whether the kernel checks device assertions
+        # descriptors whose stores are split into column slices: name -> block shape
+        self.split_stores = _split_stores(kernel) if kernel.epilogue_split > 1 else {}
 
     # --------------------------------------------------------------- module pieces
     def write(self) -> list[str]:
@@ -147,8 +149,11 @@ class KernelWriter:
             value = self.expr(stmt.value, stmt.value.axes)
             if tuple(stmt.dims) != ir.sort_axes(stmt.dims):
                 value = f"tl.trans({value})"
-            offsets = ", ".join(self.expr(o, o.axes) for o in stmt.offsets)
-            w.line(f"{stmt.desc}.store([{offsets}], {value})")
+            offsets = [self.expr(o, o.axes) for o in stmt.offsets]
+            if stmt.desc in self.split_stores:
+                self._split_store(stmt.desc, offsets, value)
+            else:
+                w.line(f"{stmt.desc}.store([{', '.join(offsets)}], {value})")
         elif isinstance(stmt, ir.For):
             start = self.expr(stmt.start, ())
             stop = self.expr(stmt.stop, ())
@@ -183,6 +188,11 @@ class KernelWriter:
             block = ", ".join(str(b) for b in stmt.block)
             w.line(f"{stmt.name} = tl.make_tensor_descriptor({stmt.base}, shape=[{shape}], "
                    f"strides=[{strides}], block_shape=[{block}])")
+            if stmt.name in self.split_stores:  # the descriptor of one column slice
+                rows, cols = stmt.block
+                w.line(f"{stmt.name}_part = tl.make_tensor_descriptor({stmt.base}, "
+                       f"shape=[{shape}], strides=[{strides}], "
+                       f"block_shape=[{rows}, {cols // self.kernel.epilogue_split}])")
         elif isinstance(stmt, ir.Print):
             values = "".join(f", {self.expr(v, v.axes)}" for v in stmt.values)
             w.line(f"tl.device_print({stmt.label!r}{values})")
@@ -197,6 +207,19 @@ class KernelWriter:
             w.line(f"# {stmt.text}")
         else:  # pragma: no cover - every IR statement has a rule above
             raise TypeError(f"no code generation rule for {type(stmt).__name__}")
+
+    def _split_store(self, desc: str, offsets: list[str], value: str) -> None:
+        """A [R, C] tile stored as two [R, C/2] column slices (reshape to [R, 2, C/2],
+        move the 2 last, split): the store stages half the tile in shared memory."""
+        rows, cols = self.split_stores[desc]
+        half = cols // 2
+        self.hoisted += 1
+        name = f"_slices{self.hoisted}"
+        w = self.w
+        w.line(f"{name} = tl.permute(tl.reshape({value}, [{rows}, 2, {half}]), (0, 2, 1))")
+        w.line(f"{name}_0, {name}_1 = tl.split({name})")
+        w.line(f"{desc}_part.store([{offsets[0]}, {offsets[1]}], {name}_0)")
+        w.line(f"{desc}_part.store([{offsets[0]}, ({offsets[1]}) + {half}], {name}_1)")
 
     def _loop_body(self, stmt: ir.For | ir.While) -> None:
         """The body of a loop; Python's parser limits how deep loops nest."""
@@ -338,6 +361,31 @@ class KernelWriter:
         acc = self.expr(e.acc, e.acc.axes)
         extra = f", input_precision={e.input_precision!r}" if e.input_precision else ""
         return f"tl.dot({a}, {b}, {acc}, out_dtype=tl.{e.dtype.value}{extra})"
+
+
+def _split_stores(kernel: ir.Kernel) -> dict[str, tuple[int, int]]:
+    """Descriptors that store 2-D tiles in row order, at least 64 columns wide (their
+    stores are written in slices under ``epilogue_split``): name -> block shape."""
+    blocks: dict[str, tuple[int, ...]] = {}
+    stored: set[str] = set()
+    refused: set[str] = set()
+
+    def walk(body: list[ir.Stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, ir.DefineDesc):
+                blocks[stmt.name] = stmt.block
+            elif isinstance(stmt, ir.DescStore):
+                transposed = tuple(stmt.dims) != ir.sort_axes(stmt.dims)
+                (refused if transposed else stored).add(stmt.desc)
+            for attr in ("body", "then", "other"):
+                inner = getattr(stmt, attr, None)
+                if isinstance(inner, list):
+                    walk(inner)
+
+    walk(kernel.body)
+    return {name: (block[0], block[1]) for name, block in blocks.items()
+            if name in stored - refused and len(block) == 2
+            and block[1] >= 64 and block[1] % 2 == 0}
 
 
 def render_const(value: int | float | bool, dtype: ir.DType) -> str:

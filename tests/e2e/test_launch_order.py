@@ -108,7 +108,7 @@ def test_persistent_user_kernels_stay_correct() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"group_m": 0}, {"persistent": 1}, {"num_warps": 6},
-                                 {"flatten": "yes"}])
+                                 {"flatten": "yes"}, {"epilogue_split": 3}])
 def test_malformed_options_are_refused_with_their_name(bad: dict) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         croqtile.load(DATA / "seed000_sm90_gemm.co", **bad)
@@ -118,3 +118,31 @@ def test_sm_count_on_the_cpu_is_small_so_the_interpreter_loops() -> None:
     from croqtile.backends.triton.launcher import Launcher
 
     assert Launcher().sm_count(torch.device("cpu")) == 4
+
+
+GEMM = Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co"
+
+
+def _split_epilogue(device: str) -> None:
+    mod = croqtile.load(GEMM, defines={"TILE_M": 32, "TILE_N": 128, "TILE_K": 32},
+                        epilogue_split=2)
+    gen = torch.Generator().manual_seed(5)
+    for m, n, k in [(100, 192, 64), (64, 256, 32)]:  # aligned: descriptor stores
+        a = torch.randn(m, k, generator=gen).half().to(device)
+        b = torch.randn(n, k, generator=gen).half().to(device)
+        c = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
+        mod.gemm(a, b, c)
+        ref = a.double() @ b.double().T
+        assert not torch.isnan(c).any()
+        assert ((c.double() - ref).norm() / ref.norm()).item() < 1e-2
+    text = mod.gemm.triton_source
+    assert "block_shape=[32, 64])" in text and text.count("output_desc_part.store(") == 2
+
+
+def test_epilogue_split_stores_the_tile_in_two_column_slices() -> None:
+    _split_epilogue("cpu")
+
+
+@pytest.mark.gpu
+def test_epilogue_split_stores_the_tile_in_two_column_slices_gpu() -> None:
+    _split_epilogue("cuda")
