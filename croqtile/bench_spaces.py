@@ -58,14 +58,6 @@ _LARGE_GEMM: list[Config] = [
      "warp_specialize": True},
     {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
      "flatten": True, "group_m": 16},
-    # the output tile stored in two column slices: half the epilogue's shared memory,
-    # room for a fourth pipeline stage
-    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
-     "epilogue_split": 2},
-    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
-     "flatten": True, "epilogue_split": 2},
-    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
-     "epilogue_split": 2},
 ]
 
 
