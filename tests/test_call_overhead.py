@@ -170,7 +170,11 @@ def message(call: Callable[[], Any]) -> str:
     return str(info.value)
 
 
-GOOD = (lambda: (f16(20, 40), f16(24, 40), poisoned(20, 24)))
+def GOOD() -> tuple[Any, ...]:  # noqa: N802 - named like the MISTAKES table beside it
+    return f16(20, 40), f16(24, 40), poisoned(20, 24)
+
+
+
 MISTAKES: dict[str, Callable[[], tuple[Any, ...]]] = {
     "dtype": lambda: (f16(20, 40).float(), f16(24, 40), poisoned(20, 24)),
     "rank": lambda: (f16(20, 40, 1), f16(24, 40), poisoned(20, 24)),
@@ -242,9 +246,9 @@ def test_runtime_checks_after_warm_calls() -> None:
         warm(torch.arange(32, dtype=torch.int32))
     for n in (30, 80):
         a = torch.arange(n, dtype=torch.int32)
-        expected = message(lambda: cold(a))
+        expected = message(lambda a=a: cold(a))
         assert "assertion" in expected
-        assert message(lambda: warm(a)) == expected
+        assert message(lambda a=a: warm(a)) == expected
 
 
 def test_remembered_signatures_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
