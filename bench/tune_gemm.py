@@ -6,9 +6,9 @@
 For each shape and dtype it runs croqtile's autotuner (``autotune="full"`` with an
 explicit ``tunables`` grid) and records the time of every candidate, with ``torch.matmul``
 (cuBLAS) timed in the same run; the figures choose the compiler's defaults and the grids
-of the benchmark sweeps. The kernel is C[M, N] = A[M, K] @ B[N, K]^T with an f32
-accumulator (``--kernel`` picks another ``.co`` with the same parameters and defines
-``DT``, ``TILE_M``, ``TILE_N``, ``TILE_K``).
+of the benchmark sweeps. The kernel is bench/kernels/gemm.co, C[M, N] = A[M, K] @ B[N, K]^T
+with an f32 accumulator (``--kernel`` picks another ``.co`` with the same parameters and
+defines ``DT``, ``TILE_M``, ``TILE_N``, ``TILE_K``).
 """
 
 from __future__ import annotations
@@ -26,28 +26,7 @@ import torch
 
 import croqtile
 
-GEMM = """
-// C = A @ B^T with an f32 accumulator, one warpgroup per block tile
-#define DT f16
-#define TILE_M 128
-#define TILE_N 256
-#define TILE_K 64
-__co__ void gemm(global DT [M, K] a, global DT [N, K] b, global DT [M, N] c) {
-  parallel {bm, bn} by [cdiv(M, TILE_M), cdiv(N, TILE_N)] : block {
-    mc = mma.fill.f32 0.0f;
-    foreach {kk} in [cdiv(K, TILE_K)] {
-      as = dma.copy a.subspan(TILE_M, TILE_K).at(bm, kk) => shared;
-      bs = dma.copy b.subspan(TILE_N, TILE_K).at(bn, kk) => shared;
-      parallel p by 1 : group-4 {
-        ma = mma.load as.data;
-        mb = mma.load bs.data;
-        mma.row.row mc, ma, mb;
-      }
-    }
-    mma.store mc, c.subspan(TILE_M, TILE_N).at(bm, bn);
-  }
-}
-"""
+KERNEL = Path(__file__).resolve().parent / "kernels" / "gemm.co"
 
 SPACES = {
     "large": {"TILE_M": [128, 256], "TILE_N": [256, 128], "num_warps": [8, 4],
@@ -114,13 +93,13 @@ def main() -> None:
     parser.add_argument("--space", choices=sorted(SPACES), default="large")
     parser.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["f16"])
     parser.add_argument("--shapes", nargs="+", default=None, help="M,N,K ...")
-    parser.add_argument("--kernel", type=Path, help="a .co file instead of the built-in GEMM")
+    parser.add_argument("--kernel", type=Path, help="a .co file instead of bench/kernels/gemm.co")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("tune_gemm.py times kernels on a CUDA device; none is available")
     shapes = ([tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes
               else SHAPES[args.space])
-    source = args.kernel.read_text() if args.kernel else GEMM
+    source = (args.kernel or KERNEL).read_text()
     args.json.parent.mkdir(parents=True, exist_ok=True)
 
     def save(rows: list[dict]) -> None:

@@ -20,23 +20,11 @@ from croqtile.backends.triton import launcher as launcher_module
 from croqtile.backends.triton.launcher import KernelError, Launcher
 
 from .e2e.checks import DATA
+from .e2e.test_symbolic_extents import WHOLE_TILE
+from .test_api import GEMM
 
 ROOT = Path(__file__).resolve().parent.parent
 
-GEMM = """
-#define T 16
-__co__ void mm(global f16 [M, K] a, global f16 [N, K] b, global f16 [M, N] c) {
-  parallel {bm, bn} by [cdiv(M, T), cdiv(N, T)] : block {
-    mc = mma.fill.f32 0.0f;
-    foreach k in [cdiv(K, T)] {
-      sa = dma.copy a.subspan(T, T).at(bm, k) => shared;
-      sb = dma.copy b.subspan(T, T).at(bn, k) => shared;
-      mma.row.row mc, sa.data, sb.data;
-    }
-    mma.store mc, c.subspan(T, T).at(bm, bn);
-  }
-}
-"""
 
 SCALE = """
 __co__ void scale(global f32 [N] x, global f32 [N] y, f32 s, int k, bool flip) {
@@ -46,15 +34,6 @@ __co__ void scale(global f32 [N] x, global f32 [N] y, f32 s, int k, bool flip) {
 }
 """
 
-WHOLE_TILE = """
-__co__ void stage3(global f32 [A, B, C] x, global f32 [A, B, C] y) {
-  parallel p by 1 : block
-    parallel q by 32 : thread {
-      t = dma.copy x.subspan(A, B, C) => shared;
-      dma.copy t => y;
-    }
-}
-"""
 
 
 def f16(*shape: int, seed: int = 0) -> torch.Tensor:

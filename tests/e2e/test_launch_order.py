@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
@@ -24,20 +25,26 @@ VARIANTS = [
 ]
 
 
+def _check_gemm(fn: Callable[..., object], shapes: list[tuple[int, int, int]],
+                device: str) -> None:
+    """``fn(a, b, c)`` computes c = a @ b^T: poisoned output, every element checked."""
+    gen = torch.Generator().manual_seed(7)
+    for m, n, k in shapes:
+        a = torch.randn(m, k, generator=gen).half().to(device)
+        b = torch.randn(n, k, generator=gen).half().to(device)
+        c = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
+        fn(a, b, c)
+        ref = a.double() @ b.double().T
+        assert not torch.isnan(c).any()
+        err = ((c.double() - ref).norm() / ref.norm()).item()
+        assert err < 1e-2, ((m, n, k), err)
+
+
 def _gemm(options: dict, device: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # CQ0310 (masked last tile) is expected here
         mod = croqtile.load(DATA / "seed000_sm90_gemm.co", defines=SMALL_TILES, **options)
-    gen = torch.Generator().manual_seed(7)
-    for m, n, k in [(100, 72, 90), (230, 65, 64)]:  # 4x3 and 8x3 tiles, ragged edges
-        a = torch.randn(m, k, generator=gen).half().to(device)
-        b = torch.randn(n, k, generator=gen).half().to(device)
-        c = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
-        mod.matmul(a, b, c)
-        ref = a.double() @ b.double().T
-        assert not torch.isnan(c).any()
-        err = ((c.double() - ref).norm() / ref.norm()).item()
-        assert err < 1e-2, (options, (m, n, k), err)
+    _check_gemm(mod.matmul, [(100, 72, 90), (230, 65, 64)], device)  # ragged edges
 
 
 @pytest.mark.parametrize("options", VARIANTS, ids=lambda o: repr(o) if o else "default")
@@ -126,15 +133,7 @@ GEMM = Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co"
 def _split_epilogue(device: str) -> None:
     mod = croqtile.load(GEMM, defines={"TILE_M": 32, "TILE_N": 128, "TILE_K": 32},
                         epilogue_split=2)
-    gen = torch.Generator().manual_seed(5)
-    for m, n, k in [(100, 192, 64), (64, 256, 32)]:  # aligned: descriptor stores
-        a = torch.randn(m, k, generator=gen).half().to(device)
-        b = torch.randn(n, k, generator=gen).half().to(device)
-        c = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
-        mod.gemm(a, b, c)
-        ref = a.double() @ b.double().T
-        assert not torch.isnan(c).any()
-        assert ((c.double() - ref).norm() / ref.norm()).item() < 1e-2
+    _check_gemm(mod.gemm, [(100, 192, 64), (64, 256, 32)], device)  # descriptor stores
     text = mod.gemm.triton_source
     assert "block_shape=[32, 64])" in text and text.count("output_desc_part.store(") == 2
 
