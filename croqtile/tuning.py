@@ -389,6 +389,9 @@ class TunedFunction:
         configs = space.configs()
         report = TuneReport(self.name, bucket, device, self._default, math.inf, None)
         shape = " ".join(f"{n}={v}" for n, v in bucket)
+        if self.verbose and not sys.stderr.isatty():  # a log: one line now, one at the end
+            print(f"croqtile: tuning {self.name} for {shape}: {len(configs)} candidates, "
+                  f"budget {self.budget_s:g} s", file=sys.stderr)
         reference: list[torch.Tensor] | None = None
         for i, config in enumerate(configs):
             if time.perf_counter() - start > self.budget_s and report.best_ms < math.inf:

@@ -77,6 +77,7 @@ def test_the_fastest_candidate_runs_and_is_printed_as_pasteable_arguments(
     # order: defaults first, then one knob changed (num_stages=3; WARP_M=64), then both
     assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 64}, "num_stages": 2}
     err = capsys.readouterr().err
+    assert "tuning matmul for K=64 M=128 N=96: 4 candidates, budget 300 s" in err
     assert "tuned matmul for K<=64 M<=128 N<=96 on cpu: 1.5 ms" in err
     assert "defines={'MATMUL_WARP_M': 64}, num_stages=2" in err
     assert "[4 run, 0 pruned" in err
