@@ -429,12 +429,17 @@ class TunedFunction:
                 f"{d.code} {d.message}" for d in err.diagnostics[:2])
         copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         try:
-            fn(*copies)
+            result = fn(*copies)
         except ArgumentError as err:
             return f"not valid for this shape: {err}"
         except Exception as err:  # Triton could not compile or run this candidate
             return f"failed: {type(err).__name__}: {str(err)[:200]}"
+        # what the call wrote (its tensor arguments) and what it returned
         outputs = [c for c in copies if isinstance(c, torch.Tensor)]
+        if isinstance(result, torch.Tensor):
+            outputs.append(result)
+        elif result is not None:
+            outputs.append(torch.tensor(result))
         if reference is not None and not all(
                 same_result(got, want) for got, want in zip(outputs, reference)):
             return "computes a different result than the first configuration"

@@ -252,3 +252,21 @@ def test_warm_calls_skip_the_search_bookkeeping() -> None:
     assert chosen[0] == fn.reports[0].best
     with pytest.raises(croqtile.ArgumentError):  # the chosen function still checks
         fn(args[0], args[1], args[2].t())
+
+
+def test_a_returned_tensor_is_compared_too() -> None:
+    source = """
+#define SCALE 1
+__co__ f32 [N] twice(f32 [N] x) {
+  f32 [x.span] y;
+  parallel p by N
+    y.at(p) = x.at(p) * 2.0f * SCALE;
+  return y;
+}
+"""
+    fn = croqtile.compile(source, autotune="full", tunables={"SCALE": [1, 3]}).twice
+    fn.timer = _timer({"1": 5.0, "2": 1.0}, [])
+    x = torch.randn(16)
+    assert torch.equal(fn(x), x * 2)
+    assert fn.reports[0].pruned == [("defines={'SCALE': 3}",
+                                     "computes a different result than the first configuration")]
