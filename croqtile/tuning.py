@@ -296,6 +296,7 @@ class TunedFunction:
         self.budget_s = budget_s if budget_s is not None else _BUDGET[mode]
         self.timer: Timer | None = None  # None: the GPU timer on CUDA, no tuning on the CPU
         self.verbose = True
+        self.cache = True  # False: search every bucket afresh, store nothing (calibration)
         self.reports: list[TuneReport] = []
         self._text = text
         self._compiler = compiler
@@ -374,10 +375,11 @@ class TunedFunction:
                 self._warned_cpu = True
             return self._default
         key = cache_key(self._text, self.name, self._fixed, space, device, bucket)
-        choice = load_choice(key)
+        choice = load_choice(key) if self.cache else None
         if choice is None:
             report = self._search(space, args, timer, bucket, device)
-            save_choice(key, report.record())
+            if self.cache:
+                save_choice(key, report.record())
             self.reports.append(report)
             choice = report.best
         self._choices[memo] = choice

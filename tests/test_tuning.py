@@ -270,3 +270,14 @@ __co__ f32 [N] twice(f32 [N] x) {
     assert torch.equal(fn(x), x * 2)
     assert fn.reports[0].pruned == [("defines={'SCALE': 3}",
                                      "computes a different result than the first configuration")]
+
+
+def test_without_the_cache_every_function_searches_and_nothing_is_stored(
+        _cache: Path) -> None:
+    for _ in range(2):
+        fn = _compile(autotune="quick", tunables={"num_stages": [2, 3]}).matmul
+        fn.cache = False
+        fn.timer = _timer({}, [])
+        fn(*_gemm_args())
+        assert len(fn.reports) == 1
+    assert not any((_cache / "tuning").glob("*.json"))
