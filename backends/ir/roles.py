@@ -64,12 +64,10 @@ class EventRef:
 
 def event_ref(kl: KernelLowering, target: ast.Expr) -> EventRef | None:
     """The event ``target`` names, or None for a future."""
-    base = target.base if isinstance(target, (ast.ElemAccess, ast.Index)) else target
-    if not isinstance(base, ast.Ident):
+    named = kl.fn.event_named(target)
+    if named is None:
         return None
-    sym = kl.fn.refs.get(id(base))
-    if sym is None or sym.kind is not SymKind.EVENT:
-        return None
+    sym, _ = named
     size = 1
     for dim in sym.array_dims:
         if dim.value is None:

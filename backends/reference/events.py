@@ -59,12 +59,10 @@ def declare(it: Any, stmt: ast.EventDecl) -> None:
 
 def _target(it: Any, target: ast.Expr) -> tuple[Symbol, EventArray, int, int | None] | None:
     """(symbol, counters, slot, explicit generation) of an event target; None: a future."""
-    base = target.base if isinstance(target, (ast.ElemAccess, ast.Index)) else target
-    if not isinstance(base, ast.Ident):
+    named = it.fn.event_named(target)
+    if named is None:
         return None
-    sym = it.fn.refs.get(id(base))
-    if sym is None or sym.kind is not SymKind.EVENT:
-        return None
+    sym, base = named
     if it.lanes:
         raise not_implemented("events inside a vectorised level")
     events = it.lookup(sym, base.name)
@@ -78,9 +76,7 @@ def _target(it: Any, target: ast.Expr) -> tuple[Symbol, EventArray, int, int | N
 
 
 def is_event(it: Any, target: ast.Expr) -> bool:
-    base = target.base if isinstance(target, (ast.ElemAccess, ast.Index)) else target
-    sym = it.fn.refs.get(id(base)) if isinstance(base, ast.Ident) else None
-    return sym is not None and sym.kind is SymKind.EVENT
+    return it.fn.event_named(target) is not None
 
 
 def trigger(it: Any, stmt: ast.TriggerStmt) -> None:
@@ -163,9 +159,7 @@ def _event_stmts(fn: Any, block: ast.Block, conds: list[tuple[ast.Expr, bool]]
 
 
 def _names_event(fn: Any, target: ast.Expr) -> bool:
-    base = target.base if isinstance(target, (ast.ElemAccess, ast.Index)) else target
-    sym = fn.refs.get(id(base)) if isinstance(base, ast.Ident) else None
-    return sym is not None and sym.kind is SymKind.EVENT
+    return fn.event_named(target) is not None
 
 
 class _Abort(BaseException):

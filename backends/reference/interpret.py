@@ -444,12 +444,7 @@ class Interpreter(Evaluator):
         frame = Frame(self.frame)
         for sym, grid in zip(loop.vars, grids):
             frame.vars[(sym, sym.name)] = grid.reshape(-1)
-        saved = self.frame, self.mask, self.lanes
-        self.frame, self.mask, self.lanes = frame, None, True
-        try:
-            self.block(stmt.body)
-        finally:
-            self.frame, self.mask, self.lanes = saved
+        self._as_lanes(frame, stmt.body)
 
     # ------------------------------------------------------------------ parallel (5.2)
     def _s_Parallel(self, stmt: ast.Parallel) -> None:
@@ -568,10 +563,14 @@ class Interpreter(Evaluator):
             if level.tuple_symbol is not None:
                 frame.vars[(level.tuple_symbol, level.tuple_symbol.name)] = tuple(values)
             i += len(bounds)
+        self._as_lanes(frame, stmt.body)
+
+    def _as_lanes(self, frame: Frame, body: ast.Block) -> None:
+        """Run ``body`` once with every instance a lane of ``frame``'s variables."""
         saved = self.frame, self.mask, self.lanes
         self.frame, self.mask, self.lanes = frame, None, True
         try:
-            self.block(stmt.body)
+            self.block(body)
         finally:
             self.frame, self.mask, self.lanes = saved
 

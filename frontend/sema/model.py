@@ -314,6 +314,17 @@ class CheckedFunction:
     def info(self, expr: ast.Expr) -> ExprInfo:
         return self.exprs[id(expr)]
 
+    def event_named(self, target: ast.Expr) -> tuple[Symbol, ast.Ident] | None:
+        """The event a ``wait``/``trigger`` target names (``full``, ``full[s]``,
+        ``full.at(k)``) and the name site; None when the target is a future."""
+        base = target.base if isinstance(target, (ast.ElemAccess, ast.Index)) else target
+        if not isinstance(base, ast.Ident):
+            return None
+        sym = self.refs.get(id(base))
+        if sym is None or sym.kind is not SymKind.EVENT:
+            return None
+        return sym, base
+
 
 @dataclass
 class CheckedProgram:
