@@ -61,10 +61,11 @@ class CompileResult:
 
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
-                 "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split"}
+                 "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split",
+                 "stream_k"}
 # options taking a positive integer, and options taking a bool
 _INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
-_BOOL_OPTIONS = ("descriptors", "persistent", "flatten", "warp_specialize")
+_BOOL_OPTIONS = ("descriptors", "persistent", "flatten", "warp_specialize", "stream_k")
 
 
 def make_options(options: Mapping[str, object]) -> Options:

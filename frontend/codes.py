@@ -244,6 +244,9 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0702", E, "{construct} has no Triton mapping: {reason}"),
     Code("CQ0703", E, "cannot lower this MMA to one tile-level dot: {reason}"),
     Code("CQ0704", E, "tile extent '{extent}' has no static bound; Triton needs a constant tile shape"),
+    Code("CQ0705", E, "compile option {option} does not apply to this kernel: {reason}",
+         "compile without it, or write the block body as one loop over K that accumulates "
+         "into zero-initialised f32 accumulators, followed by the epilogue"),
     Code("CQ0755", E, "this warp specialisation cannot be serialised into one loop: {reason}",
          "supported: roles without loops whose waits find their triggers in some order, or "
          "a ring: one producer role `foreach {{k}} in [n] {{ wait empty.at(k); <copies into "

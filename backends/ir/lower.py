@@ -23,7 +23,7 @@ from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFuncti
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
-from . import builtins, scratch
+from . import builtins, scratch, stream_k
 from . import nodes as ir
 from .errors import LoweringError, NeedsSpecialization, static_extent, unsupported
 from .values import (Acc, Bounded, Buffer, BufferArray, Region, Scalar, TensorRef, Tile,
@@ -49,6 +49,9 @@ class Options:
     # tensor-descriptor stores of 2-D tiles written as this many column slices (1 or 2):
     # half the shared memory for the epilogue, which leaves room for pipeline stages
     epilogue_split: int = 1
+    # persistent MMA launches: the K iterations of the last, partial wave of tiles are
+    # shared by all programs (stream_k.py); partial sums are added in arrival order
+    stream_k: bool = False
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
@@ -344,6 +347,7 @@ class KernelLowering:
         self.program_index: ir.Expr = b.const(0)  # this block's row-major index
         self.block_names: list[str] = []  # the variables of the `: block` level
         self.persistent_tiles: Sym | None = None  # the tile count of a persistent launch
+        self.stream_k_floats = 0  # workspace floats per tile of a stream-K launch
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
@@ -503,7 +507,8 @@ class KernelLowering:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
         return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
                          body, self._num_warps(), self._num_stages(), self.root.span,
-                         dict(self.flags), self.persistent_tiles, self.fl.options.epilogue_split)
+                         dict(self.flags), self.persistent_tiles, self.fl.options.epilogue_split,
+                         self.stream_k_floats)
 
     def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
         """Bind the variables of the `: block` level to names; the statements that compute
@@ -535,6 +540,9 @@ class KernelLowering:
         options = self.fl.options
         grouped = len(bounds) == 2 and options.group_m > 1 and self.has_dot
         persistent = self.has_dot if options.persistent is None else options.persistent
+        if options.stream_k and self.has_dot and not persistent:
+            raise LoweringError("CQ0705", self.root.span, option="stream_k",
+                                reason="it needs a persistent launch (persistent=False)")
         if not (grouped or persistent or len(bounds) > 3):
             ids = [ir.Let(None, name, ir.Call((), b.I32, "program_id", (b.const(i),)))
                    for i, name in enumerate(names)]
@@ -555,7 +563,26 @@ class KernelLowering:
         loop = ir.For(self.root.span, tile, program, b.sym(total), ids + body,
                       step=b.var(programs), flatten=options.flatten,
                       warp_specialize=options.warp_specialize)
+        if options.stream_k and self.has_dot:
+            return self._stream_k(loop), (total,)
         return [loop], (total,)
+
+    def _stream_k(self, loop: ir.For) -> list[ir.Stmt]:
+        """The persistent tile loop with its last wave split along K (stream_k.py)."""
+        names = stream_k.Names(self.fresh("workspace_ptr"), self.fresh("counters_ptr"),
+                               self.fresh)
+        outer = {s.name for s in self.prologue if isinstance(s, (ir.Let, ir.DefineDesc))}
+        try:
+            stmts, floats = stream_k.split_last_wave(loop, names, outer)
+        except stream_k.NotSplittable as exc:
+            raise LoweringError("CQ0705", self.root.span, option="stream_k",
+                                reason=str(exc)) from None
+        self.params[names.workspace] = ir.KernelParam(names.workspace, ir.ParamKind.POINTER,
+                                                      ir.DType.F32, ir.WORKSPACE)
+        self.params[names.counters] = ir.KernelParam(names.counters, ir.ParamKind.POINTER,
+                                                     ir.DType.I32, ir.COUNTERS)
+        self.stream_k_floats = floats
+        return stmts
 
     def _row_major_ids(self, tile: str) -> list[ir.Stmt]:
         ids: list[ir.Stmt] = []

@@ -166,6 +166,7 @@ class Load(Expr):
     mask: Expr | None
     other: int | float = 0
     eviction: str | None = None
+    cache: str | None = None  # tl.load(cache_modifier=...): ".cg" reads past the L1 cache
 
 
 @dataclass(frozen=True, eq=False)
@@ -244,6 +245,7 @@ class Atomic(Stmt):
     mask: Expr | None
     cmp: Expr | None = None
     result: str | None = None
+    sem: str | None = None  # memory ordering (Triton's default: "acq_rel")
 
 
 @dataclass(frozen=True, eq=False)
@@ -336,6 +338,9 @@ class Comment(Stmt):
 
 # The source of the kernel parameter that holds a persistent launch's program count.
 PROGRAMS = "@programs"
+# The sources of a stream-K launch's scratch: partial tiles (f32) and per-tile counters.
+WORKSPACE = "@workspace"
+COUNTERS = "@counters"
 
 
 class ParamKind(enum.Enum):
@@ -369,6 +374,8 @@ class Kernel:
     # a persistent launch: min(this many tiles, the SM count) programs loop over the tiles
     persistent_tiles: Sym | None = None
     epilogue_split: int = 1  # descriptor stores of 2-D tiles in this many column slices
+    # stream-K: floats of workspace per tile (0: none); the launch then uses every SM
+    stream_k_floats: int = 0
 
 
 # ------------------------------------------------------------------------------ host code
@@ -459,7 +466,8 @@ def reads_back(body: list[Stmt]) -> bool:
         loaded: set[str] = set()
         stored: set[str] = set()
         for node in _nodes(loop.body):
-            if isinstance(node, Load):
+            if isinstance(node, Load) and node.cache is None:
+                # (an L2 load is the stream-K workspace read, ordered by its counter atomics)
                 loaded.add(node.pointer.base)
             elif isinstance(node, (Store, Atomic)):
                 stored.add(node.pointer.base)

@@ -143,7 +143,8 @@ class KernelWriter:
                 call = f"tl.atomic_cas({ptr}, {cmp}, {value})"
             else:
                 mask = f", mask={self.expr(stmt.mask, axes)}" if stmt.mask is not None else ""
-                call = f"tl.atomic_{stmt.op}({ptr}, {value}{mask})"
+                sem = f", sem={stmt.sem!r}" if stmt.sem else ""
+                call = f"tl.atomic_{stmt.op}({ptr}, {value}{mask}{sem})"
             w.line(f"{stmt.result} = {call}" if stmt.result else call)
         elif isinstance(stmt, ir.DescStore):
             value = self.expr(stmt.value, stmt.value.axes)
@@ -325,6 +326,8 @@ class KernelWriter:
                 parts.append(f"other={render_const(e.other, e.dtype)}")
             if e.eviction:
                 parts.append(f"eviction_policy={e.eviction!r}")
+            if e.cache:
+                parts.append(f"cache_modifier={e.cache!r}")
             return f"tl.load({', '.join(parts)})"
         if isinstance(e, ir.DescLoad):
             offsets = ", ".join(self.expr(o, o.axes) for o in e.offsets)
@@ -525,13 +528,19 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
 
 def _launch(w: _Writer, k: ir.Kernel) -> None:
     grid = [render_sym(g) for g in k.grid] or ["1"]
-    if k.persistent_tiles is not None:  # one program per SM at most, each looping over tiles
+    if k.stream_k_floats:  # every SM: the last wave's K iterations are shared out
+        w.line("programs = launch.sm_count(device)")
+        w.line("workspace, counters = launch.stream_k_buffers("
+               f"device, programs * {k.stream_k_floats}, programs)")
+        grid = ["programs"]
+    elif k.persistent_tiles is not None:  # one program per SM at most, each looping over tiles
         w.line(f"programs = min({render_sym(k.persistent_tiles)}, launch.sm_count(device))")
         grid = ["programs"]
+    sources = {ir.PROGRAMS: "programs", ir.WORKSPACE: "workspace", ir.COUNTERS: "counters"}
     args = []
     for p in k.params:
-        if p.source == ir.PROGRAMS:
-            args.append("programs")
+        if isinstance(p.source, str) and p.source in sources:
+            args.append(sources[p.source])
         elif isinstance(p.source, Sym):
             args.append(render_sym(p.source))
         elif p.kind is ir.ParamKind.FLAG:

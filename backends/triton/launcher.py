@@ -81,6 +81,11 @@ class Launcher:
         it); 4 for a CPU device, where Triton's interpreter runs the programs."""
         return sm_count(device)
 
+    def stream_k_buffers(self, device: Any, floats: int, counters: int) -> tuple[Any, Any]:
+        """The zeroed f32 workspace and int32 counters of a stream-K launch (see
+        ``stream_k_buffers`` below)."""
+        return stream_k_buffers(device, floats, counters)
+
     def _first_gpu_launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
                           num_warps: int, num_stages: int) -> None:
         """The first launch of a kernel: work out the launch options once, launch with
@@ -157,6 +162,34 @@ def sm_count(device: Any) -> int:
         count = int(torch.cuda.get_device_properties(index).multi_processor_count)
         _SM_COUNTS[index] = count
     return count
+
+
+# device, stream -> (workspace, counters); kept zero by the kernels that use them
+_STREAM_K_BUFFERS: dict[tuple[Any, int], tuple[Any, Any]] = {}
+
+
+def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]:
+    """Scratch for stream-K launches on ``device``: at least ``floats`` f32 and
+    ``counters`` int32 zeros. The kernel that completes a tile sets its part back to zero,
+    so a GPU buffer is cleared once, when it is made; launches on one stream run in turn,
+    and each stream has its own buffers. On the CPU they are cleared before every launch
+    (an interpreted kernel that fails half-way leaves partial sums behind)."""
+    import torch
+
+    device = device if isinstance(device, torch.device) else torch.device(device)
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device, stream)
+    buffers = _STREAM_K_BUFFERS.get(key)
+    if buffers is None or buffers[0].numel() < floats or buffers[1].numel() < counters:
+        if buffers is not None:
+            floats, counters = max(floats, buffers[0].numel()), max(counters, buffers[1].numel())
+        buffers = (torch.zeros(floats, dtype=torch.float32, device=device),
+                   torch.zeros(counters, dtype=torch.int32, device=device))
+        _STREAM_K_BUFFERS[key] = buffers
+    elif device.type != "cuda":
+        buffers[0].zero_()
+        buffers[1].zero_()
+    return buffers
 
 
 class _interpreting:

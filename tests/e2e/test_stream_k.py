@@ -1,0 +1,136 @@
+"""Stream-K (compile option ``stream_k``): the K iterations of the last, partial wave of a
+persistent MMA launch are shared by all programs, partial sums meet in an f32 workspace
+and the program that completes a tile writes it. Checked element by element against a
+float64 reference on poisoned outputs, for tile counts below, at and above the program
+count (4 on the CPU, the SM count on the GPU), and kernels that cannot be split are
+refused at the block level with CQ0705."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import torch
+
+import croqtile
+from croqtile.backends.triton import launcher
+from croqtile.errors import CompileError
+
+ROOT = Path(__file__).resolve().parents[2]
+GEMM = ROOT / "bench" / "kernels" / "gemm.co"
+DATA = ROOT / "tests" / "data"
+SMALL = {"TILE_M": 32, "TILE_N": 64, "TILE_K": 32}
+
+
+def _check(fn: Callable[..., object], shapes: list[tuple[int, int, int]], device: str,
+           dtype: torch.dtype = torch.float16, calls: int = 1) -> None:
+    """``fn(a, b, c)`` computes c = a @ b^T; every element within f16 rounding of the
+    float64 product; ``calls`` runs reuse the workspace (it must be left zeroed)."""
+    gen = torch.Generator().manual_seed(5)
+    for m, n, k in shapes:
+        a = torch.randn(m, k, generator=gen).to(dtype).to(device)
+        b = torch.randn(n, k, generator=gen).to(dtype).to(device)
+        ref = a.double() @ b.double().T
+        for _ in range(calls):
+            c = torch.full((m, n), float("nan"), dtype=dtype, device=device)
+            fn(a, b, c)
+            err = (c.double() - ref).abs()
+            bound = 2e-2 + 1e-2 * ref.abs()
+            assert not torch.isnan(c).any(), (m, n, k)
+            assert bool((err <= bound).all()), ((m, n, k), err.max().item())
+
+
+def _workspace_is_clean(device: str) -> bool:
+    return all(bool((buf == 0).all()) for key, bufs in launcher._STREAM_K_BUFFERS.items()
+               if key[0].type == device for buf in bufs)
+
+
+# tiles of 32 x 64 on the CPU's 4 programs: 1 tile, 4 tiles (no tail), 6 and 15 tiles
+# (a tail of 2 and 3), ragged edges and K counts that do not divide evenly
+CPU_SHAPES = [(20, 50, 96), (64, 128, 64), (64, 150, 160), (100, 300, 72), (33, 70, 167)]
+
+
+def test_stream_k_gemm_matches_the_reference_on_every_tile_count() -> None:
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
+    _check(mod.gemm, CPU_SHAPES, "cpu", calls=2)
+    assert _workspace_is_clean("cpu")
+
+
+def test_stream_k_in_bf16() -> None:
+    mod = croqtile.load(GEMM, defines={**SMALL, "DT": "bf16"}, stream_k=True)
+    _check(mod.gemm, [(64, 150, 160)], "cpu", dtype=torch.bfloat16)
+
+
+def test_stream_k_with_an_f16_accumulator_sums_partials_in_f32() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CQ0310 (masked last tile) is expected here
+        mod = croqtile.load(DATA / "seed000_sm90_gemm.co", stream_k=True,
+                            defines={"MATMUL_WARP_M": 32, "MATMUL_WARP_N": 32,
+                                     "MATMUL_TILE_K": 32})
+    _check(mod.matmul, [(100, 72, 90), (40, 64, 256)], "cpu")
+
+
+def test_one_k_step_per_tile_is_not_split() -> None:
+    """K within one step: every tile of the tail goes whole to one program."""
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
+    _check(mod.gemm, [(100, 300, 20), (20, 50, 32)], "cpu")
+
+
+def test_stream_k_launch_uses_every_program_and_a_workspace() -> None:
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
+    text = mod.gemm.triton_source
+    assert "programs = launch.sm_count(device)" in text
+    assert "launch.stream_k_buffers(device, programs * 2048, programs)" in text
+    assert "sem='relaxed'" in text and "sem='acq_rel'" in text
+    assert "while (it < it_end):" in text
+    # the data-parallel loop keeps the K loop's software pipeline
+    assert "num_stages=3" in text
+
+
+def test_stream_k_epilogue_runs_once_per_tile() -> None:
+    """A fused bias/scale/ReLU epilogue (relabelled register tile) after the split."""
+    from tests.e2e.test_epilogue import LINEAR
+
+    mod = croqtile.compile(LINEAR, stream_k=True, defines={"TM": 32, "TN": 32})
+    gen = torch.Generator().manual_seed(3)
+    x, w = torch.randn(70, 200, generator=gen).half(), torch.randn(90, 200, generator=gen).half()
+    bias = torch.randn(90, generator=gen)
+    y = torch.full((70, 90), float("nan"), dtype=torch.float16)
+    mod.linear(x, w, bias, y, 0.5)
+    ref = torch.relu((x.double() @ w.double().T) * 0.5 + bias.double())
+    assert bool(((y.double() - ref).abs() <= 2e-2 + 1e-2 * ref.abs()).all())
+
+
+@pytest.mark.parametrize("source, options, reason", [
+    (GEMM, {"persistent": False}, "it needs a persistent launch"),
+    (DATA / "persistent_gemm.co", {}, "statements before the epilogue write memory"),
+])
+def test_kernels_that_cannot_be_split_are_refused_at_the_block(source: Path, options: dict,
+                                                               reason: str) -> None:
+    with pytest.raises(CompileError) as info:
+        croqtile.load(source, stream_k=True, **options)
+    text = str(info.value)
+    assert "CQ0705" in text and "stream_k" in text and reason in text
+    assert ": block" in text  # the caret is under the block level of the source
+
+
+def test_stream_k_option_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="stream_k"):
+        croqtile.load(GEMM, stream_k=1)
+
+
+# The H200 has 132 SMs: 3072^3 in 128 x 256 tiles is 288 tiles (a tail of 24), M = 128 is
+# 16 tiles (all split), 4096^2 x 512 is 512 tiles (a tail of 116).
+GPU_SHAPES = [(3072, 3072, 3072), (128, 4096, 4096), (4096, 4096, 512), (300, 1000, 2000)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_stream_k_gemm_on_the_gpu(dtype: torch.dtype) -> None:
+    name = "f16" if dtype is torch.float16 else "bf16"
+    mod = croqtile.load(GEMM, defines={"DT": name}, stream_k=True)
+    _check(mod.gemm, GPU_SHAPES, "cuda", dtype=dtype, calls=3)
+    torch.cuda.synchronize()
+    assert _workspace_is_clean("cuda")
