@@ -1,6 +1,7 @@
 """Time every configuration of a GEMM search on the GPU and keep all the figures.
 
-    python bench/tune_gemm.py --json OUT.json [--space large|decode] [--dtype f16 bf16]
+    python bench/tune_gemm.py --json OUT.json [--space large|decode|small|streamk]
+        [--dtype f16 bf16]
         [--shapes M,N,K ...] [--kernel PATH.co]
 
 For each shape and dtype it runs croqtile's autotuner (``autotune="full"`` with an
@@ -34,11 +35,34 @@ SPACES = {
     "small": {"TILE_M": [64, 128], "TILE_N": [64, 128], "TILE_K": [64, 128],
               "num_stages": [3, 5], "num_warps": [4], "descriptors": [True, False],
               "persistent": [False, True]},
+    # stream-K and the split epilogue beside the best plain forms (a list: these only)
+    "streamk": [
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True},
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+         "stream_k": True},
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
+         "epilogue_split": 2},
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
+         "epilogue_split": 2, "stream_k": True},
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+         "warp_specialize": True, "stream_k": True},
+        {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True},
+        {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True,
+         "stream_k": True},
+        {"TILE_M": 128, "TILE_N": 128, "num_warps": 8, "num_stages": 4, "persistent": True,
+         "stream_k": True},
+        {"TILE_M": 64, "TILE_N": 128, "TILE_K": 128, "num_warps": 4, "num_stages": 3,
+         "persistent": True, "descriptors": False, "stream_k": True},
+        {"TILE_M": 128, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 4,
+         "persistent": True, "stream_k": True},
+    ],
 }
 SHAPES = {
     "large": [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048)],
     "decode": [(16, 4096, 4096), (16, 28672, 4096), (64, 4096, 14336), (64, 6144, 4096)],
     "small": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072)],
+    "streamk": [(3072, 3072, 3072), (4096, 4096, 4096), (1024, 1024, 1024), (2048, 2048, 2048),
+                (128, 4096, 4096), (512, 4096, 4096), (128, 4096, 14336), (512, 6144, 4096)],
 }
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 

@@ -4,18 +4,20 @@ A persistent launch runs P programs over T output tiles. When T is not a multipl
 the last wave leaves SMs idle: 288 tiles on 132 SMs take three waves of which the last
 is 18% full. With ``stream_k`` the first ``T - T % P`` tiles run as before, one program
 per tile, and the K-loop iterations of the remaining ``T % P`` tiles are dealt out
-evenly to all P programs. A program that computes part of a tile adds its partial
-accumulator into an f32 workspace (atomically) and then counts its iterations into the
-tile's counter; the program that completes the count reads the sum, runs the epilogue
-and resets the workspace and counter to zero for the next launch.
+evenly to all P programs (only when that last wave is at most half full: a fuller one
+gains less than the partial sums cost).
+
+A program that computes part of a tile stores its partial accumulator (in f32) in its
+own workspace slot, then adds its iteration count to the tile's counter; the program
+that completes the count adds up the tile's parts in program order, resets the counter
+to zero for the next launch and runs the epilogue. The order of the sum does not depend
+on which part arrives last, so results are the same from run to run.
 
 The transformation applies to the body of the persistent tile loop when it has the shape
 the lowering gives an ordinary GEMM: statements without side effects, one loop over K
-starting at 0 whose only state across iterations is f32 accumulators initialised to
-zero (f32, or f16/bf16 whose partial sums are then added in f32) and updated by
-``acc = dot(a, b, acc)`` or ``acc = acc + x``, then the epilogue. Partial sums are added
-in the order the programs arrive, so results can differ in the last bits from one run to
-the next (f32 rounding of the partial sums).
+starting at 0 whose only state across iterations is accumulators initialised to zero
+(f32, or f16/bf16 whose parts are then added in f32) and updated by
+``acc = dot(a, b, acc)`` or ``acc = acc + x``, then the epilogue.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Names:
 
 def split_last_wave(loop: ir.For, names: Names, outer: set[str]) -> tuple[list[ir.Stmt], int]:
     """The statements replacing the persistent tile loop ``loop`` (``for tile in
-    range(program, tiles, programs)``) and the workspace floats one tile needs.
+    range(program, tiles, programs)``) and the workspace floats one program needs.
     ``outer`` holds the names the kernel defines before the loop. Raises
     ``NotSplittable``."""
     body = loop.body
@@ -65,7 +67,7 @@ def split_last_wave(loop: ir.For, names: Names, outer: set[str]) -> tuple[list[i
     if any(isinstance(s, _EFFECTS) for s in _walk(prefix + [k_loop])):
         raise NotSplittable("statements before the epilogue write memory")
     accs = _accumulators(prefix, k_loop, before)
-    return _rewrite(loop, prefix, k_loop, epilogue, accs, names), sum(_floats(a) for a in accs)
+    return _rewrite(loop, prefix, k_loop, epilogue, accs, names), 2 * sum(_floats(a) for a in accs)
 
 
 def _k_loop_index(body: list[ir.Stmt]) -> int:
@@ -122,46 +124,67 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
     fresh, span = names.fresh, loop.span
     program, tiles, programs = loop.start, loop.stop, loop.step
     assert programs is not None  # a persistent loop steps by the program count
-    v = {stem: fresh(stem) for stem in ("k_steps", "dp_tiles", "sk_iters", "it", "it_end",
-                                        "sk_tile", "k_lo", "k_hi", "steps", "before")}
+    v = {stem: fresh(stem) for stem in (
+        "k_steps", "tail", "dp_tiles", "sk_iters", "it_start", "it", "it_end", "sk_tile",
+        "k_lo", "k_hi", "steps", "before", "tile_start", "first", "last", "part")}
     var = {stem: b.var(name) for stem, name in v.items()}
-    k_steps = var["k_steps"]
-    # without K iterations there is nothing to deal out: every tile is data-parallel
-    whole = b.mul(b.binary("%", tiles, programs),
-                  ir.Call((), b.I32, "minimum", (k_steps, b.const(1))))
-    t = var["sk_tile"]
+    k_steps, t, steps, it, end, sk_iters = (var[n] for n in (
+        "k_steps", "sk_tile", "steps", "it", "it_end", "sk_iters"))
+    per_slot = sum(_floats(a) for a in accs)
 
-    def workspace(acc: ir.Let, base: int) -> ir.Pointer:
-        axes = acc.value.axes
-        offset: ir.Expr = b.add(b.mul(t, b.const(sum(_floats(a) for a in accs))),
-                                b.const(base))
+    def slot_pointer(acc: ir.Let, slot: ir.Expr) -> ir.Pointer:
+        offset: ir.Expr = b.add(b.mul(slot, b.const(per_slot)), b.const(_offset(accs, acc)))
         stride = 1
-        for axis in reversed(axes):
+        for axis in reversed(acc.value.axes):
             offset = b.add(offset, b.mul(b.axis_index(axis), b.const(stride)))
             stride *= axis.size
-        return ir.Pointer(axes, ir.DType.F32, names.workspace, offset)
+        return ir.Pointer(acc.value.axes, ir.DType.F32, names.workspace, offset)
 
-    pointers, base = [], 0
-    for acc in accs:
-        pointers.append(workspace(acc, base))
-        base += _floats(acc)
+    def owner(iteration: ir.Expr) -> ir.Expr:
+        """The program whose share of the stream-K iterations holds ``iteration``."""
+        return b.binary("-", b.binary("//", b.add(b.mul(b.add(iteration, b.const(1)), programs),
+                                                  b.binary("-", sk_iters, b.const(1))),
+                                      sk_iters), b.const(1))
+
+    def first_iteration(prog: ir.Expr) -> ir.Expr:
+        return b.binary("//", b.mul(prog, sk_iters), programs)
+
+    # A partial segment goes to slot 2p (program p's first segment) or 2p + 1 (its last).
+    own_slot = b.add(b.mul(program, b.const(2)),
+                     ir.Call((), b.I32, "minimum", (b.binary("-", it, var["it_start"]),
+                                                    b.const(1))))
+    q = v["part"]
+    q_slot = b.add(b.mul(b.var(q), b.const(2)),
+                   b.cast(b.binary("<", first_iteration(b.var(q)), var["tile_start"]), b.I32))
     counter = ir.Pointer((), ir.DType.I32, names.counters, t)
-    steps = var["steps"]
-    last = [ir.Let(span, acc.name, b.cast(ir.Load(p.axes, ir.DType.F32, p, None, cache=".cg"),
-                                          acc.value.dtype))
-            for acc, p in zip(accs, pointers)]
-    last += [ir.Store(span, p, b.const(0.0, ir.DType.F32), None) for p in pointers]
-    last += [ir.Store(span, counter, b.const(0), None)]
-    partial = [ir.Atomic(span, "add", p,
-                         b.cast(b.var(acc.name, acc.value.dtype, acc.value.axes), ir.DType.F32),
-                         None, sem="relaxed") for acc, p in zip(accs, pointers)]
-    partial += [
-        ir.Barrier(span),  # every thread's partial sums are issued before the count
+    # the program that completes a tile sums its parts in program order: the same sum
+    # whichever part arrives last
+    sums = {acc.name: fresh(acc.name + "_sum") for acc in accs}
+    finish: list[ir.Stmt] = [
+        ir.Let(span, v["tile_start"], b.mul(t, k_steps)),
+        ir.Let(span, v["first"], owner(var["tile_start"])),
+        ir.Let(span, v["last"], owner(b.binary("-", b.add(var["tile_start"], k_steps),
+                                               b.const(1)))),
+        *[ir.Let(span, sums[a.name], ir.Full(a.value.axes, ir.DType.F32, 0.0)) for a in accs],
+        ir.For(span, q, var["first"], b.add(var["last"], b.const(1)), [
+            ir.Let(span, sums[a.name], b.add(
+                b.var(sums[a.name], ir.DType.F32, a.value.axes),
+                ir.Load(a.value.axes, ir.DType.F32, slot_pointer(a, q_slot), None, cache=".cg")))
+            for a in accs]),
+        *[ir.Let(span, a.name, b.cast(b.var(sums[a.name], ir.DType.F32, a.value.axes),
+                                      a.value.dtype)) for a in accs],
+        ir.Store(span, counter, b.const(0), None),  # (zero again for the next launch)
+        *epilogue,
+    ]
+    partial: list[ir.Stmt] = [
+        *[ir.Store(span, slot_pointer(a, own_slot),
+                   b.cast(b.var(a.name, a.value.dtype, a.value.axes), ir.DType.F32), None)
+          for a in accs],
+        ir.Barrier(span),  # every thread's part is written before the count
         ir.Atomic(span, "add", counter, steps, None, result=v["before"], sem="acq_rel"),
         ir.Barrier(span),
-        ir.If(span, b.binary("==", b.add(var["before"], steps), k_steps), last + epilogue, []),
+        ir.If(span, b.binary("==", b.add(var["before"], steps), k_steps), finish, []),
     ]
-    it, end = var["it"], var["it_end"]
     sk_body = [
         ir.Let(span, v["sk_tile"], b.binary("//", it, k_steps)),
         ir.Let(span, v["k_lo"], b.binary("-", it, b.mul(t, k_steps))),
@@ -174,18 +197,28 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         ir.If(span, b.binary("<", steps, k_steps), partial, epilogue),
         ir.Let(span, v["it"], b.add(it, steps)),
     ]
-    sk_iters = var["sk_iters"]
+    # Only a last wave at most half full is split (a fuller one gains less than the
+    # partial sums cost); without K iterations there is nothing to deal out.
+    tail = var["tail"]
+    split = ir.Where((), b.I32, b.and_(b.binary("<=", b.mul(tail, b.const(2)), programs),
+                                       b.binary(">", k_steps, b.const(0))), tail, b.const(0))
     return [
         ir.Let(span, v["k_steps"], k_loop.stop),
-        ir.Let(span, v["dp_tiles"], b.binary("-", tiles, whole)),
+        ir.Let(span, v["tail"], b.binary("%", tiles, programs)),
+        ir.Let(span, v["dp_tiles"], b.binary("-", tiles, split)),
         replace(loop, stop=var["dp_tiles"]),
         ir.Comment(span, "stream-K: the K iterations of the last tiles, dealt out evenly"),
         ir.Let(span, v["sk_iters"], b.mul(b.binary("-", tiles, var["dp_tiles"]), k_steps)),
-        ir.Let(span, v["it"], b.binary("//", b.mul(program, sk_iters), programs)),
-        ir.Let(span, v["it_end"], b.binary("//", b.mul(b.add(program, b.const(1)), sk_iters),
-                                           programs)),
+        ir.Let(span, v["it_start"], first_iteration(program)),
+        ir.Let(span, v["it"], var["it_start"]),
+        ir.Let(span, v["it_end"], first_iteration(b.add(program, b.const(1)))),
         ir.While(span, b.binary("<", it, end), sk_body),
     ]
+
+
+def _offset(accs: list[ir.Let], acc: ir.Let) -> int:
+    """Where ``acc`` starts within a workspace slot (the accumulators one after another)."""
+    return sum(_floats(a) for a in accs[:accs.index(acc)])
 
 
 def _floats(acc: ir.Let) -> int:

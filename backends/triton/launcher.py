@@ -82,7 +82,7 @@ class Launcher:
         return sm_count(device)
 
     def stream_k_buffers(self, device: Any, floats: int, counters: int) -> tuple[Any, Any]:
-        """The zeroed f32 workspace and int32 counters of a stream-K launch (see
+        """The f32 workspace and zeroed int32 counters of a stream-K launch (see
         ``stream_k_buffers`` below)."""
         return stream_k_buffers(device, floats, counters)
 
@@ -164,16 +164,17 @@ def sm_count(device: Any) -> int:
     return count
 
 
-# device, stream -> (workspace, counters); kept zero by the kernels that use them
+# device, stream -> (workspace, counters); the kernels leave the counters at zero
 _STREAM_K_BUFFERS: dict[tuple[Any, int], tuple[Any, Any]] = {}
 
 
 def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]:
-    """Scratch for stream-K launches on ``device``: at least ``floats`` f32 and
-    ``counters`` int32 zeros. The kernel that completes a tile sets its part back to zero,
-    so a GPU buffer is cleared once, when it is made; launches on one stream run in turn,
-    and each stream has its own buffers. On the CPU they are cleared before every launch
-    (an interpreted kernel that fails half-way leaves partial sums behind)."""
+    """Scratch for stream-K launches on ``device``: at least ``floats`` f32 (partial
+    tiles, written before they are read) and ``counters`` int32 zeros. The kernel that
+    completes a tile sets its counter back to zero, so GPU counters are cleared once,
+    when they are made; launches on one stream run in turn, and each stream has its own
+    buffers. On the CPU the counters are cleared before every launch (an interpreted
+    kernel that fails half-way leaves counts behind)."""
     import torch
 
     device = device if isinstance(device, torch.device) else torch.device(device)
@@ -183,11 +184,10 @@ def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]
     if buffers is None or buffers[0].numel() < floats or buffers[1].numel() < counters:
         if buffers is not None:
             floats, counters = max(floats, buffers[0].numel()), max(counters, buffers[1].numel())
-        buffers = (torch.zeros(floats, dtype=torch.float32, device=device),
+        buffers = (torch.empty(floats, dtype=torch.float32, device=device),
                    torch.zeros(counters, dtype=torch.int32, device=device))
         _STREAM_K_BUFFERS[key] = buffers
     elif device.type != "cuda":
-        buffers[0].zero_()
         buffers[1].zero_()
     return buffers
 

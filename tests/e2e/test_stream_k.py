@@ -1,9 +1,9 @@
 """Stream-K (compile option ``stream_k``): the K iterations of the last, partial wave of a
-persistent MMA launch are shared by all programs, partial sums meet in an f32 workspace
-and the program that completes a tile writes it. Checked element by element against a
-float64 reference on poisoned outputs, for tile counts below, at and above the program
-count (4 on the CPU, the SM count on the GPU), and kernels that cannot be split are
-refused at the block level with CQ0705."""
+persistent MMA launch are shared by all programs; their partial tiles meet in an f32
+workspace, and the program that completes a tile adds them up in a fixed order and
+writes it. Checked element by element against a float64 reference on poisoned outputs,
+for tile counts below, at and above the program count (4 on the CPU unless a test sets
+it, the SM count on the GPU); kernels that cannot be split are refused with CQ0705."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def _check(fn: Callable[..., object], shapes: list[tuple[int, int, int]], device
         a = torch.randn(m, k, generator=gen).to(dtype).to(device)
         b = torch.randn(n, k, generator=gen).to(dtype).to(device)
         ref = a.double() @ b.double().T
+        first = None
         for _ in range(calls):
             c = torch.full((m, n), float("nan"), dtype=dtype, device=device)
             fn(a, b, c)
@@ -40,22 +41,39 @@ def _check(fn: Callable[..., object], shapes: list[tuple[int, int, int]], device
             bound = 2e-2 + 1e-2 * ref.abs()
             assert not torch.isnan(c).any(), (m, n, k)
             assert bool((err <= bound).all()), ((m, n, k), err.max().item())
+            # the parts of a tile are added in a fixed order: the same bits every run
+            assert first is None or torch.equal(c, first), (m, n, k)
+            first = c
 
 
-def _workspace_is_clean(device: str) -> bool:
-    return all(bool((buf == 0).all()) for key, bufs in launcher._STREAM_K_BUFFERS.items()
-               if key[0].type == device for buf in bufs)
+def _counters_are_clean(device: str) -> bool:
+    return all(bool((counters == 0).all())
+               for key, (_, counters) in launcher._STREAM_K_BUFFERS.items()
+               if key[0].type == device)
 
 
-# tiles of 32 x 64 on the CPU's 4 programs: 1 tile, 4 tiles (no tail), 6 and 15 tiles
-# (a tail of 2 and 3), ragged edges and K counts that do not divide evenly
-CPU_SHAPES = [(20, 50, 96), (64, 128, 64), (64, 150, 160), (100, 300, 72), (33, 70, 167)]
+# tiles of 32 x 64 on the CPU's 4 programs: 1 tile (split over all), 4 tiles (no tail),
+# 6 and 9 tiles (tails of 2 and 1: split), 15 tiles (a tail of 3, more than half a wave:
+# not split), ragged edges and K counts that do not divide evenly
+CPU_SHAPES = [(20, 50, 96), (64, 128, 64), (64, 150, 160), (96, 150, 200), (100, 300, 72),
+              (33, 70, 167)]
 
 
 def test_stream_k_gemm_matches_the_reference_on_every_tile_count() -> None:
     mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
     _check(mod.gemm, CPU_SHAPES, "cpu", calls=2)
-    assert _workspace_is_clean("cpu")
+    assert _counters_are_clean("cpu")
+
+
+@pytest.mark.parametrize("programs", [7, 10])
+def test_programs_with_parts_of_two_tiles(programs: int, monkeypatch) -> None:
+    """More programs than the CPU's usual 4, so that one program's share of iterations
+    ends in one tile and starts in the next (two parts, two workspace slots)."""
+    monkeypatch.setattr(launcher, "_CPU_SM_COUNT", programs)
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
+    # 13 tiles (tails of 6 and 3), 2 tiles, 3 tiles; 7 and 5 K steps per tile
+    _check(mod.gemm, [(30, 800, 224), (40, 100, 160), (90, 64, 224)], "cpu", calls=2)
+    assert _counters_are_clean("cpu")
 
 
 def test_stream_k_in_bf16() -> None:
@@ -82,8 +100,8 @@ def test_stream_k_launch_uses_every_program_and_a_workspace() -> None:
     mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
     text = mod.gemm.triton_source
     assert "programs = launch.sm_count(device)" in text
-    assert "launch.stream_k_buffers(device, programs * 2048, programs)" in text
-    assert "sem='relaxed'" in text and "sem='acq_rel'" in text
+    assert "launch.stream_k_buffers(device, programs * 4096, programs)" in text
+    assert "sem='acq_rel'" in text
     assert "while (it < it_end):" in text
     # the data-parallel loop keeps the K loop's software pipeline
     assert "num_stages=3" in text
@@ -133,4 +151,4 @@ def test_stream_k_gemm_on_the_gpu(dtype: torch.dtype) -> None:
     mod = croqtile.load(GEMM, defines={"DT": name}, stream_k=True)
     _check(mod.gemm, GPU_SHAPES, "cuda", dtype=dtype, calls=3)
     torch.cuda.synchronize()
-    assert _workspace_is_clean("cuda")
+    assert _counters_are_clean("cuda")
