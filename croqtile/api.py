@@ -35,8 +35,10 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     ``num_stages``, ``descriptors`` (tensor-descriptor loads when aligned, default True),
     ``f32_precision`` (``"tf32"`` or ``"ieee"`` for f32 MMA operands), ``group_m`` (MMA
     kernels on a 2-D block grid run tiles in groups of this many rows, default 8; 1 for
-    row-major order), ``persistent`` (one program per SM looping over the tiles), and for
-    the persistent tile loop ``flatten`` and ``warp_specialize`` (Triton's loop hints).
+    row-major order), ``persistent`` (one program per SM looping over the tiles), for
+    the persistent tile loop ``flatten`` and ``warp_specialize`` (Triton's loop hints),
+    ``epilogue_split`` (1 or 2 column slices per descriptor store) and ``stream_k`` (the
+    K iterations of a last wave at most half full shared by every SM).
 
     ``autotune="quick"`` or ``"full"`` picks options and ``#define`` values per shape on
     the first call (see ``croqtile.tuning``): ``tunables={"TILE_M": [64, 128], "num_warps":
