@@ -570,7 +570,7 @@ class KernelLowering:
     def _stream_k(self, loop: ir.For) -> list[ir.Stmt]:
         """The persistent tile loop with its last wave split along K (stream_k.py)."""
         names = stream_k.Names(self.fresh("workspace_ptr"), self.fresh("counters_ptr"),
-                               self.fresh)
+                               self.fresh("STREAM_K"), self.fresh)
         outer = {s.name for s in self.prologue if isinstance(s, (ir.Let, ir.DefineDesc))}
         try:
             stmts, floats = stream_k.split_last_wave(loop, names, outer)
@@ -582,6 +582,8 @@ class KernelLowering:
         self.params[names.counters] = ir.KernelParam(names.counters, ir.ParamKind.POINTER,
                                                      ir.DType.I32, ir.COUNTERS)
         self.stream_k_floats = floats
+        tiles = self.persistent_tiles.render(ir.dim_var_name) if self.persistent_tiles else "1"
+        self.flags[names.flag] = f"({tiles}) % programs * 2 <= programs"
         return stmts
 
     def _row_major_ids(self, tile: str) -> list[ir.Stmt]:

@@ -45,6 +45,7 @@ class Names:
 
     workspace: str  # pointer to the f32 partial tiles
     counters: str  # pointer to the int32 per-tile iteration counts
+    flag: str  # constexpr: the host found a last wave worth splitting
     fresh: Callable[[str], str]  # a new unique variable name from a stem
 
 
@@ -125,7 +126,7 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
     program, tiles, programs = loop.start, loop.stop, loop.step
     assert programs is not None  # a persistent loop steps by the program count
     v = {stem: fresh(stem) for stem in (
-        "k_steps", "tail", "dp_tiles", "sk_iters", "it_start", "it", "it_end", "sk_tile",
+        "k_steps", "dp_tiles", "sk_iters", "it_start", "it", "it_end", "sk_tile",
         "k_lo", "k_hi", "steps", "before", "tile_start", "first", "last", "part")}
     var = {stem: b.var(name) for stem, name in v.items()}
     k_steps, t, steps, it, end, sk_iters = (var[n] for n in (
@@ -170,7 +171,7 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
             ir.Let(span, sums[a.name], b.add(
                 b.var(sums[a.name], ir.DType.F32, a.value.axes),
                 ir.Load(a.value.axes, ir.DType.F32, slot_pointer(a, q_slot), None, cache=".cg")))
-            for a in accs]),
+            for a in accs], pipelined=True, stages=1),  # (no shared-memory ring for whole tiles)
         *[ir.Let(span, a.name, b.cast(b.var(sums[a.name], ir.DType.F32, a.value.axes),
                                       a.value.dtype)) for a in accs],
         ir.Store(span, counter, b.const(0), None),  # (zero again for the next launch)
@@ -197,22 +198,25 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         ir.If(span, b.binary("<", steps, k_steps), partial, epilogue),
         ir.Let(span, v["it"], b.add(it, steps)),
     ]
-    # Only a last wave at most half full is split (a fuller one gains less than the
-    # partial sums cost); without K iterations there is nothing to deal out.
-    tail = var["tail"]
-    split = ir.Where((), b.I32, b.and_(b.binary("<=", b.mul(tail, b.const(2)), programs),
-                                       b.binary(">", k_steps, b.const(0))), tail, b.const(0))
+    # The host decides whether the last wave is worth splitting (``names.flag``: at most
+    # half full; a fuller one gains less than the parts cost), so a launch that does not
+    # split runs a kernel without the stream-K code. Without K iterations there is
+    # nothing to deal out.
+    tail = ir.Where((), b.I32, b.binary(">", k_steps, b.const(0)),
+                    b.binary("%", tiles, programs), b.const(0))
     return [
         ir.Let(span, v["k_steps"], k_loop.stop),
-        ir.Let(span, v["tail"], b.binary("%", tiles, programs)),
-        ir.Let(span, v["dp_tiles"], b.binary("-", tiles, split)),
+        ir.Branch(span, names.flag, [ir.Let(span, v["dp_tiles"], b.binary("-", tiles, tail))],
+                  [ir.Let(span, v["dp_tiles"], tiles)]),
         replace(loop, stop=var["dp_tiles"]),
-        ir.Comment(span, "stream-K: the K iterations of the last tiles, dealt out evenly"),
-        ir.Let(span, v["sk_iters"], b.mul(b.binary("-", tiles, var["dp_tiles"]), k_steps)),
-        ir.Let(span, v["it_start"], first_iteration(program)),
-        ir.Let(span, v["it"], var["it_start"]),
-        ir.Let(span, v["it_end"], first_iteration(b.add(program, b.const(1)))),
-        ir.While(span, b.binary("<", it, end), sk_body),
+        ir.Branch(span, names.flag, [
+            ir.Comment(span, "stream-K: the K iterations of the last tiles, dealt out evenly"),
+            ir.Let(span, v["sk_iters"], b.mul(b.binary("-", tiles, var["dp_tiles"]), k_steps)),
+            ir.Let(span, v["it_start"], first_iteration(program)),
+            ir.Let(span, v["it"], var["it_start"]),
+            ir.Let(span, v["it_end"], first_iteration(b.add(program, b.const(1)))),
+            ir.While(span, b.binary("<", it, end), sk_body),
+        ], []),
     ]
 
 

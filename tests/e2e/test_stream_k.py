@@ -102,7 +102,7 @@ def test_stream_k_launch_uses_every_program_and_a_workspace() -> None:
     assert "programs = launch.sm_count(device)" in text
     assert "launch.stream_k_buffers(device, programs * 4096, programs)" in text
     assert "sem='acq_rel'" in text
-    assert "while (it < it_end):" in text
+    assert "while (it < it_end):" in text and "STREAM_K: tl.constexpr" in text
     # the data-parallel loop keeps the K loop's software pipeline
     assert "num_stages=3" in text
 
