@@ -65,7 +65,7 @@ _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "tar
                  "stream_k"}
 # options taking a positive integer, and options taking a bool
 _INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
-_BOOL_OPTIONS = ("descriptors", "persistent", "flatten", "warp_specialize", "stream_k")
+_BOOL_OPTIONS = ("descriptors", "persistent", "flatten", "warp_specialize")
 
 
 def make_options(options: Mapping[str, object]) -> Options:
@@ -84,6 +84,10 @@ def make_options(options: Mapping[str, object]) -> Options:
     if options.get("num_warps") is not None and options["num_warps"] & (options["num_warps"] - 1):
         raise ValueError(f"compile option num_warps={options['num_warps']}: Triton needs a "
                          "power of two")
+    stream_k = options.get("stream_k", False)
+    if not (isinstance(stream_k, bool) or (isinstance(stream_k, int) and stream_k >= 2)):
+        raise ValueError(f"compile option stream_k={stream_k!r}: expected True, False or the "
+                         "most parts a tile is split into (an integer >= 2)")
     if options.get("epilogue_split") not in (None, 1, 2):
         raise ValueError(f"compile option epilogue_split={options['epilogue_split']!r}: "
                          "expected 1 or 2")

@@ -50,8 +50,9 @@ class Options:
     # half the shared memory for the epilogue, which leaves room for pipeline stages
     epilogue_split: int = 1
     # persistent MMA launches: the K iterations of the last, partial wave of tiles are
-    # shared by all programs (stream_k.py); partial sums are added in arrival order
-    stream_k: bool = False
+    # shared by all programs (True) or by at most this many programs per tile (an int >= 2)
+    # (stream_k.py)
+    stream_k: bool | int = False
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
@@ -569,8 +570,9 @@ class KernelLowering:
 
     def _stream_k(self, loop: ir.For) -> list[ir.Stmt]:
         """The persistent tile loop with its last wave split along K (stream_k.py)."""
+        parts = None if self.fl.options.stream_k is True else int(self.fl.options.stream_k)
         names = stream_k.Names(self.fresh("workspace_ptr"), self.fresh("counters_ptr"),
-                               self.fresh("STREAM_K"), self.fresh)
+                               self.fresh("STREAM_K"), self.fresh, parts)
         outer = {s.name for s in self.prologue if isinstance(s, (ir.Let, ir.DefineDesc))}
         try:
             stmts, floats = stream_k.split_last_wave(loop, names, outer)

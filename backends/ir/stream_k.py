@@ -4,8 +4,9 @@ A persistent launch runs P programs over T output tiles. When T is not a multipl
 the last wave leaves SMs idle: 288 tiles on 132 SMs take three waves of which the last
 is 18% full. With ``stream_k`` the first ``T - T % P`` tiles run as before, one program
 per tile, and the K-loop iterations of the remaining ``T % P`` tiles are dealt out
-evenly to all P programs (only when that last wave is at most half full: a fuller one
-gains less than the partial sums cost).
+evenly to all P programs, or to ``parts`` programs per tile when the option gives that
+limit (only when that last wave is at most half full: a fuller one gains less than the
+parts cost).
 
 A program that computes part of a tile stores its partial accumulator (in f32) in its
 own workspace slot, then adds its iteration count to the tile's counter; the program
@@ -47,6 +48,7 @@ class Names:
     counters: str  # pointer to the int32 per-tile iteration counts
     flag: str  # constexpr: the host found a last wave worth splitting
     fresh: Callable[[str], str]  # a new unique variable name from a stem
+    parts: int | None = None  # the most programs sharing one tile (None: no limit)
 
 
 def split_last_wave(loop: ir.For, names: Names, outer: set[str]) -> tuple[list[ir.Stmt], int]:
@@ -126,7 +128,7 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
     program, tiles, programs = loop.start, loop.stop, loop.step
     assert programs is not None  # a persistent loop steps by the program count
     v = {stem: fresh(stem) for stem in (
-        "k_steps", "dp_tiles", "sk_iters", "it_start", "it", "it_end", "sk_tile",
+        "k_steps", "dp_tiles", "sk_iters", "sharing", "it_start", "it", "it_end", "sk_tile",
         "k_lo", "k_hi", "steps", "before", "tile_start", "first", "last", "part")}
     var = {stem: b.var(name) for stem, name in v.items()}
     k_steps, t, steps, it, end, sk_iters = (var[n] for n in (
@@ -141,14 +143,18 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
             stride *= axis.size
         return ir.Pointer(acc.value.axes, ir.DType.F32, names.workspace, offset)
 
+    sharing = var["sharing"]  # the programs the iterations are dealt to
+
     def owner(iteration: ir.Expr) -> ir.Expr:
         """The program whose share of the stream-K iterations holds ``iteration``."""
-        return b.binary("-", b.binary("//", b.add(b.mul(b.add(iteration, b.const(1)), programs),
+        return b.binary("-", b.binary("//", b.add(b.mul(b.add(iteration, b.const(1)), sharing),
                                                   b.binary("-", sk_iters, b.const(1))),
                                       sk_iters), b.const(1))
 
     def first_iteration(prog: ir.Expr) -> ir.Expr:
-        return b.binary("//", b.mul(prog, sk_iters), programs)
+        """Where program ``prog``'s share starts (the end, for programs left out)."""
+        return ir.Call((), b.I32, "minimum", (b.binary("//", b.mul(prog, sk_iters), sharing),
+                                              sk_iters))
 
     # A partial segment goes to slot 2p (program p's first segment) or 2p + 1 (its last).
     own_slot = b.add(b.mul(program, b.const(2)),
@@ -212,6 +218,9 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         ir.Branch(span, names.flag, [
             ir.Comment(span, "stream-K: the K iterations of the last tiles, dealt out evenly"),
             ir.Let(span, v["sk_iters"], b.mul(b.binary("-", tiles, var["dp_tiles"]), k_steps)),
+            ir.Let(span, v["sharing"], programs if names.parts is None else ir.Call(
+                (), b.I32, "minimum", (programs, b.mul(b.binary("-", tiles, var["dp_tiles"]),
+                                                       b.const(names.parts))))),
             ir.Let(span, v["it_start"], first_iteration(program)),
             ir.Let(span, v["it"], var["it_start"]),
             ir.Let(span, v["it_end"], first_iteration(b.add(program, b.const(1)))),

@@ -65,12 +65,14 @@ def test_stream_k_gemm_matches_the_reference_on_every_tile_count() -> None:
     assert _counters_are_clean("cpu")
 
 
-@pytest.mark.parametrize("programs", [7, 10])
-def test_programs_with_parts_of_two_tiles(programs: int, monkeypatch) -> None:
+@pytest.mark.parametrize("programs, parts", [(7, True), (10, True), (10, 2), (10, 3)])
+def test_programs_with_parts_of_two_tiles(programs: int, parts: bool | int,
+                                          monkeypatch) -> None:
     """More programs than the CPU's usual 4, so that one program's share of iterations
-    ends in one tile and starts in the next (two parts, two workspace slots)."""
+    ends in one tile and starts in the next (two parts, two workspace slots); with a
+    limit on the parts per tile, fewer programs share the iterations."""
     monkeypatch.setattr(launcher, "_CPU_SM_COUNT", programs)
-    mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=parts)
     # 13 tiles (tails of 6 and 3), 2 tiles, 3 tiles; 7 and 5 K steps per tile
     _check(mod.gemm, [(30, 800, 224), (40, 100, 160), (90, 64, 224)], "cpu", calls=2)
     assert _counters_are_clean("cpu")
@@ -134,9 +136,15 @@ def test_kernels_that_cannot_be_split_are_refused_at_the_block(source: Path, opt
     assert ": block" in text  # the caret is under the block level of the source
 
 
-def test_stream_k_option_must_be_a_bool() -> None:
+@pytest.mark.parametrize("bad", [1, 0, "yes", 2.5])
+def test_stream_k_option_is_a_bool_or_a_part_count(bad: object) -> None:
     with pytest.raises(ValueError, match="stream_k"):
-        croqtile.load(GEMM, stream_k=1)
+        croqtile.load(GEMM, stream_k=bad)
+
+
+def test_a_part_limit_deals_the_iterations_to_fewer_programs() -> None:
+    text = croqtile.load(GEMM, defines=SMALL, stream_k=2).gemm.triton_source
+    assert "sharing = tl.minimum(n_programs, " in text and " * 2))" in text
 
 
 # The H200 has 132 SMs: 3072^3 in 128 x 256 tiles is 288 tiles (a tail of 24), M = 128 is
