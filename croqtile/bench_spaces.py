@@ -53,6 +53,17 @@ _LARGE_GEMM: list[Config] = [
      "persistent": False, "descriptors": False},
     {"TILE_M": 64, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": False,
      "descriptors": False},
+    # one wave of narrow tiles with a deep pipeline (cuBLAS's form at 1024^3: 128 x 64,
+    # 8 stages), and 256 x 128 tiles (its form at 2048^3 and 4096^3)
+    {"TILE_M": 128, "TILE_N": 64, "num_warps": 4, "num_stages": 8, "persistent": False},
+    {"TILE_M": 128, "TILE_N": 64, "num_warps": 4, "num_stages": 6, "persistent": False,
+     "descriptors": False},
+    {"TILE_M": 256, "TILE_N": 128, "num_warps": 8, "num_stages": 3, "persistent": True},
+    # a last wave of tiles shared out along K (3072^3: 288 tiles of 128 x 256 on 132 SMs)
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+     "stream_k": 4},
+    {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True,
+     "stream_k": 2},
     # the largest shapes: Triton's warp specialisation of the tile loop, wider L2 groups
     {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
      "warp_specialize": True},
