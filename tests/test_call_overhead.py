@@ -273,6 +273,53 @@ CUDA = torch.device("cuda", 0)  # only compared by type: nothing runs on a GPU
 @pytest.fixture()
 def no_allocator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launcher_module, "_ensure_allocator", lambda: None)
+    monkeypatch.setattr(launcher_module, "_current_device", lambda: 0)
+
+
+class StandInCompiled(StandInKernel):
+    """A stand-in whose launches return a compiled kernel, as Triton's ``kernel[grid]``
+    does: later launches with the same specialisation go to it directly."""
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., Any]:
+        record = super().__getitem__(grid)
+
+        def launch(*args: Any, **options: Any) -> Any:
+            record(*args, **options)
+            return self.compiled
+
+        return launch
+
+    compiled = type("Compiled", (), {"run": None})()
+
+
+def test_a_seen_specialisation_skips_tritons_argument_binding(
+        no_allocator: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct: list[tuple[Any, tuple[int, ...], tuple[Any, ...]]] = []
+    monkeypatch.setattr(launcher_module, "_launch_compiled",
+                        lambda compiled, grid, args, device: direct.append((compiled, grid, args)))
+    kernel, launch = StandInCompiled(), Launcher()
+    x = torch.zeros(64)
+    for args in [(x, 1, 2.0), (x, 1, 3.0), (x, 16, 2.0), (x[1:], 1, 2.0), (x, 1, 2.0)]:
+        launch(kernel, (2,), args, num_warps=4, num_stages=3, device=CUDA)
+    # Triton binds the first call of each specialisation: k == 1, k % 16 == 0, an
+    # unaligned tensor; the float's value and a seen specialisation go straight through
+    def shown(args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (args[0].data_ptr() - x.data_ptr(),) + args[1:]
+
+    assert [shown(a) for _, a, _ in kernel.launched] == [(0, 1, 2.0), (0, 16, 2.0), (4, 1, 2.0)]
+    assert [(c, g, shown(a)) for c, g, a in direct] == [(kernel.compiled, (2,), (0, 1, 3.0)),
+                                                        (kernel.compiled, (2,), (0, 1, 2.0))]
+    assert launch.launches == 5
+
+
+def test_specialisation_keys_follow_tritons_rules() -> None:
+    key = launcher_module._specialisation
+    x = torch.zeros(64)
+    assert key((x,)) == key((torch.ones(64),)) != key((x[1:],))  # 16-byte alignment
+    assert key((x,)) != key((x.half(),))
+    assert key((1,)) != key((2,)) and key((2,)) == key((3,)) != key((32,))
+    assert key((5,)) != key((2**31,)) != key((2**63,))
+    assert key((1.0,)) == key((2.5,)) and key((True,)) != key((False,))
 
 
 def test_gpu_launches_pass_grid_args_and_options(no_allocator: None) -> None:
@@ -325,6 +372,7 @@ def test_allocator_is_set_once_per_thread(monkeypatch: pytest.MonkeyPatch) -> No
     set_in: list[str] = []
     monkeypatch.setattr(triton, "set_allocator", lambda alloc: set_in.append(
         threading.current_thread().name))
+    monkeypatch.setattr(launcher_module, "_current_device", lambda: 0)
     kernel, launch = StandInKernel(), Launcher()
 
     def two_launches() -> None:

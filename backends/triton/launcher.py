@@ -54,6 +54,9 @@ class Launcher:
         self._interpreted: dict[int, Any] = {}
         # by id of a GPU kernel: the stage count that fits and the extra launch options
         self._gpu: dict[int, tuple[int, dict[str, Any]]] = {}
+        # by id of a GPU kernel: the compiled kernel of each specialisation seen (see
+        # _specialisation), launched without Triton's per-call argument binding
+        self._compiled: dict[int, dict[tuple[Any, ...], Any]] = {}
         self.launches = 0
 
     def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
@@ -67,14 +70,25 @@ class Launcher:
         plan = self._gpu.get(id(kernel))
         if not _ALLOCATOR_SET.get():  # (a thread's first launch)
             _ensure_allocator()
-        if plan is None:
-            self._first_gpu_launch(kernel, grid, args, num_warps, num_stages)
+        device_index = _current_device()
+        key = (device_index,) + _specialisation(args)
+        compiled = self._compiled.get(id(kernel), {}).get(key)
+        if compiled is not None:
+            try:
+                _launch_compiled(compiled, grid, args, device_index)
+            except Exception as exc:
+                raise _kernel_error(kernel, exc) from exc
             return
-        stages, extra = plan
-        try:
-            kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
-        except Exception as exc:
-            self._recover(kernel, grid, args, num_warps, stages, extra, exc)
+        if plan is None:
+            compiled = self._first_gpu_launch(kernel, grid, args, num_warps, num_stages)
+        else:
+            stages, extra = plan
+            try:
+                compiled = kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
+            except Exception as exc:
+                compiled = self._recover(kernel, grid, args, num_warps, stages, extra, exc)
+        if compiled is not None and hasattr(compiled, "run"):
+            self._compiled.setdefault(id(kernel), {})[key] = compiled
 
     def sm_count(self, device: Any) -> int:
         """Streaming multiprocessors of ``device`` (persistent grids size themselves by
@@ -87,7 +101,7 @@ class Launcher:
         return stream_k_buffers(device, floats, counters)
 
     def _first_gpu_launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
-                          num_warps: int, num_stages: int) -> None:
+                          num_warps: int, num_stages: int) -> Any:
         """The first launch of a kernel: work out the launch options once, launch with
         the codegen's stage count and remember what worked."""
         # a kernel in debug mode (it checks assertions) would also trap on integer
@@ -95,14 +109,14 @@ class Launcher:
         debug = bool(getattr(kernel, "debug", False))
         extra: dict[str, Any] = {"sanitize_overflow": False} if debug else {}
         try:
-            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **extra)
+            compiled = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **extra)
         except Exception as exc:
-            self._recover(kernel, grid, args, num_warps, num_stages, extra, exc)
-            return
+            return self._recover(kernel, grid, args, num_warps, num_stages, extra, exc)
         self._gpu[id(kernel)] = (num_stages, extra)
+        return compiled
 
     def _recover(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
-                 num_warps: int, stages: int, extra: dict[str, Any], exc: Exception) -> None:
+                 num_warps: int, stages: int, extra: dict[str, Any], exc: Exception) -> Any:
         """After a failed launch: when the pipeline's buffers did not fit in shared
         memory, retry with fewer stages and remember the number that fits; otherwise (or
         when one stage does not fit either) raise ``KernelError``."""
@@ -111,12 +125,12 @@ class Launcher:
         while isinstance(exc, OutOfResources) and stages > 1:
             stages -= 1
             try:
-                kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
+                compiled = kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
             except Exception as again:
                 exc = again
                 continue
             self._gpu[id(kernel)] = (stages, extra)
-            return
+            return compiled
         raise _kernel_error(kernel, exc) from exc
 
     def _on_cpu(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...]) -> None:
@@ -162,6 +176,49 @@ def sm_count(device: Any) -> int:
         count = int(torch.cuda.get_device_properties(index).multi_processor_count)
         _SM_COUNTS[index] = count
     return count
+
+
+def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What Triton compiles a kernel variant for, per argument: a tensor's element type and
+    16-byte alignment; an integer's equality to 1, divisibility by 16 and width (32 or 64
+    bits, signed or not); constexpr values (bools, None) themselves; only the type of a
+    float. Arguments with the same key run the same compiled kernel, so a launch whose key
+    was seen skips Triton's binding of the arguments (most of a launch's Python cost)."""
+    key: list[Any] = []
+    for arg in args:
+        if hasattr(arg, "data_ptr"):
+            key.append((arg.dtype, arg.data_ptr() % 16 == 0))
+        elif arg is None or isinstance(arg, bool):
+            key.append(arg)
+        elif isinstance(arg, int):
+            key.append((arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63))
+        elif isinstance(arg, float):
+            key.append(float)
+        else:  # anything else (never passed by generated code): by value
+            key.append((type(arg), arg))
+    return tuple(key)
+
+
+def _current_device() -> int:
+    from triton.runtime import driver
+
+    return driver.active.get_current_device()
+
+
+def _launch_compiled(compiled: Any, grid: tuple[int, ...], args: tuple[Any, ...],
+                     device_index: int) -> None:
+    """Launch a compiled Triton kernel as ``JITFunction.run`` does once it has found it:
+    on the current stream, with Triton's launch hooks (profilers) honoured."""
+    from triton import knobs
+    from triton.runtime import driver
+
+    stream = driver.active.get_current_stream(device_index)
+    grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    enter = knobs.runtime.launch_enter_hook
+    metadata = compiled.launch_metadata(grid3, stream, *args) if enter is not None else None
+    compiled.run(grid3[0], grid3[1], grid3[2], stream, compiled.function,
+                 compiled.packed_metadata, metadata, enter, knobs.runtime.launch_exit_hook,
+                 *args)
 
 
 # device, stream -> (workspace, counters); the kernels leave the counters at zero
