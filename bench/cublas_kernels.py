@@ -3,7 +3,7 @@ and split-K are in the name), and the generated GEMM launched with ``num_ctas=2`
 
     python bench/cublas_kernels.py OUT.json
 
-Results of a run on the H200: bench/results/h200/session4/cublas_kernels.json.
+Results of a run on the H200: bench/results/h200/2026-12-01/cublas_kernels.json.
 """
 # ruff: noqa: B023 (each closure is called within the loop iteration that makes it)
 import json

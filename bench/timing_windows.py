@@ -4,7 +4,7 @@ tuner's short window (40 ms), with its default window (100 ms), and do_bench_cud
 
     python bench/timing_windows.py OUT.json
 
-Results of a run on the H200: bench/results/h200/session4/timing_windows.json.
+Results of a run on the H200: bench/results/h200/2026-12-01/timing_windows.json.
 """
 # ruff: noqa: B023 (each closure is called within the loop iteration that makes it)
 import json
