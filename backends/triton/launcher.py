@@ -54,9 +54,10 @@ class Launcher:
         self._interpreted: dict[int, Any] = {}
         # by id of a GPU kernel: the stage count that fits and the extra launch options
         self._gpu: dict[int, tuple[int, dict[str, Any]]] = {}
-        # by id of a GPU kernel: the compiled kernel of each specialisation seen (see
-        # _specialisation), launched without Triton's per-call argument binding
-        self._compiled: dict[int, dict[tuple[Any, ...], Any]] = {}
+        # by id of a GPU kernel: the kernel (held, so that its id is not reused) and the
+        # compiled kernel of each specialisation seen (see _specialisation), launched
+        # without Triton's per-call argument binding
+        self._compiled: dict[int, tuple[Any, dict[tuple[Any, ...], Any]]] = {}
         self.launches = 0
 
     def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
@@ -72,7 +73,8 @@ class Launcher:
             _ensure_allocator()
         device_index = _current_device()
         key = (device_index,) + _specialisation(args)
-        compiled = self._compiled.get(id(kernel), {}).get(key)
+        seen = self._compiled.get(id(kernel))
+        compiled = seen[1].get(key) if seen is not None else None
         if compiled is not None:
             try:
                 _launch_compiled(compiled, grid, args, device_index)
@@ -88,7 +90,7 @@ class Launcher:
             except Exception as exc:
                 compiled = self._recover(kernel, grid, args, num_warps, stages, extra, exc)
         if compiled is not None and hasattr(compiled, "run"):
-            self._compiled.setdefault(id(kernel), {})[key] = compiled
+            self._compiled.setdefault(id(kernel), (kernel, {}))[1][key] = compiled
 
     def sm_count(self, device: Any) -> int:
         """Streaming multiprocessors of ``device`` (persistent grids size themselves by
