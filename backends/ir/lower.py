@@ -585,7 +585,7 @@ class KernelLowering:
                                                      ir.DType.I32, ir.COUNTERS)
         self.stream_k_floats = floats
         tiles = self.persistent_tiles.render(ir.dim_var_name) if self.persistent_tiles else "1"
-        self.flags[names.flag] = f"({tiles}) % programs * 2 <= programs"
+        self.flags[names.flag] = f"0 < ({tiles}) % programs * 2 <= programs"
         return stmts
 
     def _row_major_ids(self, tile: str) -> list[ir.Stmt]:

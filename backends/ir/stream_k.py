@@ -204,10 +204,10 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         ir.If(span, b.binary("<", steps, k_steps), partial, epilogue),
         ir.Let(span, v["it"], b.add(it, steps)),
     ]
-    # The host decides whether the last wave is worth splitting (``names.flag``: at most
-    # half full; a fuller one gains less than the parts cost), so a launch that does not
-    # split runs a kernel without the stream-K code. Without K iterations there is
-    # nothing to deal out.
+    # The host decides whether there is a last wave worth splitting (``names.flag``: not
+    # empty and at most half full; a fuller one gains less than the parts cost), so a
+    # launch that does not split runs a kernel without the stream-K code. Without K
+    # iterations there is nothing to deal out.
     tail = ir.Where((), b.I32, b.binary(">", k_steps, b.const(0)),
                     b.binary("%", tiles, programs), b.const(0))
     return [
@@ -219,8 +219,9 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
             ir.Comment(span, "stream-K: the K iterations of the last tiles, dealt out evenly"),
             ir.Let(span, v["sk_iters"], b.mul(b.binary("-", tiles, var["dp_tiles"]), k_steps)),
             ir.Let(span, v["sharing"], programs if names.parts is None else ir.Call(
-                (), b.I32, "minimum", (programs, b.mul(b.binary("-", tiles, var["dp_tiles"]),
-                                                       b.const(names.parts))))),
+                (), b.I32, "maximum", (b.const(1), ir.Call(
+                    (), b.I32, "minimum", (programs, b.mul(b.binary("-", tiles, var["dp_tiles"]),
+                                                           b.const(names.parts))))))),
             ir.Let(span, v["it_start"], first_iteration(program)),
             ir.Let(span, v["it"], var["it_start"]),
             ir.Let(span, v["it_end"], first_iteration(b.add(program, b.const(1)))),
