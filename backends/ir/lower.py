@@ -348,7 +348,7 @@ class KernelLowering:
         self.program_index: ir.Expr = b.const(0)  # this block's row-major index
         self.block_names: list[str] = []  # the variables of the `: block` level
         self.persistent_tiles: Sym | None = None  # the tile count of a persistent launch
-        self.stream_k_floats = 0  # workspace floats per tile of a stream-K launch
+        self.stream_k_floats = 0  # workspace floats per program of a stream-K launch
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
@@ -565,10 +565,10 @@ class KernelLowering:
                       step=b.var(programs), flatten=options.flatten,
                       warp_specialize=options.warp_specialize)
         if options.stream_k and self.has_dot:
-            return self._stream_k(loop), (total,)
+            return self._stream_k(loop, total), (total,)
         return [loop], (total,)
 
-    def _stream_k(self, loop: ir.For) -> list[ir.Stmt]:
+    def _stream_k(self, loop: ir.For, tiles: Sym) -> list[ir.Stmt]:
         """The persistent tile loop with its last wave split along K (stream_k.py)."""
         parts = None if self.fl.options.stream_k is True else int(self.fl.options.stream_k)
         names = stream_k.Names(self.fresh("workspace_ptr"), self.fresh("counters_ptr"),
@@ -584,8 +584,8 @@ class KernelLowering:
         self.params[names.counters] = ir.KernelParam(names.counters, ir.ParamKind.POINTER,
                                                      ir.DType.I32, ir.COUNTERS)
         self.stream_k_floats = floats
-        tiles = self.persistent_tiles.render(ir.dim_var_name) if self.persistent_tiles else "1"
-        self.flags[names.flag] = f"0 < ({tiles}) % programs * 2 <= programs"
+        count = tiles.render(ir.dim_var_name)
+        self.flags[names.flag] = f"0 < ({count}) % programs * 2 <= programs"
         return stmts
 
     def _row_major_ids(self, tile: str) -> list[ir.Stmt]:

@@ -374,7 +374,7 @@ class Kernel:
     # a persistent launch: min(this many tiles, the SM count) programs loop over the tiles
     persistent_tiles: Sym | None = None
     epilogue_split: int = 1  # descriptor stores of 2-D tiles in this many column slices
-    # stream-K: floats of workspace per tile (0: none); the launch then uses every SM
+    # stream-K: floats of workspace per program (0: none); the launch then uses every SM
     stream_k_floats: int = 0
 
 

@@ -82,7 +82,7 @@ def _k_loop_index(body: list[ir.Stmt]) -> int:
 
 
 def _accumulators(prefix: list[ir.Stmt], k_loop: ir.For, before: set[str]) -> list[ir.Let]:
-    """The zero-initialised f32 accumulators that the K loop carries, as their `Let`s."""
+    """The zero-initialised float accumulators that the K loop carries, as their `Let`s."""
     carried = _assigned([k_loop]) & before
     if not carried:
         raise NotSplittable("the K loop carries no accumulator")
