@@ -240,13 +240,8 @@ def _floats(acc: ir.Let) -> int:
 
 
 def _walk(body: list[ir.Stmt]) -> Iterator[ir.Stmt]:
-    """Every statement of ``body``, nested ones included."""
-    for stmt in body:
-        yield stmt
-        for name in ("body", "then", "other"):
-            inner = getattr(stmt, name, None)
-            if isinstance(inner, list):
-                yield from _walk(inner)
+    """Every statement of ``body``, nested ones included (through the IR's node walk)."""
+    return (node for node in ir._nodes(body) if isinstance(node, ir.Stmt))
 
 
 def _assigned(body: list[ir.Stmt]) -> set[str]:
