@@ -65,7 +65,7 @@ _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "tar
                  "stream_k"}
 # options taking a positive integer, and options taking a bool
 _INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
-_BOOL_OPTIONS = ("descriptors", "persistent", "flatten", "warp_specialize")
+_BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize")
 
 
 def make_options(options: Mapping[str, object]) -> Options:
@@ -81,6 +81,13 @@ def make_options(options: Mapping[str, object]) -> Options:
     for name in _BOOL_OPTIONS:
         if name in options and not isinstance(options[name], bool):
             raise ValueError(f"compile option {name}={options[name]!r}: expected True or False")
+    descriptors = options.get("descriptors", True)
+    if not isinstance(descriptors, bool) and descriptors != "host":
+        raise ValueError(f"compile option descriptors={descriptors!r}: expected True (made in "
+                         "the kernel), \"host\" (made by the host) or False")
+    if descriptors == "host" and options.get("epilogue_split", 1) != 1:
+        raise ValueError("compile option epilogue_split=2 needs descriptors made in the "
+                         "kernel (descriptors=True), not descriptors=\"host\"")
     if options.get("num_warps") is not None and options["num_warps"] & (options["num_warps"] - 1):
         raise ValueError(f"compile option num_warps={options['num_warps']}: Triton needs a "
                          "power of two")

@@ -36,7 +36,9 @@ class Options:
 
     num_warps: int | None = None
     num_stages: int | None = None  # default: 3, fewer when the staged tiles are large
-    descriptors: bool = True  # tensor-descriptor loads/stores where aligned
+    # tensor-descriptor loads/stores where aligned: descriptors made in the kernel (True)
+    # or made by the host and passed as arguments ("host"); False: pointer loads only
+    descriptors: bool | str = True
     f32_precision: str = "tf32"  # or "ieee"
     target: str = "sm_90"  # the GPU the checker's resource and MMA rules follow
     # The order and number of the programs of a `: block` level (see _block_ids): blocks
@@ -463,6 +465,8 @@ class KernelLowering:
             conds = [f"{ir.host_var_name(tensor.name)}.data_ptr() % 16 == 0"]
             for stride in tensor.strides()[:-1]:
                 conds.append(f"{stride.render(ir.dim_var_name)} * {size} % 16 == 0")
+            if self.fl.options.descriptors == "host":  # (the host's descriptors need them)
+                conds += [f"{dim.render(ir.dim_var_name)} > 0" for dim in tensor.dims]
             self.flags[name] = " and ".join(conds)
         return name
 

@@ -345,9 +345,22 @@ COUNTERS = "@counters"
 
 class ParamKind(enum.Enum):
     POINTER = "pointer"
+    DESC = "tensor descriptor"  # made on the host (compile option descriptors="host")
     INT = "int"
     FLOAT = "float"
     FLAG = "constexpr flag"
+
+
+@dataclass(frozen=True)
+class HostDesc:
+    """A tensor descriptor the host makes for a launch when ``flag`` holds (None
+    otherwise): ``TensorDescriptor(tensor, shape, strides, block)``."""
+
+    tensor: str  # the Croqtile name of the tensor
+    shape: tuple[Sym, ...]
+    strides: tuple[Sym, ...]
+    block: tuple[int, ...]
+    flag: str
 
 
 @dataclass(frozen=True)
@@ -355,8 +368,9 @@ class KernelParam:
     name: str
     kind: ParamKind
     dtype: DType | None = None
-    # host-side source of the value: a tensor/scalar name or a Sym to evaluate
-    source: str | Sym | None = None
+    # host-side source of the value: a tensor/scalar name, a Sym to evaluate or a
+    # descriptor to make
+    source: str | Sym | HostDesc | None = None
 
 
 @dataclass

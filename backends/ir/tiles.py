@@ -98,8 +98,12 @@ def _descriptor(kl: KernelLowering, region: Region,
     if name is None:
         name = kl.fresh(f"{tensor.name}_desc")
         kl.descs[key] = name
-        kl.prologue.append(ir.Branch(None, flag, [ir.DefineDesc(
-            None, name, tensor.pointer, tensor.dims, tensor.strides(), block)], []))
+        if kl.fl.options.descriptors == "host":  # an argument: nothing to build per program
+            kl.params[name] = ir.KernelParam(name, ir.ParamKind.DESC, tensor.dtype, ir.HostDesc(
+                tensor.name, tensor.dims, tensor.strides(), block, flag))
+        else:
+            kl.prologue.append(ir.Branch(None, flag, [ir.DefineDesc(
+                None, name, tensor.pointer, tensor.dims, tensor.strides(), block)], []))
         for dim in tensor.dims:
             kl.use_sym(dim)
     return flag, name

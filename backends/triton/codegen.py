@@ -491,6 +491,10 @@ def _signature(kernel: ir.Kernel) -> dict[str, str]:
             signature[p.name] = "constexpr"
         elif p.kind is ir.ParamKind.POINTER:
             signature[p.name] = "*" + _SIGNATURE_TYPES[p.dtype or ir.DType.F32]
+        elif p.kind is ir.ParamKind.DESC:
+            assert isinstance(p.source, ir.HostDesc)
+            block = ", ".join(str(n) for n in p.source.block)
+            signature[p.name] = f"tensordesc<{_SIGNATURE_TYPES[p.dtype or ir.DType.F32]}[{block}]>"
         elif p.kind is ir.ParamKind.FLOAT:
             signature[p.name] = "fp32"
         else:
@@ -543,6 +547,12 @@ def _launch(w: _Writer, k: ir.Kernel) -> None:
             args.append(sources[p.source])
         elif isinstance(p.source, Sym):
             args.append(render_sym(p.source))
+        elif isinstance(p.source, ir.HostDesc):
+            d = p.source
+            args.append(f"launch.descriptor({host_name(d.tensor)}, "
+                        f"{_tuple([render_sym(s) for s in d.shape])}, "
+                        f"{_tuple([render_sym(s) for s in d.strides])}, {d.block}) "
+                        f"if {k.flags[d.flag]} else None")
         elif p.kind is ir.ParamKind.FLAG:
             args.append(k.flags[p.name])
         else:

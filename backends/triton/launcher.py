@@ -102,6 +102,12 @@ class Launcher:
         ``stream_k_buffers`` below)."""
         return stream_k_buffers(device, floats, counters)
 
+    def descriptor(self, tensor: Any, shape: tuple[int, ...], strides: tuple[int, ...],
+                   block: tuple[int, ...]) -> Any:
+        """A tensor descriptor made on the host (compile option ``descriptors="host"``):
+        passed as an argument, it saves each program building its own."""
+        return _tensor_descriptor()(tensor, list(shape), list(strides), list(block))
+
     def _first_gpu_launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
                           num_warps: int, num_stages: int) -> Any:
         """The first launch of a kernel: work out the launch options once, launch with
@@ -184,7 +190,7 @@ def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """What Triton compiles a kernel variant for, per argument: a tensor's element type and
     16-byte alignment; an integer's equality to 1, divisibility by 16 and width (32 or 64
     bits, signed or not); constexpr values (bools, None) themselves; only the type of a
-    float. Arguments with the same key run the same compiled kernel, so a launch whose key
+    float; a tensor descriptor's element type and block shape. Arguments with the same key run the same compiled kernel, so a launch whose key
     was seen skips Triton's binding of the arguments (most of a launch's Python cost)."""
     key: list[Any] = []
     for arg in args:
@@ -196,9 +202,18 @@ def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
             key.append((arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63))
         elif isinstance(arg, float):
             key.append(float)
+        elif isinstance(arg, _tensor_descriptor()):  # (not its shape and strides)
+            key.append(("desc", arg.base.dtype, tuple(arg.block_shape), arg.padding))
         else:  # anything else (never passed by generated code): by value
             key.append((type(arg), arg))
     return tuple(key)
+
+
+@functools.cache
+def _tensor_descriptor() -> type:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    return TensorDescriptor
 
 
 def _current_device() -> int:

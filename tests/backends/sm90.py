@@ -23,7 +23,13 @@ def compile_for_sm90(artifact: Artifact, index: int, what: str) -> None:
     for flags in (False, True):  # both the pointer and the tensor-descriptor variants
         constants = {(kernel.arg_names.index(n),): flags and n != "ON_CPU"
                      for n, kind in signature.items() if kind == "constexpr"}
-        source = ASTSource(kernel, signature, constants)
+        variant = dict(signature)
+        if not flags:  # the host passes None for its descriptors (descriptors="host")
+            for n, kind in signature.items():
+                if kind.startswith("tensordesc"):
+                    variant[n] = "constexpr"
+                    constants[(kernel.arg_names.index(n),)] = None
+        source = ASTSource(kernel, variant, constants)
         compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
                                   options={"num_warps": artifact.num_warps[index],
                                            "num_stages": artifact.num_stages[index]})
