@@ -1,6 +1,6 @@
 """Time every configuration of a GEMM search on the GPU and keep all the figures.
 
-    python bench/tune_gemm.py --json OUT.json [--space large|decode|small|streamk]
+    python bench/tune_gemm.py --json OUT.json [--space large|decode|small|streamk|hostdesc]
         [--dtype f16 bf16]
         [--shapes M,N,K ...] [--kernel PATH.co]
 
@@ -48,6 +48,28 @@ SPACES = {
         *[{"TILE_M": 64, "TILE_N": 128, "TILE_K": 128, "num_warps": 4, "num_stages": 3,
            "persistent": True, "descriptors": False, "stream_k": parts} for parts in (4, True)],
     ],
+    # descriptors made in the kernel, by the host, or none, for the forms of short kernels
+    # and of 4096^3 (a list: these only)
+    "hostdesc": [
+        {**base, "descriptors": descriptors}
+        for base in (
+            {"TILE_M": 64, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": False},
+            {"TILE_M": 64, "TILE_N": 128, "TILE_K": 128, "num_warps": 4, "num_stages": 3,
+             "persistent": False},
+            {"TILE_M": 128, "TILE_N": 64, "num_warps": 4, "num_stages": 8, "persistent": False},
+            {"TILE_M": 128, "TILE_N": 64, "num_warps": 4, "num_stages": 6, "persistent": False},
+            {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 3, "persistent": False},
+            {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True},
+            {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True,
+             "stream_k": 2},
+            {"TILE_M": 64, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 6,
+             "persistent": False},
+            {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True},
+            {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+             "stream_k": 4},
+        )
+        for descriptors in (True, "host", False)
+    ],
 }
 SHAPES = {
     "large": [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048)],
@@ -55,6 +77,8 @@ SHAPES = {
     "small": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072)],
     "streamk": [(3072, 3072, 3072), (4096, 4096, 4096), (1024, 1024, 1024), (2048, 2048, 2048),
                 (128, 4096, 4096), (512, 4096, 4096), (128, 4096, 14336), (512, 6144, 4096)],
+    "hostdesc": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072),
+                 (4096, 4096, 4096), (128, 4096, 4096), (512, 4096, 4096), (128, 4096, 14336)],
 }
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 

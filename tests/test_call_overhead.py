@@ -322,6 +322,21 @@ def test_specialisation_keys_follow_tritons_rules() -> None:
     assert key((1.0,)) == key((2.5,)) and key((True,)) != key((False,))
 
 
+def test_specialisation_keys_of_host_descriptors() -> None:
+    """Triton compiles a tensor descriptor argument for its element type and block shape;
+    its shape and strides are passed at run time."""
+    key = launcher_module._specialisation
+    desc = Launcher().descriptor
+    x, y = torch.zeros(64, 32), torch.ones(128, 64)
+    assert key((desc(x, (64, 32), (32, 1), (16, 32)),)) == key((desc(y, (128, 64), (64, 1),
+                                                                     (16, 32)),))
+    assert key((desc(x, (64, 32), (32, 1), (16, 32)),)) != key((desc(x, (64, 32), (32, 1),
+                                                                     (32, 32)),))
+    assert key((desc(x, (64, 32), (32, 1), (16, 32)),)) != key((desc(x.half(), (64, 32),
+                                                                     (32, 1), (16, 32)),))
+    assert key((None,)) != key((desc(x, (64, 32), (32, 1), (16, 32)),))
+
+
 def test_gpu_launches_pass_grid_args_and_options(no_allocator: None) -> None:
     kernel, launch = StandInKernel(), Launcher()
     for _ in range(3):
