@@ -190,8 +190,9 @@ def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """What Triton compiles a kernel variant for, per argument: a tensor's element type and
     16-byte alignment; an integer's equality to 1, divisibility by 16 and width (32 or 64
     bits, signed or not); constexpr values (bools, None) themselves; only the type of a
-    float; a tensor descriptor's element type and block shape. Arguments with the same key run the same compiled kernel, so a launch whose key
-    was seen skips Triton's binding of the arguments (most of a launch's Python cost)."""
+    float; a tensor descriptor's element type and block shape. Arguments with the same
+    key run the same compiled kernel, so a launch whose key was seen skips Triton's
+    binding of the arguments (most of a launch's Python cost)."""
     key: list[Any] = []
     for arg in args:
         if hasattr(arg, "data_ptr"):
