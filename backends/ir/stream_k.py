@@ -4,8 +4,8 @@ A persistent launch runs P programs over T output tiles. When T is not a multipl
 the last wave leaves SMs idle: 288 tiles on 132 SMs take three waves of which the last
 is 18% full. With ``stream_k`` the first ``T - T % P`` tiles run as before, one program
 per tile, and the K-loop iterations of the remaining ``T % P`` tiles are dealt out
-evenly to all P programs, or to ``parts`` programs per tile when the option gives that
-limit (only when that last wave is at most half full: a fuller one gains less than the
+evenly to all P programs (no more than there are iterations), or to ``parts`` programs
+per tile when the option gives that limit (only when that last wave is at most half full: a fuller one gains less than the
 parts cost).
 
 A program that computes part of a tile stores its partial accumulator (in f32) in its
@@ -143,7 +143,10 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
             stride *= axis.size
         return ir.Pointer(acc.value.axes, ir.DType.F32, names.workspace, offset)
 
-    sharing = var["sharing"]  # the programs the iterations are dealt to
+    # the programs the iterations are dealt to: no more than there are iterations, since a
+    # program with an empty share would lie between a tile's first and last owner with
+    # nothing in its slot
+    sharing = var["sharing"]
 
     def owner(iteration: ir.Expr) -> ir.Expr:
         """The program whose share of the stream-K iterations holds ``iteration``."""
@@ -218,16 +221,26 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         ir.Branch(span, names.flag, [
             ir.Comment(span, "stream-K: the K iterations of the last tiles, dealt out evenly"),
             ir.Let(span, v["sk_iters"], b.mul(b.binary("-", tiles, var["dp_tiles"]), k_steps)),
-            ir.Let(span, v["sharing"], programs if names.parts is None else ir.Call(
-                (), b.I32, "maximum", (b.const(1), ir.Call(
-                    (), b.I32, "minimum", (programs, b.mul(b.binary("-", tiles, var["dp_tiles"]),
-                                                           b.const(names.parts))))))),
+            ir.Let(span, v["sharing"], _at_least_one(_smallest(sk_iters, programs, *(
+                [] if names.parts is None else
+                [b.mul(b.binary("-", tiles, var["dp_tiles"]), b.const(names.parts))])))),
             ir.Let(span, v["it_start"], first_iteration(program)),
             ir.Let(span, v["it"], var["it_start"]),
             ir.Let(span, v["it_end"], first_iteration(b.add(program, b.const(1)))),
             ir.While(span, b.binary("<", it, end), sk_body),
         ], []),
     ]
+
+
+def _smallest(*values: ir.Expr) -> ir.Expr:
+    smallest = values[0]
+    for value in values[1:]:
+        smallest = ir.Call((), b.I32, "minimum", (smallest, value))
+    return smallest
+
+
+def _at_least_one(value: ir.Expr) -> ir.Expr:
+    return ir.Call((), b.I32, "maximum", (b.const(1), value))
 
 
 def _offset(accs: list[ir.Let], acc: ir.Let) -> int:

@@ -27,6 +27,20 @@ DATA = ROOT / "tests" / "data"
 SMALL = {"TILE_M": 32, "TILE_N": 64, "TILE_K": 32}
 
 
+@pytest.fixture(autouse=True)
+def poisoned_workspace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every launch finds NaN in the workspace: a part read before it was written (or a
+    slot no program writes) shows in the result instead of reading a lucky zero."""
+    made = launcher.stream_k_buffers
+
+    def poisoned(device, floats: int, counters: int):  # type: ignore[no-untyped-def]
+        workspace, counts = made(device, floats, counters)
+        workspace.fill_(float("nan"))
+        return workspace, counts
+
+    monkeypatch.setattr(launcher, "stream_k_buffers", poisoned)
+
+
 def _check(fn: Callable[..., object], shapes: list[tuple[int, int, int]], device: str,
            dtype: torch.dtype = torch.float16, calls: int = 1) -> None:
     """``fn(a, b, c)`` computes c = a @ b^T; every element within f16 rounding of the
@@ -96,6 +110,16 @@ def test_stream_k_with_an_f16_accumulator_sums_partials_in_f32() -> None:
     _check(mod.matmul, [(100, 72, 90), (40, 64, 256)], "cpu")
 
 
+@pytest.mark.parametrize("programs", [4, 10])
+def test_more_programs_than_iterations(programs: int, monkeypatch) -> None:
+    """One tile of 3 K steps (and three of 2) on more programs than iterations: only as
+    many programs share them as there are iterations (a program without a share would
+    have no part in its slot)."""
+    monkeypatch.setattr(launcher, "_CPU_SM_COUNT", programs)
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
+    _check(mod.gemm, [(20, 50, 96), (20, 150, 64)], "cpu", calls=2)
+
+
 def test_one_k_step_per_tile_is_not_split() -> None:
     """K within one step: every tile of the tail goes whole to one program."""
     mod = croqtile.load(GEMM, defines=SMALL, stream_k=True)
@@ -148,12 +172,16 @@ def test_stream_k_option_is_a_bool_or_a_part_count(bad: object) -> None:
 
 def test_a_part_limit_deals_the_iterations_to_fewer_programs() -> None:
     text = croqtile.load(GEMM, defines=SMALL, stream_k=2).gemm.triton_source
-    assert "sharing = tl.maximum(1, tl.minimum(n_programs, " in text and " * 2)))" in text
+    assert "sharing = tl.maximum(1, tl.minimum(tl.minimum(sk_iters, n_programs), " in text
+    assert "- dp_tiles) * 2)))" in text
 
 
 # The H200 has 132 SMs: 3072^3 in 128 x 256 tiles is 288 tiles (a tail of 24), M = 128 is
 # 16 tiles (all split), 4096^2 x 512 is 512 tiles (a tail of 116).
-GPU_SHAPES = [(3072, 3072, 3072), (128, 4096, 4096), (4096, 4096, 512), (300, 1000, 2000)]
+# 300 x 1000 x 2000 is 12 tiles (all split); 200 x 300 x 128 is 4 tiles of 2 K steps, 8
+# iterations for 132 SMs.
+GPU_SHAPES = [(3072, 3072, 3072), (128, 4096, 4096), (4096, 4096, 512), (300, 1000, 2000),
+              (200, 300, 128)]
 
 
 @pytest.mark.gpu
