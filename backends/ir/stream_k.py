@@ -5,8 +5,8 @@ the last wave leaves SMs idle: 288 tiles on 132 SMs take three waves of which th
 is 18% full. With ``stream_k`` the first ``T - T % P`` tiles run as before, one program
 per tile, and the K-loop iterations of the remaining ``T % P`` tiles are dealt out
 evenly to all P programs (no more than there are iterations), or to ``parts`` programs
-per tile when the option gives that limit (only when that last wave is at most half full: a fuller one gains less than the
-parts cost).
+per tile when the option gives that limit (only when that last wave is at most half
+full: a fuller one gains less than the parts cost).
 
 A program that computes part of a tile stores its partial accumulator (in f32) in its
 own workspace slot, then adds its iteration count to the tile's counter; the program
