@@ -458,3 +458,86 @@ def test_compile_latency_bench(tmp_path: Path) -> None:
     for row in report["seeds"].values():
         assert row["wall_ms"] > 0 and row["cpu_ms"] > 0 and row["runs"] == 2
         assert {"parse", "check", "lower", "codegen"} <= set(row["stages_ms"])
+
+
+class FakeCudaTensor:
+    """Just what ``Launcher.descriptor`` reads of a CUDA tensor."""
+
+    is_cuda = True
+
+    def __init__(self, address: int, dtype: torch.dtype = torch.float16) -> None:
+        self.address, self.dtype = address, dtype
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+def test_host_descriptors_of_cuda_tensors_are_remembered_without_the_tensor() -> None:
+    desc = Launcher().descriptor
+    first = desc(FakeCudaTensor(4096), (64, 32), (32, 1), (16, 32))
+    assert desc(FakeCudaTensor(4096), (64, 32), (32, 1), (16, 32)) is first
+    assert first.base.data_ptr() == 4096 and first.base.dtype is torch.float16
+    assert not isinstance(first.base, FakeCudaTensor)  # the tensor is not kept alive
+    # anything a descriptor holds makes another one
+    for other in [desc(FakeCudaTensor(8192), (64, 32), (32, 1), (16, 32)),
+                  desc(FakeCudaTensor(4096, torch.bfloat16), (64, 32), (32, 1), (16, 32)),
+                  desc(FakeCudaTensor(4096), (64, 16), (32, 1), (16, 32)),
+                  desc(FakeCudaTensor(4096), (64, 32), (48, 1), (16, 32)),
+                  desc(FakeCudaTensor(4096), (64, 32), (32, 1), (32, 32))]:
+        assert other is not first
+    cpu = torch.zeros(64, 32)
+    assert desc(cpu, (64, 32), (32, 1), (16, 32)).base is cpu  # the interpreter reads it
+
+
+class FakeRun:
+    """Triton's CUDA launcher of a compiled kernel, around ``launch`` (a stand-in for the
+    C launcher, wrapped by Triton's own descriptor handling)."""
+
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid = launch_pdl = False
+
+    def __init__(self, signature: dict[str, str], metas: list[Any]) -> None:
+        from triton.backends.nvidia.driver import wrap_handle_tensordesc
+
+        self.calls: list[tuple[Any, ...]] = []
+        self.launch = wrap_handle_tensordesc(lambda *a: self.calls.append(a), signature, metas)
+
+
+def test_descriptor_expansions_are_remembered_below_tritons_launcher(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launches of a kernel taking host descriptors hand Triton's C launcher the same
+    arguments its descriptor wrapper would, expanding each remembered descriptor once."""
+    import triton.backends.nvidia.driver as driver
+
+    expanded: list[Any] = []
+
+    def expand(desc: Any, meta: Any) -> list[Any]:
+        expanded.append(desc)
+        return [("map", desc.base.data_ptr(), meta), *desc.shape, *desc.strides]
+
+    monkeypatch.setattr(driver, "make_tensordesc_arg", expand)
+    signature = {"x_ptr": "*fp16", "x_desc": "tensordesc<fp16[16, 32]>", "n": "i32",
+                 "y_desc": "tensordesc<fp16[32, 32]>", "FLAG": "constexpr"}
+    run = FakeRun(signature, ["meta x", "meta y"])
+    described = launcher_module._Described.of(run)
+    assert described is not None and described.positions == [1, 3]
+    desc = Launcher().descriptor
+    x_desc = desc(FakeCudaTensor(4096), (64, 32), (32, 1), (16, 32))
+    y_desc = desc(FakeCudaTensor(8192), (64, 32), (32, 1), (32, 32))
+    compiled = type("Compiled", (), {"function": 7, "packed_metadata": "packed"})()
+    args = ("x", x_desc, 5, y_desc, True)
+    run.launch(1, 2, 3, 99, 7, False, False, None, None, "packed", None, None, None, *args)
+    tritons_own = run.calls.pop()
+    for _ in range(3):
+        described.launch(run, (1, 2, 3), 99, compiled, None, None, None, args)
+        assert run.calls.pop() == tritons_own
+    assert expanded == [x_desc, y_desc, x_desc, y_desc]  # Triton's call, then ours once
+
+
+def test_other_launchers_are_called_as_they_are() -> None:
+    plain = type("Run", (), {"launch": staticmethod(lambda *a: None),
+                             "global_scratch_size": 0, "profile_scratch_size": 0})()
+    assert launcher_module._Described.of(plain) is None  # no descriptor arguments
+    run = FakeRun({"x_desc": "tensordesc<fp16[16, 32]>"}, ["meta"])
+    run.global_scratch_size = 128  # scratch to allocate per launch: Triton's own path
+    assert launcher_module._Described.of(run) is None

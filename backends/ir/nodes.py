@@ -46,8 +46,12 @@ def host_var_name(name: str) -> str:
     """A Python-safe host variable name for a Croqtile name."""
     import keyword
 
-    reserved = {"tl", "triton", "torch", "math", "launch", "device", "programs"}
-    return name + "_" if keyword.iskeyword(name) or name in reserved else name
+    # the host function's own names: modules, arguments, locals (stream-K scratch, the
+    # flags of host descriptors) and dimension variables
+    reserved = {"tl", "triton", "torch", "math", "launch", "device", "programs", "workspace",
+                "counters"}
+    own = keyword.iskeyword(name) or name in reserved or name.startswith(("TMA_", "d_"))
+    return name + "_" if own else name
 
 
 def sort_axes(axes: set[Axis] | list[Axis] | tuple[Axis, ...]) -> tuple[Axis, ...]:

@@ -541,6 +541,11 @@ def _launch(w: _Writer, k: ir.Kernel) -> None:
         w.line(f"programs = min({render_sym(k.persistent_tiles)}, launch.sm_count(device))")
         grid = ["programs"]
     sources = {ir.PROGRAMS: "programs", ir.WORKSPACE: "workspace", ir.COUNTERS: "counters"}
+    # a flag that decides whether the host makes descriptors is computed once, as a local
+    # of its own name (host_var_name keeps Croqtile names off it)
+    computed = sorted({p.source.flag for p in k.params if isinstance(p.source, ir.HostDesc)})
+    for flag in computed:
+        w.line(f"{flag} = {k.flags[flag]}")
     args = []
     for p in k.params:
         if isinstance(p.source, str) and p.source in sources:
@@ -552,9 +557,9 @@ def _launch(w: _Writer, k: ir.Kernel) -> None:
             args.append(f"launch.descriptor({host_name(d.tensor)}, "
                         f"{_tuple([render_sym(s) for s in d.shape])}, "
                         f"{_tuple([render_sym(s) for s in d.strides])}, {d.block}) "
-                        f"if {k.flags[d.flag]} else None")
+                        f"if {d.flag} else None")
         elif p.kind is ir.ParamKind.FLAG:
-            args.append(k.flags[p.name])
+            args.append(p.name if p.name in computed else k.flags[p.name])
         else:
             args.append(host_name(str(p.source)))
     w.line(f"launch({k.name}, {_tuple(grid)}, {_tuple(args)}, "

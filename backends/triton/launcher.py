@@ -105,8 +105,20 @@ class Launcher:
     def descriptor(self, tensor: Any, shape: tuple[int, ...], strides: tuple[int, ...],
                    block: tuple[int, ...]) -> Any:
         """A tensor descriptor made on the host (compile option ``descriptors="host"``):
-        passed as an argument, it saves each program building its own."""
-        return _tensor_descriptor()(tensor, list(shape), list(strides), list(block))
+        passed as an argument, it saves each program building its own. For a CUDA tensor
+        it is remembered by address, type, shape, strides and block (all a descriptor
+        holds), so a warm call makes none."""
+        if not tensor.is_cuda:  # the interpreter reads the tensor itself
+            return _tensor_descriptor()(tensor, list(shape), list(strides), list(block))
+        key = (tensor.data_ptr(), tensor.dtype, shape, strides, block)
+        desc = _DESCRIPTORS.get(key)
+        if desc is None:
+            if len(_DESCRIPTORS) >= _MAX_DESCRIPTORS:
+                _DESCRIPTORS.clear()
+            desc = _tensor_descriptor()(_Address(key[0], tensor.dtype), list(shape),
+                                        list(strides), list(block))
+            _DESCRIPTORS[key] = desc
+        return desc
 
     def _first_gpu_launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
                           num_warps: int, num_stages: int) -> Any:
@@ -210,6 +222,24 @@ def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(key)
 
 
+class _Address:
+    """What Triton reads of a descriptor's tensor: its address and element type. (A
+    remembered descriptor then does not keep the tensor alive.)"""
+
+    __slots__ = ("address", "dtype")
+
+    def __init__(self, address: int, dtype: Any) -> None:
+        self.address, self.dtype = address, dtype
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+# host descriptors of CUDA tensors by (address, dtype, shape, strides, block)
+_DESCRIPTORS: dict[tuple[Any, ...], Any] = {}
+_MAX_DESCRIPTORS = 4096  # (then the memory starts again)
+
+
 @functools.cache
 def _tensor_descriptor() -> type:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -234,9 +264,74 @@ def _launch_compiled(compiled: Any, grid: tuple[int, ...], args: tuple[Any, ...]
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     enter = knobs.runtime.launch_enter_hook
     metadata = compiled.launch_metadata(grid3, stream, *args) if enter is not None else None
-    compiled.run(grid3[0], grid3[1], grid3[2], stream, compiled.function,
-                 compiled.packed_metadata, metadata, enter, knobs.runtime.launch_exit_hook,
-                 *args)
+    run = compiled.run
+    described = _DESCRIBED.get(id(run))
+    if described is None:
+        described = _DESCRIBED[id(run)] = (run, _Described.of(run))
+    if described[1] is not None:
+        described[1].launch(run, grid3, stream, compiled, metadata, enter,
+                            knobs.runtime.launch_exit_hook, args)
+        return
+    run(grid3[0], grid3[1], grid3[2], stream, compiled.function, compiled.packed_metadata,
+        metadata, enter, knobs.runtime.launch_exit_hook, *args)
+
+
+class _Described:
+    """The launch of a compiled kernel that takes host tensor descriptors. Triton's
+    launcher turns each descriptor into its CUDA tensor map (plus shape and strides) on
+    every launch; the descriptors croqtile passes are remembered objects (see
+    ``Launcher.descriptor``), so their expansions are remembered too and handed to
+    Triton's launcher below that step."""
+
+    def __init__(self, raw: Callable[..., Any], positions: list[int], metas: list[Any],
+                 expand: Callable[[Any, Any], list[Any]]) -> None:
+        self.raw, self.positions, self.metas, self.expand = raw, positions, metas, expand
+        # (position, id of the descriptor) -> (the descriptor, its expansion)
+        self.expanded: dict[tuple[int, int], tuple[Any, list[Any]]] = {}
+
+    @staticmethod
+    def of(run: Any) -> _Described | None:
+        """For Triton's CUDA launcher of a kernel with descriptor arguments (Triton 3.6:
+        ``wrap_handle_tensordesc``), the launcher below it; None for any other."""
+        inner = getattr(run, "launch", None)
+        code, cells = getattr(inner, "__code__", None), getattr(inner, "__closure__", None)
+        if code is None or not cells or getattr(run, "global_scratch_size", 1) \
+                or getattr(run, "profile_scratch_size", 1):
+            return None
+        try:
+            free = dict(zip(code.co_freevars, (cell.cell_contents for cell in cells)))
+            from triton.backends.nvidia.driver import make_tensordesc_arg
+        except (ValueError, ImportError):  # an empty cell; no CUDA backend
+            return None
+        raw, indices, metas = (free.get(n) for n in ("launcher", "tensordesc_indices",
+                                                     "tensordesc_meta"))
+        if not callable(raw) or not isinstance(indices, (set, frozenset)) or not indices \
+                or not isinstance(metas, list) or len(metas) != len(indices):
+            return None
+        return _Described(raw, sorted(indices), metas, make_tensordesc_arg)
+
+    def launch(self, run: Any, grid3: tuple[int, ...], stream: int, compiled: Any,
+               metadata: Any, enter: Any, leave: Any, args: tuple[Any, ...]) -> None:
+        final: list[Any] = []
+        last = 0
+        for position, meta in zip(self.positions, self.metas):
+            final.extend(args[last:position])
+            desc = args[position]
+            known = self.expanded.get((position, id(desc)))
+            if known is None or known[0] is not desc:
+                if len(self.expanded) >= _MAX_DESCRIPTORS:
+                    self.expanded.clear()
+                known = self.expanded[(position, id(desc))] = (desc, self.expand(desc, meta))
+            final.extend(known[1])
+            last = position + 1
+        final.extend(args[last:])
+        self.raw(grid3[0], grid3[1], grid3[2], stream, compiled.function,
+                 run.launch_cooperative_grid, run.launch_pdl, None, None,
+                 compiled.packed_metadata, metadata, enter, leave, *final)
+
+
+# by id of a compiled kernel's launcher: (the launcher, its _Described or None)
+_DESCRIBED: dict[int, tuple[Any, _Described | None]] = {}
 
 
 # device, stream -> (workspace, counters); the kernels leave the counters at zero
