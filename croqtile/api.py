@@ -32,7 +32,8 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     [0, 2, 4, 6, 8, 10, 12, 14]
 
     ``defines`` override ``#define`` constants of the source. Options: ``num_warps``,
-    ``num_stages``, ``descriptors`` (tensor-descriptor loads when aligned, default True),
+    ``num_stages``, ``descriptors`` (tensor-descriptor loads when aligned, default True:
+    made by the host; ``"kernel"``: by each program; ``False``: pointer loads),
     ``f32_precision`` (``"tf32"`` or ``"ieee"`` for f32 MMA operands), ``group_m`` (MMA
     kernels on a 2-D block grid run tiles in groups of this many rows, default 8; 1 for
     row-major order), ``persistent`` (one program per SM looping over the tiles), for

@@ -82,9 +82,10 @@ def make_options(options: Mapping[str, object]) -> Options:
         if name in options and not isinstance(options[name], bool):
             raise ValueError(f"compile option {name}={options[name]!r}: expected True or False")
     descriptors = options.get("descriptors", True)
-    if not isinstance(descriptors, bool) and descriptors != "host":
-        raise ValueError(f"compile option descriptors={descriptors!r}: expected True (made in "
-                         "the kernel), \"host\" (made by the host) or False")
+    if not isinstance(descriptors, bool) and descriptors not in ("host", "kernel"):
+        raise ValueError(f"compile option descriptors={descriptors!r}: expected True (where "
+                         "aligned), \"host\" (made by the host), \"kernel\" (made in each "
+                         "program) or False (pointer loads)")
     if descriptors == "host" and options.get("epilogue_split", 1) != 1:
         raise ValueError("compile option epilogue_split=2 needs descriptors made in the "
                          "kernel (descriptors=True), not descriptors=\"host\"")

@@ -36,8 +36,9 @@ class Options:
 
     num_warps: int | None = None
     num_stages: int | None = None  # default: 3, fewer when the staged tiles are large
-    # tensor-descriptor loads/stores where aligned: descriptors made in the kernel (True)
-    # or made by the host and passed as arguments ("host"); False: pointer loads only
+    # tensor-descriptor loads/stores where aligned: made by the host and passed as
+    # arguments ("host"), or by every program for itself ("kernel"); True picks "host",
+    # or "kernel" when epilogue_split needs its sliced descriptors; False: pointer loads
     descriptors: bool | str = True
     f32_precision: str = "tf32"  # or "ieee"
     target: str = "sm_90"  # the GPU the checker's resource and MMA rules follow
@@ -55,6 +56,13 @@ class Options:
     # shared by all programs (True) or by at most this many programs per tile (an int >= 2)
     # (stream_k.py)
     stream_k: bool | int = False
+
+    @property
+    def descriptor_maker(self) -> str | None:
+        """Who makes the tensor descriptors: "host", "kernel" or None (no descriptors)."""
+        if self.descriptors is True:
+            return "kernel" if self.epilogue_split > 1 else "host"
+        return self.descriptors or None
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
@@ -465,7 +473,7 @@ class KernelLowering:
             conds = [f"{ir.host_var_name(tensor.name)}.data_ptr() % 16 == 0"]
             for stride in tensor.strides()[:-1]:
                 conds.append(f"{stride.render(ir.dim_var_name)} * {size} % 16 == 0")
-            if self.fl.options.descriptors == "host":  # (the host's descriptors need them)
+            if self.fl.options.descriptor_maker == "host":  # (the host's descriptors need them)
                 conds += [f"{dim.render(ir.dim_var_name)} > 0" for dim in tensor.dims]
             self.flags[name] = " and ".join(conds)
         return name

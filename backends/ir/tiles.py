@@ -72,7 +72,7 @@ def _descriptor(kl: KernelLowering, region: Region,
                 dims: tuple[ir.Axis, ...]) -> tuple[str, str] | None:
     """(flag, descriptor name) when a tensor descriptor can move this tile."""
     tensor = region.tensor
-    if not kl.fl.options.descriptors or not 2 <= len(tensor.dims) <= 5:
+    if kl.fl.options.descriptor_maker is None or not 2 <= len(tensor.dims) <= 5:
         return None
     if len(region.extents) != len(tensor.dims):
         return None  # a view of fewer dimensions than its tensor (scratch slices)
@@ -98,7 +98,7 @@ def _descriptor(kl: KernelLowering, region: Region,
     if name is None:
         name = kl.fresh(f"{tensor.name}_desc")
         kl.descs[key] = name
-        if kl.fl.options.descriptors == "host":  # an argument: nothing to build per program
+        if kl.fl.options.descriptor_maker == "host":  # an argument: none built per program
             kl.params[name] = ir.KernelParam(name, ir.ParamKind.DESC, tensor.dtype, ir.HostDesc(
                 tensor.name, tensor.dims, tensor.strides(), block, flag))
         else:

@@ -52,8 +52,12 @@ def test_descriptor_flags_are_decided_on_the_host() -> None:
            "seed000_sm90_gemm.co").read_text()
     source = croqtile.compile(src).matmul.triton_source
     assert "TMA_lhs: tl.constexpr" in source
-    assert "lhs.data_ptr() % 16 == 0 and d_K * 2 % 16 == 0" in source
-    assert "tl.make_tensor_descriptor(lhs_ptr, shape=[d_M, d_K], strides=[d_K, 1]" in source
+    assert "TMA_lhs = lhs.data_ptr() % 16 == 0 and d_K * 2 % 16 == 0" in source
+    assert "launch.descriptor(lhs, (d_M, d_K,), (d_K, 1,), (128, 64)) if TMA_lhs else None" \
+        in source
+    in_kernel = croqtile.compile(src, descriptors="kernel").matmul.triton_source
+    assert "tl.make_tensor_descriptor(lhs_ptr, shape=[d_M, d_K], strides=[d_K, 1]" in in_kernel
+    assert "lhs.data_ptr() % 16 == 0 and d_K * 2 % 16 == 0," in in_kernel
 
 
 FP8_CONVERT = """

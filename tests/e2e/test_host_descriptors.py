@@ -81,14 +81,22 @@ def test_the_kernel_takes_descriptors_instead_of_building_them() -> None:
     text = _compile({"persistent": True}).gemm.triton_source
     assert "tl.make_tensor_descriptor" not in text
     assert "def gemm_k0(lhs_ptr, rhs_ptr, output_ptr, lhs_desc, rhs_desc, output_desc," in text
-    assert "launch.descriptor(lhs, (d_M, d_K,), (d_K, 1,), (64, 32)) if " in text
+    assert "launch.descriptor(lhs, (d_M, d_K,), (d_K, 1,), (64, 32)) if TMA_lhs else None" \
+        in text
     # a tensor with an empty dimension gets no descriptor (Triton refuses one)
-    assert "d_M > 0 and d_K > 0 else None" in text
-    assert "tl.make_tensor_descriptor" in croqtile.compile(GEMM, defines=SMALL).gemm.triton_source
+    assert "TMA_lhs = lhs.data_ptr() % 16 == 0 and d_K * 2 % 16 == 0 and d_M > 0 and d_K > 0" \
+        in text
+    # the default: descriptors where aligned, made by the host; or by each program
+    assert croqtile.compile(GEMM, defines=SMALL).gemm.triton_source == text
+    made_in_kernel = croqtile.compile(GEMM, defines=SMALL, descriptors="kernel")
+    assert "tl.make_tensor_descriptor" in made_in_kernel.gemm.triton_source
+    # a split epilogue stores through sliced descriptors that each program makes
+    split = croqtile.compile(GEMM, defines=SMALL, epilogue_split=2).gemm.triton_source
+    assert "output_desc_part = tl.make_tensor_descriptor(" in split
 
 
 @pytest.mark.parametrize("value, message", [
-    ("kernel", "expected True (made in the kernel), \"host\""),
+    ("device", "expected True (where aligned), \"host\" (made by the host), \"kernel\""),
     (1, "expected True"),
 ])
 def test_descriptor_option_values(value: object, message: str) -> None:

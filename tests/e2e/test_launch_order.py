@@ -99,7 +99,9 @@ def test_persistent_launch_loops_over_tiles_with_one_program_per_sm() -> None:
     assert loop.endswith(", n_programs, flatten=True):")
     assert "programs = min(((d_M + 128 - 1) // 128) * ((d_N + 256 - 1) // 256), " \
            "launch.sm_count(device))" in text
-    # tensor descriptors are made once per program, before the tile loop
+    # tensor descriptors come from the host, or are made once per program before the loop
+    assert "def matmul_k0(lhs_ptr, rhs_ptr, output_ptr, lhs_desc, " in text
+    text = _source(persistent=True, descriptors="kernel")
     assert text.index("lhs_desc = tl.make_tensor_descriptor") < text.index("for tile in")
 
 
