@@ -120,7 +120,11 @@ class Function:
         return self._artifacts[key]
 
     def __call__(self, *args: Any) -> Any:
-        signature = self._sign(args)
+        return self.call_signed(self._sign(args), args)
+
+    def call_signed(self, signature: Signature | None, args: tuple[Any, ...]) -> Any:
+        """A call whose arguments' signature (``self._sign(args)``) the caller computed
+        (an autotuned function, which picks this function by it)."""
         warm = self._warm.get(signature) if signature is not None else None
         if warm is None:
             return self._cold_call(args, signature)

@@ -234,10 +234,13 @@ def save_choice(key: str, record: dict[str, Any]) -> None:
 
 
 def gpu_timer(fn: Callable[[], Any]) -> float:
-    """Median milliseconds of ``fn`` on the GPU (short: a search times many candidates)."""
+    """Median milliseconds of ``fn`` on the GPU (short: a search times many candidates).
+    The 100 ms warm-up of each candidate brings a large GEMM to the GPU's sustained power
+    limit, where it runs from then on (an H200 lowers its clocks within 100 ms of full
+    load; candidates timed before that rank differently)."""
     from triton.testing import do_bench
 
-    return float(do_bench(fn, warmup=10, rep=40, return_mode="median"))
+    return float(do_bench(fn, warmup=100, rep=40, return_mode="median"))
 
 
 def same_result(got: torch.Tensor, want: torch.Tensor) -> bool:
@@ -308,7 +311,8 @@ class TunedFunction:
         self._default = Config()
         self._last: Config | None = None
         self._warned_cpu = False
-        self._function(self._default)  # compile errors of the default surface at compile()
+        default = self._function(self._default)  # (compile errors surface at compile())
+        self._sign: Callable[[Sequence[Any]], Any] = getattr(default, "_sign", _signature)
 
     # ----------------------------------------------------------- Function's interface
     @property
@@ -331,17 +335,20 @@ class TunedFunction:
         return self._function(self._default).specialize_on
 
     def __call__(self, *args: Any) -> Any:
-        signature = _signature(args)
-        known = self._by_signature.get(signature)
+        # the compiled functions' own signature (one computation serves both lookups)
+        signature = self._sign(args)
+        known = self._by_signature.get(signature) if signature is not None else None
         if known is None:
             default = self._function(self._default)
             _, bound = default._bind(args)  # argument errors are reported before any tuning
             config = self._choose(bound, args)
             known = (config, self._function(config))
-            if len(self._by_signature) < 4096:  # (bounded: one entry per distinct shape)
+            if signature is not None and len(self._by_signature) < 4096:  # (one per shape)
                 self._by_signature[signature] = known
         self._last = known[0]
-        return known[1](*args)  # the chosen function checks the arguments itself
+        # the chosen function checks the arguments itself
+        call = getattr(known[1], "call_signed", None)
+        return known[1](*args) if call is None else call(signature, args)
 
     def __repr__(self) -> str:
         return f"<croqtile.TunedFunction {self.name} autotune={self.mode!r}>"

@@ -541,3 +541,11 @@ def test_other_launchers_are_called_as_they_are() -> None:
     run = FakeRun({"x_desc": "tensordesc<fp16[16, 32]>"}, ["meta"])
     run.global_scratch_size = 128  # scratch to allocate per launch: Triton's own path
     assert launcher_module._Described.of(run) is None
+
+
+def test_remembered_descriptors_carry_their_specialisation() -> None:
+    desc = Launcher().descriptor(FakeCudaTensor(4096), (64, 32), (32, 1), (16, 32))
+    fresh = Launcher().descriptor(torch.zeros(64, 32, dtype=torch.float16), (64, 32), (32, 1),
+                                  (16, 32))
+    key = launcher_module._specialisation
+    assert key((desc,)) == key((fresh,)) == (("desc", torch.float16, (16, 32), "zero"),)

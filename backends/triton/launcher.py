@@ -117,6 +117,7 @@ class Launcher:
                 _DESCRIPTORS.clear()
             desc = _tensor_descriptor()(_Address(key[0], tensor.dtype), list(shape),
                                         list(strides), list(block))
+            desc.specialisation = ("desc", tensor.dtype, tuple(block), desc.padding)
             _DESCRIPTORS[key] = desc
         return desc
 
@@ -206,17 +207,24 @@ def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
     key run the same compiled kernel, so a launch whose key was seen skips Triton's
     binding of the arguments (most of a launch's Python cost)."""
     key: list[Any] = []
+    desc = _tensor_descriptor()
     for arg in args:
-        if hasattr(arg, "data_ptr"):
-            key.append((arg.dtype, arg.data_ptr() % 16 == 0))
-        elif arg is None or isinstance(arg, bool):
+        kind = type(arg)  # (the common kinds first: this runs on every launch)
+        if kind is bool or arg is None:
             key.append(arg)
+        elif kind is int:
+            key.append((arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63))
+        elif kind is desc:  # (not its shape and strides)
+            known = getattr(arg, "specialisation", None)  # (set by Launcher.descriptor)
+            key.append(known or ("desc", arg.base.dtype, tuple(arg.block_shape), arg.padding))
+        elif hasattr(arg, "data_ptr"):
+            key.append((arg.dtype, arg.data_ptr() % 16 == 0))
+        elif isinstance(arg, bool):
+            key.append(bool(arg))
         elif isinstance(arg, int):
             key.append((arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63))
         elif isinstance(arg, float):
             key.append(float)
-        elif isinstance(arg, _tensor_descriptor()):  # (not its shape and strides)
-            key.append(("desc", arg.base.dtype, tuple(arg.block_shape), arg.padding))
         else:  # anything else (never passed by generated code): by value
             key.append((type(arg), arg))
     return tuple(key)
