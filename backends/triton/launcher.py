@@ -219,8 +219,6 @@ def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
             key.append(known or ("desc", arg.base.dtype, tuple(arg.block_shape), arg.padding))
         elif hasattr(arg, "data_ptr"):
             key.append((arg.dtype, arg.data_ptr() % 16 == 0))
-        elif isinstance(arg, bool):
-            key.append(bool(arg))
         elif isinstance(arg, int):
             key.append((arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63))
         elif isinstance(arg, float):
