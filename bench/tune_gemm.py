@@ -1,6 +1,6 @@
 """Time every configuration of a GEMM search on the GPU and keep all the figures.
 
-    python bench/tune_gemm.py --json OUT.json [--space large|decode|small|streamk|hostdesc]
+    python bench/tune_gemm.py --json OUT.json [--space large|decode|small|streamk|hostdesc|split]
         [--dtype f16 bf16]
         [--shapes M,N,K ...] [--kernel PATH.co]
 
@@ -70,6 +70,16 @@ SPACES = {
         )
         for descriptors in (True, "host", False)
     ],
+    # tiles of 192 in power-of-two pieces (split_tiles) beside the power-of-two forms
+    "split": [
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True},
+        {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True},
+        *[{"TILE_M": m, "TILE_N": n, "num_warps": 8, "num_stages": s, "persistent": True,
+           "split_tiles": True}
+          for m, n, s in ((128, 192, 3), (128, 192, 4), (192, 128, 4), (192, 192, 3))],
+        {"TILE_M": 128, "TILE_N": 192, "num_warps": 8, "num_stages": 4, "persistent": True,
+         "split_tiles": True, "stream_k": 2},
+    ],
 }
 SHAPES = {
     "large": [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048)],
@@ -77,6 +87,8 @@ SHAPES = {
     "small": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072)],
     "streamk": [(3072, 3072, 3072), (4096, 4096, 4096), (1024, 1024, 1024), (2048, 2048, 2048),
                 (128, 4096, 4096), (512, 4096, 4096), (128, 4096, 14336), (512, 6144, 4096)],
+    "split": [(3072, 3072, 3072), (512, 6144, 4096), (4096, 4096, 4096), (6144, 6144, 6144),
+              (2048, 2048, 2048)],
     "hostdesc": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072),
                  (4096, 4096, 4096), (128, 4096, 4096), (512, 4096, 4096), (128, 4096, 14336)],
 }

@@ -62,10 +62,10 @@ class CompileResult:
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
                  "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split",
-                 "stream_k"}
+                 "stream_k", "split_tiles"}
 # options taking a positive integer, and options taking a bool
 _INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
-_BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize")
+_BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize", "split_tiles")
 
 
 def make_options(options: Mapping[str, object]) -> Options:

@@ -45,7 +45,8 @@ _OPTION_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
              "group_m": (1, 8)},
 }
 _TUNABLE_OPTIONS = ("num_warps", "num_stages", "persistent", "group_m", "flatten",
-                    "warp_specialize", "descriptors", "epilogue_split", "stream_k")
+                    "warp_specialize", "descriptors", "epilogue_split", "stream_k",
+                    "split_tiles")
 # Time budget of one search (seconds), per mode.
 _BUDGET = {"quick": 30.0, "full": 300.0}
 # In "full" mode, #define constants named like tile sizes are searched at half and twice

@@ -23,7 +23,7 @@ from ...frontend.sema.model import (BoundedTupleType, BoundedType, CheckedFuncti
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
-from . import builtins, scratch, stream_k
+from . import builtins, scratch, split_tiles, stream_k
 from . import nodes as ir
 from .errors import LoweringError, NeedsSpecialization, static_extent, unsupported
 from .values import (Acc, Bounded, Buffer, BufferArray, Region, Scalar, TensorRef, Tile,
@@ -56,6 +56,9 @@ class Options:
     # shared by all programs (True) or by at most this many programs per tile (an int >= 2)
     # (stream_k.py)
     stream_k: bool | int = False
+    # block tiles whose extent is the sum of two powers of two (192 = 128 + 64) computed in
+    # those two pieces instead of padded to the next power of two (split_tiles.py)
+    split_tiles: bool = False
 
     @property
     def descriptor_maker(self) -> str | None:
@@ -346,6 +349,8 @@ class KernelLowering:
         self.used_names: set[str] = set()
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...]], str] = {}
+        # descriptors of whole padded tiles, which split_tiles replaces by per-piece ones
+        self.split_descs: dict[str, TensorRef] = {}
         self.has_dot = False
         self.dot_bytes = 0  # the largest MMA accumulator tile, in bytes
         self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
@@ -507,7 +512,7 @@ class KernelLowering:
         return self._kernel(grid)
 
     def _kernel(self, grid: tuple[Sym, ...]) -> ir.Kernel:
-        body = self.scopes[0]
+        body = self._split_tiles(self.scopes[0])
         if self.block_names:
             body, grid = self._block_ids(body)
         body = self.prologue + body
@@ -522,6 +527,45 @@ class KernelLowering:
                          body, self._num_warps(), self._num_stages(), self.root.span,
                          dict(self.flags), self.persistent_tiles, self.fl.options.epilogue_split,
                          self.stream_k_floats)
+
+    def _split_tiles(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        """``body`` with each padded tile axis computed in two power-of-two pieces where
+        ``split_tiles`` asks for it and the pass applies (split_tiles.py); an axis that
+        stays whole loads and stores through pointers."""
+        from .tiles import make_descriptor
+
+        if not self.fl.options.split_tiles:
+            return body
+
+        def piece_desc(name: str, dims: tuple[ir.Axis, ...]) -> str:
+            tensor = self.split_descs[name]
+            piece = make_descriptor(self, tensor, tuple(d.size for d in dims))
+            if any(d.padded for d in dims):  # (another axis of the tile is split next)
+                self.split_descs[piece] = tensor
+            return piece
+
+        for key, axis in list(self.axes.items()):
+            if not axis.padded or split_tiles.uses_axis(self.prologue, axis):
+                continue
+            try:
+                body, pieces = split_tiles.split_axis(body, axis, self._piece_axis, piece_desc)
+            except split_tiles.NotSplit:
+                continue
+            del self.axes[key]
+            self.axes.update({object(): piece for piece in pieces})
+        body = split_tiles.pointer_paths(body, lambda axis: axis.padded)
+        used = {n.desc for n in ir._nodes(body) if isinstance(n, (ir.DescLoad, ir.DescStore))}
+        unused = set(self.split_descs) - used  # (each piece has its own now)
+        for name in unused:
+            self.params.pop(name, None)
+        self.prologue = [s for s in self.prologue if not (
+            isinstance(s, ir.Branch) and any(isinstance(d, ir.DefineDesc) and d.name in unused
+                                             for d in s.then))]
+        return body
+
+    def _piece_axis(self, whole: ir.Axis, size: int) -> ir.Axis:
+        """A power-of-two piece of a split tile axis (in the same place among the axes)."""
+        return ir.Axis(self.fresh(whole.name), size, size, whole.order)
 
     def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
         """Bind the variables of the `: block` level to names; the statements that compute

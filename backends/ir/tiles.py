@@ -7,7 +7,8 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .lower import KernelLowering
-from .values import Region, Tile, access, padding_mask
+from .split_tiles import piece_sizes
+from .values import Region, TensorRef, Tile, access, padding_mask
 
 MAX_BOX = 256  # the largest box dimension a tensor descriptor accepts
 
@@ -78,9 +79,9 @@ def _descriptor(kl: KernelLowering, region: Region,
         return None  # a view of fewer dimensions than its tensor (scratch slices)
     if tensor.name in kl.read_back:  # TMA stores are not ordered by a thread barrier
         return None
-    if any(d.padded or d.size > MAX_BOX for d in dims):
+    if any(d.size > MAX_BOX or (d.padded and not _splits(kl, d)) for d in dims):
         return None
-    if any(e.value != d.size for e, d in zip(region.extents, dims)):
+    if any(e.value != d.extent for e, d in zip(region.extents, dims)):
         return None
     if any(len(limits) != 1 for limits in region.limits) or region.lows or region.fill:
         return None
@@ -92,10 +93,19 @@ def _descriptor(kl: KernelLowering, region: Region,
     if elem_bytes not in (1, 2, 4, 8) or dims[-1].size * elem_bytes < 16:
         return None
     flag = kl.tma_flag(tensor)
-    block = tuple(d.size for d in dims)
+    name = make_descriptor(kl, tensor, tuple(d.size for d in dims))
+    if any(d.padded for d in dims):  # a whole padded tile's: split_tiles makes its pieces
+        kl.split_descs[name] = tensor
+    return flag, name
+
+
+def make_descriptor(kl: KernelLowering, tensor: TensorRef, block: tuple[int, ...]) -> str:
+    """The name of the tensor descriptor of ``tensor`` with block shape ``block``: a kernel
+    argument made by the host, or made once by each program in the kernel's prologue."""
     key = (tensor.name, block)
     name = kl.descs.get(key)
     if name is None:
+        flag = kl.tma_flag(tensor)
         name = kl.fresh(f"{tensor.name}_desc")
         kl.descs[key] = name
         if kl.fl.options.descriptor_maker == "host":  # an argument: none built per program
@@ -106,4 +116,10 @@ def _descriptor(kl: KernelLowering, region: Region,
                 None, name, tensor.pointer, tensor.dims, tensor.strides(), block)], []))
         for dim in tensor.dims:
             kl.use_sym(dim)
-    return flag, name
+    return name
+
+
+def _splits(kl: KernelLowering, axis: ir.Axis) -> bool:
+    """Whether ``split_tiles`` may compute this padded axis in two pieces (its descriptor
+    is then split with it)."""
+    return kl.fl.options.split_tiles and piece_sizes(axis.extent) is not None
