@@ -554,13 +554,22 @@ class KernelLowering:
             del self.axes[key]
             self.axes.update({object(): piece for piece in pieces})
         body = split_tiles.pointer_paths(body, lambda axis: axis.padded)
+        # descriptors nothing loads or stores through: those of whole padded tiles (each
+        # piece has its own now), and pieces made for an axis that then did not split
         used = {n.desc for n in ir._nodes(body) if isinstance(n, (ir.DescLoad, ir.DescStore))}
-        unused = set(self.split_descs) - used  # (each piece has its own now)
+        made = {p.name for p in self.params.values() if p.kind is ir.ParamKind.DESC} | {
+            d.name for d in ir._nodes(self.prologue) if isinstance(d, ir.DefineDesc)}
+        unused = made - used
         for name in unused:
             self.params.pop(name, None)
         self.prologue = [s for s in self.prologue if not (
             isinstance(s, ir.Branch) and any(isinstance(d, ir.DefineDesc) and d.name in unused
                                              for d in s.then))]
+        tested = {n.flag for n in ir._nodes(self.prologue + body) if isinstance(n, ir.Branch)}
+        tested |= {p.source.flag for p in self.params.values()
+                   if isinstance(p.source, ir.HostDesc)}
+        for flag in [f for f in self.flags if f.startswith("TMA_") and f not in tested]:
+            del self.flags[flag]  # (the flag of a descriptor no longer made)
         return body
 
     def _piece_axis(self, whole: ir.Axis, size: int) -> ir.Axis:

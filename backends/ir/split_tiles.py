@@ -111,8 +111,9 @@ class _Split:
         """``e`` for piece ``i`` (unchanged when it does not involve the axis)."""
         x = self.axis
         if x not in e.axes:
-            if isinstance(e, ir.Var) and e.name in self.split:
-                raise NotSplit(f"'{e.name}' is read without the split axis")
+            reason = self.removes_axis(e)
+            if reason:
+                raise NotSplit(reason)
             return e
         piece, offset = self.pieces[i]
         axes = tuple(piece if a is x else a for a in e.axes)
@@ -148,6 +149,24 @@ class _Split:
                 changes[f.name] = tuple(self.expr(v, i) if isinstance(v, ir.Expr) else v
                                         for v in old)
         return replace(e, **changes)
+
+    def removes_axis(self, e: ir.Expr) -> str | None:
+        """Why ``e``, a value without the axis, cannot be computed once for all pieces:
+        something inside it has the axis (a reduction over it, a dot along it) or reads a
+        split value; None when nothing does."""
+        if isinstance(e, ir.Reduce) and e.axis is self.axis:
+            return "a reduction runs along the axis"
+        if isinstance(e, ir.Dot) and e.k is self.axis:
+            return "the axis is the K axis of a matrix multiplication"
+        if isinstance(e, ir.Relabel) and self.axis in e.operand.axes:
+            return "a relabel involves the axis"
+        if isinstance(e, ir.Var) and e.name in self.split:
+            return f"'{e.name}' is read without the split axis"
+        for child in b.children(e):
+            reason = self.removes_axis(child)
+            if reason:
+                return reason
+        return None
 
     def dims(self, dims: tuple[ir.Axis, ...], i: int) -> tuple[ir.Axis, ...]:
         return tuple(self.pieces[i][0] if d is self.axis else d for d in dims)

@@ -114,3 +114,35 @@ def test_piece_sizes(extent: int, pieces: tuple[int, int] | None) -> None:
     from croqtile.backends.ir.split_tiles import piece_sizes
 
     assert piece_sizes(extent) == pieces
+
+
+def test_a_reduced_axis_is_not_split_and_keeps_its_pointer_loads() -> None:
+    """The pass refuses an axis that a reduction removes (the pieces would need their
+    partial results combined); the lowering then keeps the pointer branch of each padded
+    tile's descriptor branch and drops the descriptors."""
+    from croqtile.backends.ir import nodes as ir
+    from croqtile.backends.ir import split_tiles
+
+    rows, cols = ir.Axis("ax_m", 64, 64, 0), ir.Axis("ax_n", 128, 96, 1)
+    zero = ir.Const((), ir.DType.I32, 0)
+    described = ir.DescLoad((rows, cols), ir.DType.F16, "x_desc", (zero, zero), (rows, cols))
+    pointer = ir.Full((rows, cols), ir.DType.F16, 0.0)  # (stands in for a masked load)
+    tile = ir.Var((rows, cols), ir.DType.F16, "t")
+    body: list[ir.Stmt] = [
+        ir.Branch(None, "TMA_x", [ir.Let(None, "t", described)], [ir.Let(None, "t", pointer)]),
+        ir.Let(None, "s", ir.Reduce((rows,), ir.DType.F16, "sum", tile, cols)),
+    ]
+    made: list[tuple[str, tuple[int, ...]]] = []
+
+    def piece_desc(name: str, dims: tuple[ir.Axis, ...]) -> str:
+        made.append((name, tuple(d.size for d in dims)))
+        return f"{name}_{len(made)}"
+
+    def piece_axis(whole: ir.Axis, size: int) -> ir.Axis:
+        return ir.Axis(f"{whole.name}_{size}", size, size, whole.order)
+
+    with pytest.raises(split_tiles.NotSplit, match="a reduction runs along the axis"):
+        split_tiles.split_axis(body, cols, piece_axis, piece_desc)
+    assert made == [("x_desc", (64, 64)), ("x_desc", (64, 32))]  # (dropped by the lowering)
+    kept = split_tiles.pointer_paths(body, lambda axis: axis.padded)
+    assert [type(s).__name__ for s in kept] == ["Let", "Let"] and kept[0].value is pointer
