@@ -95,8 +95,8 @@ class _Split:
         return [self.scalar(s)]  # atomics, prints, assertions: only without the axis
 
     def scalar(self, s: ir.Stmt) -> ir.Stmt:
-        """A statement without the axis (its expressions may still name split values
-        only through ones that would carry the axis, which ``expr`` refuses)."""
+        """A statement whose expressions do not have the axis, kept once (``expr``
+        refuses one that hides the axis inside, such as a reduction along it)."""
         changes = {}
         for f in fields(s):
             value = getattr(s, f.name)
