@@ -213,19 +213,24 @@ def _specialisation(args: tuple[Any, ...]) -> tuple[Any, ...]:
         if kind is bool or arg is None:
             key.append(arg)
         elif kind is int:
-            key.append((arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63))
+            key.append(_int_key(arg))
         elif kind is desc:  # (not its shape and strides)
             known = getattr(arg, "specialisation", None)  # (set by Launcher.descriptor)
             key.append(known or ("desc", arg.base.dtype, tuple(arg.block_shape), arg.padding))
         elif hasattr(arg, "data_ptr"):
             key.append((arg.dtype, arg.data_ptr() % 16 == 0))
         elif isinstance(arg, int):
-            key.append((arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63))
+            key.append(_int_key(arg))
         elif isinstance(arg, float):
             key.append(float)
         else:  # anything else (never passed by generated code): by value
             key.append((type(arg), arg))
     return tuple(key)
+
+
+def _int_key(arg: int) -> tuple[bool, ...]:
+    """What Triton specialises an integer argument on: == 1, % 16, 32 or 64 bits, sign."""
+    return (arg == 1, arg % 16 == 0, -2**31 <= arg < 2**31, arg >= 2**63)
 
 
 class _Address:
