@@ -1,6 +1,6 @@
 """Time every configuration of a GEMM search on the GPU and keep all the figures.
 
-    python bench/tune_gemm.py --json OUT.json [--space large|decode|small|streamk|hostdesc|split]
+    python bench/tune_gemm.py --json OUT.json [--space NAME] (names: SPACES below)
         [--dtype f16 bf16]
         [--shapes M,N,K ...] [--kernel PATH.co]
 
@@ -80,6 +80,30 @@ SPACES = {
         {"TILE_M": 128, "TILE_N": 192, "num_warps": 8, "num_stages": 4, "persistent": True,
          "split_tiles": True, "stream_k": 2},
     ],
+    # 3072^3 in 192 x 192 tiles: stage counts, K steps, group widths, warp counts
+    "split3072": [
+        {"TILE_M": 192, "TILE_N": 192, "num_warps": 8, "num_stages": 3, "persistent": True,
+         "split_tiles": True, **extra}
+        for extra in ({}, {"group_m": 4}, {"group_m": 16}, {"flatten": True},
+                      {"num_stages": 2}, {"TILE_K": 32, "num_stages": 6},
+                      {"num_warps": 4}, {"persistent": False}, {"stream_k": True})
+    ],
+    # 4096^3 (256 tiles of 128 x 256 on 132 SMs): L2 group widths, the split epilogue,
+    # warp specialisation and stream-K beside the plain persistent form (a list: these only)
+    "wide": [
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True},
+        *[{"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+           "group_m": g} for g in (4, 16, 32)],
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+         "epilogue_split": 2},
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": False},
+        {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+         "stream_k": True},
+        {"TILE_M": 256, "TILE_N": 128, "num_warps": 8, "num_stages": 3, "persistent": True,
+         "warp_specialize": True},
+        {"TILE_M": 256, "TILE_N": 128, "num_warps": 8, "num_stages": 4, "persistent": True,
+         "group_m": 16},
+    ],
 }
 SHAPES = {
     "large": [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 2048, 2048)],
@@ -87,6 +111,8 @@ SHAPES = {
     "small": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072)],
     "streamk": [(3072, 3072, 3072), (4096, 4096, 4096), (1024, 1024, 1024), (2048, 2048, 2048),
                 (128, 4096, 4096), (512, 4096, 4096), (128, 4096, 14336), (512, 6144, 4096)],
+    "wide": [(4096, 4096, 4096)],
+    "split3072": [(3072, 3072, 3072)],
     "split": [(3072, 3072, 3072), (512, 6144, 4096), (4096, 4096, 4096), (6144, 6144, 6144),
               (2048, 2048, 2048)],
     "hostdesc": [(1024, 1024, 1024), (2048, 2048, 2048), (3072, 3072, 3072),
