@@ -86,20 +86,6 @@ _LARGE_GEMM: list[Config] = [
 ]
 
 
-# many full tiles (both sides >= 2048): four stages of 128 x 256 (or cuBLAS's 256 x 128)
-# fit in shared memory only with the epilogue stored in two halves (229 KB against 262 KB);
-# 4096^3 timed 199.6 us with it and 190.0 us with stream-K over the last wave, against
-# 200.6 us for cuBLAS (calibration/streamk_flag_f16.json of 2026-12-01)
-_MANY_TILES: list[Config] = [
-    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
-     "epilogue_split": 2},
-    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
-     "epilogue_split": 2, "stream_k": True},
-    {"TILE_M": 256, "TILE_N": 128, "num_warps": 8, "num_stages": 4, "persistent": True,
-     "epilogue_split": 2},
-]
-
-
 def _decode(rows: int, k_steps: tuple[int, ...], extra: Config) -> list[Config]:
     return [{"TILE_M": rows, "TILE_N": n, "TILE_K": k, "num_stages": s, "num_warps": 4,
              "persistent": False, **extra, **({} if tma else {"descriptors": False})}
@@ -113,8 +99,6 @@ def gemm_space(bucket: dict[str, int]) -> list[Config]:
         return _decode(16, (256, 128), {})
     if bucket["M"] <= 64:
         return _decode(64, (128, 256), {})
-    if bucket["M"] >= 2048 and bucket["N"] >= 2048:
-        return _LARGE_GEMM + _MANY_TILES
     return _LARGE_GEMM
 
 
