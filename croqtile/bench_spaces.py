@@ -86,6 +86,16 @@ _LARGE_GEMM: list[Config] = [
 ]
 
 
+# 128 rows of tokens: cuBLAS runs 64 x 64 tiles with 13 stages there (128 tiles at
+# N = 4096, one wave); deep pipelines of small tiles (196 KB of shared memory each; not
+# yet timed on the H200)
+_FEW_ROWS: list[Config] = [
+    {"TILE_M": 64, "TILE_N": 64, "num_warps": 4, "num_stages": 12, "persistent": False},
+    {"TILE_M": 64, "TILE_N": 64, "TILE_K": 128, "num_warps": 4, "num_stages": 6,
+     "persistent": False},
+]
+
+
 def _decode(rows: int, k_steps: tuple[int, ...], extra: Config) -> list[Config]:
     return [{"TILE_M": rows, "TILE_N": n, "TILE_K": k, "num_stages": s, "num_warps": 4,
              "persistent": False, **extra, **({} if tma else {"descriptors": False})}
@@ -99,6 +109,8 @@ def gemm_space(bucket: dict[str, int]) -> list[Config]:
         return _decode(16, (256, 128), {})
     if bucket["M"] <= 64:
         return _decode(64, (128, 256), {})
+    if bucket["M"] <= 128:
+        return _LARGE_GEMM + _FEW_ROWS
     return _LARGE_GEMM
 
 
