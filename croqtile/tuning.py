@@ -22,6 +22,7 @@ and a warning says that nothing was tuned.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -454,7 +455,8 @@ class TunedFunction:
         close = sorted((t for t in timed if t[1] <= limit), key=lambda t: t[1])[:_FINALISTS]
         if len(close) < 2:
             return
-        runs = [_on_copies(self._function(config), args) for config, _ in close]
+        copies = _copies(args)  # (shared: a candidate's writes do not change its time)
+        runs = [functools.partial(self._function(config), *copies) for config, _ in close]
         times = [[ms] for _, ms in close]
         for _ in range(_FINAL_ROUNDS):
             for run, mine in zip(runs, times):
@@ -472,7 +474,7 @@ class TunedFunction:
         except CompileError as err:
             return "rejected by the checker: " + "; ".join(
                 f"{d.code} {d.message}" for d in err.diagnostics[:2])
-        copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        copies = _copies(args)
         try:
             result = fn(*copies)
         except ArgumentError as err:
@@ -514,14 +516,9 @@ class TunedFunction:
               f"{budget}]", file=sys.stderr)
 
 
-def _on_copies(fn: Callable[..., Any], args: Sequence[Any]) -> Callable[[], None]:
-    """A call of ``fn`` on copies of ``args`` (a timed candidate leaves them as they are)."""
-    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-
-    def run() -> None:
-        fn(*copies)
-
-    return run
+def _copies(args: Sequence[Any]) -> list[Any]:
+    """The arguments with each tensor cloned (candidates run on copies, not the user's)."""
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
 def _signature(args: Sequence[Any]) -> tuple[Any, ...]:
