@@ -404,3 +404,21 @@ def test_every_tuning_candidate_of_the_bench_kernels_compiles(kernel: str) -> No
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             croqtile.compile(source, defines=defines, **options)
+
+
+@pytest.mark.parametrize("script", sorted((Path(__file__).resolve().parent.parent / "bench")
+                                          .glob("*.py")), ids=lambda p: p.name)
+def test_every_bench_script_imports_without_running(script: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU-only scripts cannot run here; importing them still catches a broken import
+    or name, and a script that did its work on import (not behind ``__main__``) fails
+    here (no GPU, no arguments)."""
+    name = f"bench_script_{script.stem}"
+    spec = importlib.util.spec_from_file_location(name, script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)  # (dataclasses look their module up)
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    monkeypatch.syspath_prepend(str(script.parent))  # (the sweeps import run_all)
+    spec.loader.exec_module(module)
+    assert 'if __name__ == "__main__":' in script.read_text()
