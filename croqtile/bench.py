@@ -8,6 +8,10 @@ when matplotlib is importable; ``plot_csv`` draws one later from the CSV on any 
 
 On CPU tensors the kernels run through Triton's interpreter: correctness only, no timing,
 unless a ``timer`` is passed (tests pass a fake one to check the arithmetic).
+
+On CUDA each timed row also records the host time of one call of each side (a loop of
+calls without synchronisation): when a kernel is shorter than the host path of its call,
+``do_bench`` can measure the host rather than the kernel, and these columns show it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import math
 import platform
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
@@ -104,6 +109,8 @@ class Row:
     baseline_ms: float | None = None
     config: str = ""
     note: str = ""
+    croqtile_host_us: float | None = None  # host time of one call (CUDA rows)
+    baseline_host_us: float | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -121,7 +128,8 @@ class Row:
 
 CSV_COLUMNS = ("sweep", "kernel", "dtype", "M", "N", "K", "label", "croqtile_tflops",
                "baseline_tflops", "ratio", "croqtile_ms", "baseline_ms", "croqtile_gbps",
-               "baseline_gbps", "copy_fraction", "ok", "rel_error", "config", "note")
+               "baseline_gbps", "copy_fraction", "ok", "rel_error", "config",
+               "croqtile_host_us", "baseline_host_us", "note")
 
 
 # ----------------------------------------------------------------------------------------
@@ -316,6 +324,18 @@ def default_timer(fn: Callable[[], object]) -> float:
     return float(do_bench(fn, return_mode="median"))
 
 
+def host_us_per_call(fn: Callable[[], object], calls: int = 50) -> float:
+    """Wall time per call of a loop of ``calls`` calls that waits for none of them (the
+    host's share of a call while the GPU keeps up), in microseconds."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
 def time_pair(ours: Callable[[], object], baseline: Callable[[], object],
               timer: Timer, reps: int) -> tuple[float, float]:
     """Median of ``reps`` medians each, interleaved ours, baseline, ours, baseline...: both
@@ -346,7 +366,7 @@ def config_string(fn: Any) -> str:
 
 
 def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
-             reps: int) -> Row:
+             reps: int, host_timer: Timer | None = None) -> Row:
     """Check one case and, when it is correct and a timer is given, time it. A failure
     (compile error, out of memory, an unsupported baseline) becomes a row with a note, so
     that one bad case does not lose the rest of a long sweep."""
@@ -365,7 +385,11 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
         ours_ms, base_ms = time_pair(prepared.ours, prepared.baseline, timer, reps)
     except Exception as exc:  # correct, but not timed: still ok
         return Row(case, ok, err, config=config_string(fn), note="timing: " + _describe(exc))
-    return Row(case, ok, err, ours_ms, base_ms, config_string(fn))
+    if host_timer is None:
+        return Row(case, ok, err, ours_ms, base_ms, config_string(fn))
+    return Row(case, ok, err, ours_ms, base_ms, config_string(fn),
+               croqtile_host_us=host_timer(prepared.ours),
+               baseline_host_us=host_timer(prepared.baseline))
 
 
 def _describe(exc: BaseException) -> str:
@@ -377,16 +401,19 @@ def _describe(exc: BaseException) -> str:
 def run_cases(cases: Sequence[Case], *, device: str = "cuda", reps: int = 3,
               timer: Timer | None = None, load: KernelLoader | None = None,
               autotune: str = "none", defines: Mapping[str, Any] | None = None,
-              progress: TextIO | None = None) -> list[Row]:
-    """Run every case. Without a ``timer``, CUDA uses ``do_bench`` and CPU only checks."""
+              progress: TextIO | None = None, host_timer: Timer | None = None) -> list[Row]:
+    """Run every case. Without a ``timer``, CUDA uses ``do_bench`` and CPU only checks;
+    ``host_timer`` (by default ``host_us_per_call`` on CUDA) fills the host-time columns."""
     if timer is None and device != "cpu":
         timer = default_timer
+    if host_timer is None and device == "cuda" and timer is default_timer:
+        host_timer = host_us_per_call
     load = load or kernel_loader(autotune, defines)
     rows: list[Row] = []
     for i, case in enumerate(cases):
         if progress is not None:
             show_progress(progress, i, len(cases), case)
-        rows.append(run_case(case, load, device, timer, reps))
+        rows.append(run_case(case, load, device, timer, reps, host_timer))
         if device == "cuda":
             torch.cuda.empty_cache()  # the next case's inputs may be large
     if progress is not None and cases:
@@ -461,7 +488,9 @@ def csv_record(row: Row, fraction: float | None = None) -> dict[str, str]:
         "croqtile_gbps": "" if c.is_gemm else _fmt(row.gbps(row.croqtile_ms)),
         "baseline_gbps": "" if c.is_gemm else _fmt(row.gbps(row.baseline_ms)),
         "copy_fraction": _fmt(fraction), "ok": str(row.ok),
-        "rel_error": _fmt(row.rel_error, 3), "config": row.config, "note": row.note,
+        "rel_error": _fmt(row.rel_error, 3), "config": row.config,
+        "croqtile_host_us": _fmt(row.croqtile_host_us),
+        "baseline_host_us": _fmt(row.baseline_host_us), "note": row.note,
     }
 
 
@@ -477,7 +506,8 @@ def json_record(row: Row, fraction: float | None = None) -> dict[str, Any]:
         "croqtile_gbps": None if c.is_gemm else row.gbps(row.croqtile_ms),
         "baseline_gbps": None if c.is_gemm else row.gbps(row.baseline_ms),
         "copy_fraction": fraction, "ok": row.ok, "rel_error": row.rel_error,
-        "config": row.config, "note": row.note,
+        "config": row.config, "croqtile_host_us": row.croqtile_host_us,
+        "baseline_host_us": row.baseline_host_us, "note": row.note,
     }
 
 
@@ -630,11 +660,13 @@ class BenchResult:
 def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", reps: int = 3,
               autotune: str = "none", timer: Timer | None = None,
               load: KernelLoader | None = None, defines: Mapping[str, Any] | None = None,
-              progress: TextIO | None = None, plot: bool = True) -> BenchResult:
+              progress: TextIO | None = None, plot: bool = True,
+              host_timer: Timer | None = None) -> BenchResult:
     """Run, write the files, and build the summary table; ``progress`` is the stream for
     the progress line (the command line passes stderr)."""
     rows = run_cases(cases, device=device, reps=reps, timer=timer, load=load,
-                     autotune=autotune, defines=defines, progress=progress)
+                     autotune=autotune, defines=defines, progress=progress,
+                     host_timer=host_timer)
     meta = metadata(device, reps, autotune, timed=timer is not None or device != "cpu")
     meta["defines"] = dict(defines or {})
     files, messages = write_results(rows, out_dir, meta, plot=plot)

@@ -180,6 +180,28 @@ def test_median_of_interleaved_medians(loader: bench.KernelLoader) -> None:
     assert ours is not base and timer.timed[2] is ours and timer.timed[3] is base
 
 
+def test_host_time_of_each_side_is_recorded_when_a_host_timer_is_given(
+        tmp_path: Path, loader: bench.KernelLoader) -> None:
+    case = Case("square", "gemm", "f16", 64, 64, 64)
+    host = SequenceTimer([21.5, 13.25])  # ours, then the baseline
+    result = bench.run_bench([case], tmp_path, device="cpu", reps=1,
+                             timer=SequenceTimer([1.0, 2.0]), load=loader, plot=False,
+                             host_timer=host)
+    (row,) = result.rows
+    assert (row.croqtile_host_us, row.baseline_host_us) == (21.5, 13.25)
+    ours, base = host.timed
+    assert ours is not base
+    (record,) = bench.read_csv(tmp_path / "square.csv")
+    assert (record["croqtile_host_us"], record["baseline_host_us"]) == ("21.5", "13.25")
+    (entry,) = json.loads((tmp_path / "square.json").read_text())["rows"]
+    assert (entry["croqtile_host_us"], entry["baseline_host_us"]) == (21.5, 13.25)
+    # without one (CPU runs) the columns stay empty
+    bench.run_bench([case], tmp_path, device="cpu", reps=1, timer=SequenceTimer([1.0, 2.0]),
+                    load=loader, plot=False)
+    (record,) = bench.read_csv(tmp_path / "square.csv")
+    assert record["croqtile_host_us"] == "" and record["baseline_host_us"] == ""
+
+
 def _timed_run(tmp_path: Path, loader: bench.KernelLoader) -> bench.BenchResult:
     cases = [Case("square", "gemm", "f16", 64, 64, 64), Case("square", "gemm", "f16", 96, 96, 96),
              Case("memory", "copy", "f16", 16, 256), Case("memory", "add", "f16", 16, 256)]
