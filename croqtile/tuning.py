@@ -431,8 +431,6 @@ class TunedFunction:
                 continue
             ms, outputs = outcome
             timed.append((config, ms))
-            report.tried += 1
-            report.timings.append((config.as_dict(), ms))
             if reference is None:
                 reference = outputs
                 report.default_ms = ms if config == self._default else None
@@ -441,6 +439,8 @@ class TunedFunction:
         if report.best_ms == math.inf:
             raise RuntimeError(f"croqtile: {self.name}: no configuration of the autotune search "
                                f"ran; reasons: {report.pruned[:3]}")
+        report.tried = len(timed)
+        report.timings = [(config.as_dict(), ms) for config, ms in timed]
         self._final_round(report, timed, args, timer)
         report.seconds = time.perf_counter() - start
         self._progress(None)
