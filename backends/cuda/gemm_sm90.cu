@@ -1,0 +1,379 @@
+// Dense GEMM for Hopper (sm_90a): C[M, N] = A[M, K] @ B[N, K]^T.
+// f16 or bf16 inputs, f32 accumulation, output in the input type.
+//
+// croqtile selects this kernel for plain dense GEMM programs because it uses two
+// things Triton cannot emit on Hopper: a cluster of two thread blocks that share one
+// B tile through a multicast bulk tensor copy, and warpgroups with split roles and
+// rebalanced registers (setmaxnreg).
+//
+// Shape of the work:
+//   * a block computes a BM x BN = 128 x 256 tile of C; the two blocks of a cluster
+//     take vertically adjacent tiles (rows m and m + 128) and the same columns, so
+//     each block loads its own A tile and half of the shared B tile, and the copy
+//     engine writes that half into both blocks' shared memory;
+//   * warpgroup 0 is the loader: one thread issues the bulk copies into a ring of
+//     STAGES shared-memory stages; warpgroups 1 and 2 each multiply 64 rows of the
+//     tile with wgmma m64n256k16 and keep their 64 x 256 accumulator in registers;
+//   * a stage is refilled only after the consumers of BOTH blocks have released it
+//     (each consumer arrives on the "empty" barrier of its own block and of its
+//     peer), because the peer's multicast writes into this block's stage too;
+//   * the grid is persistent: one cluster per two multiprocessors walks the tiles
+//     in grouped order (GROUP_M cluster rows at a time) for L2 reuse; the loader
+//     runs ahead into the next tile while the consumers store the last one.
+//   * the consumers write their accumulators into a shared-memory copy of the C tile
+//     and one thread per warpgroup hands it to the copy engine, which stores it while
+//     the warpgroup goes on with the next tile.
+// Tails in M, N and K are zero-filled by the copy engine on loads and clipped by it on
+// stores. The host guarantees K % 8 == 0, N % 8 == 0 and 16-byte aligned base pointers.
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace {
+
+constexpr int BM = 128;
+constexpr int BN = 256;
+constexpr int BK = 64;            // 64 elements of 2 bytes: one 128-byte swizzled row
+constexpr int STAGES = 3;         // three 48 KB stages and the 64 KB C tile fit in 227 KB
+constexpr int CLUSTER = 2;
+constexpr int GROUP_M = 8;        // cluster rows per group of the tile order
+constexpr int WG_ROWS = 64;       // rows of the tile per consumer warpgroup
+
+constexpr uint32_t A_BYTES = BM * BK * 2;
+constexpr uint32_t B_BYTES = BN * BK * 2;
+constexpr uint32_t B_PART = B_BYTES / CLUSTER;
+constexpr uint32_t STAGE_BYTES = A_BYTES + B_BYTES;
+// The epilogue stages the whole C tile (two 64 x 256 halves) in shared memory.
+constexpr uint32_t STAGING_BYTES = BM * BN * 2;
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarriers -----------------------------------------------------------------
+
+__device__ __forceinline__ void barrier_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
+}
+
+__device__ __forceinline__ void barrier_expect_bytes(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred ready;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
+      "@!ready bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// Arrive on the barrier at the same shared-memory offset in block `cta` of the cluster.
+__device__ __forceinline__ void barrier_arrive_in(uint32_t bar, uint32_t cta) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::
+          : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_id() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_count() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
+  return r;
+}
+
+// ---- bulk tensor copies ---------------------------------------------------------
+
+__device__ __forceinline__ void copy_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                          int k, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4}], [%2];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(k), "r"(row)
+      : "memory");
+}
+
+// The same copy, written into every block of the cluster named in `mask`.
+__device__ __forceinline__ void copy_tile_to_cluster(uint32_t dst, const CUtensorMap* map,
+                                                     uint32_t bar, int k, int row,
+                                                     uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(k), "r"(row), "h"(mask)
+      : "memory");
+}
+
+__device__ __forceinline__ void store_tile(const CUtensorMap* map, uint32_t src, int col, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(col), "r"(row)
+               : "memory");
+}
+
+__device__ __forceinline__ void named_barrier(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- wgmma ----------------------------------------------------------------------
+
+// Descriptor of a K-major tile in shared memory with the 128-byte swizzle: rows of
+// 128 bytes, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t tile_descriptor(uint32_t address) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((address & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>(16 >> 4) << 16;    // leading byte offset (unused when swizzled)
+  d |= static_cast<uint64_t>(1024 >> 4) << 32;  // stride byte offset
+  d |= 1ull << 62;                              // 128-byte swizzle
+  return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+}
+
+// Keeps the compiler from moving accumulator reads or writes across a wgmma wait.
+__device__ __forceinline__ void pin(float (&d)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define CROQ_D8(i)                                                                       \
+  "+f"(d[i + 0]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),        \
+      "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define CROQ_D64(i)                                                                      \
+  CROQ_D8(i + 0), CROQ_D8(i + 8), CROQ_D8(i + 16), CROQ_D8(i + 24), CROQ_D8(i + 32),     \
+      CROQ_D8(i + 40), CROQ_D8(i + 48), CROQ_D8(i + 56)
+#define CROQ_REGS                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "              \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "     \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "     \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "     \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "     \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "     \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "     \
+  "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
+  "%124, %125, %126, %127}"
+#define CROQ_WGMMA(TYPE)                                                                 \
+  asm volatile(                                                                          \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                      \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " " CROQ_REGS         \
+      ", %128, %129, p, 1, 1, 0, 0;\n}\n"                                                \
+      : CROQ_D64(0), CROQ_D64(64)                                                        \
+      : "l"(a), "l"(b), "r"(accumulate))
+
+// d (+)= A_tile(64 x 16) @ B_tile(256 x 16)^T; accumulate = 0 overwrites d.
+template <bool BF16>
+__device__ __forceinline__ void wgmma_64x256x16(float (&d)[128], uint64_t a, uint64_t b,
+                                               uint32_t accumulate) {
+  if constexpr (BF16) {
+    CROQ_WGMMA("bf16");
+  } else {
+    CROQ_WGMMA("f16");
+  }
+}
+
+// ---- the kernel -----------------------------------------------------------------
+
+template <bool BF16>
+struct Out;
+template <>
+struct Out<false> {
+  using pair = __half2;
+  static __device__ __forceinline__ pair make(float x, float y) { return __floats2half2_rn(x, y); }
+};
+template <>
+struct Out<true> {
+  using pair = __nv_bfloat162;
+  static __device__ __forceinline__ pair make(float x, float y) {
+    return __floats2bfloat162_rn(x, y);
+  }
+};
+
+struct TileOrder {
+  int cluster_rows;  // cdiv(M, CLUSTER * BM)
+  int cols;          // cdiv(N, BN)
+
+  __device__ __forceinline__ int count() const { return cluster_rows * cols; }
+
+  // Tile t of the grouped order: GROUP_M cluster rows are walked column by column.
+  __device__ __forceinline__ void at(int t, int& cluster_row, int& col) const {
+    const int per_group = GROUP_M * cols;
+    const int first = (t / per_group) * GROUP_M;
+    const int rows = min(cluster_rows - first, GROUP_M);
+    const int in_group = t % per_group;
+    cluster_row = first + in_group % rows;
+    col = in_group / rows;
+  }
+};
+
+template <bool BF16>
+__device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap* map_b,
+                                     const CUtensorMap* map_c, int M, int N, int K) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t base = (shared_address(smem) + 1023) & ~1023u;
+  const uint32_t staging = base + STAGES * STAGE_BYTES;
+  const uint32_t full = staging + STAGING_BYTES;      // STAGES barriers: stage is loaded
+  const uint32_t empty = full + STAGES * 8;           // STAGES barriers: stage is free
+
+  const uint32_t rank = cluster_rank();
+  const TileOrder order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN};
+  const int k_tiles = (K + BK - 1) / BK;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      barrier_init(full + 8 * s, 1);
+      barrier_init(empty + 8 * s, 2 * CLUSTER);  // two consumer warpgroups per block
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cluster_sync();
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x == 0) {
+      int it = 0;
+      for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
+        int cluster_row, col;
+        order.at(t, cluster_row, col);
+        const int m0 = (cluster_row * CLUSTER + rank) * BM;
+        const int n0 = col * BN;
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % STAGES;
+          const int round = it / STAGES;
+          if (round > 0) barrier_wait(empty + 8 * s, (round - 1) & 1);
+          const uint32_t stage = base + s * STAGE_BYTES;
+          barrier_expect_bytes(full + 8 * s, STAGE_BYTES);
+          copy_tile(stage, map_a, full + 8 * s, kt * BK, m0);
+          copy_tile_to_cluster(stage + A_BYTES + rank * B_PART, map_b, full + 8 * s, kt * BK,
+                               n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
+        }
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int consumer = warpgroup - 1;
+    const int tid = threadIdx.x % 128;
+    float d[128];
+    int it = 0;
+    for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
+      int cluster_row, col;
+      order.at(t, cluster_row, col);
+      const int m0 = (cluster_row * CLUSTER + rank) * BM;
+      const int n0 = col * BN;
+      int previous = -1;
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % STAGES;
+        barrier_wait(full + 8 * s, (it / STAGES) & 1);
+        const uint32_t a = base + s * STAGE_BYTES + consumer * WG_ROWS * BK * 2;
+        const uint32_t b = base + s * STAGE_BYTES + A_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < BK / 16; ++k) {
+          wgmma_64x256x16<BF16>(d, tile_descriptor(a + 32 * k), tile_descriptor(b + 32 * k),
+                                (kt > 0 || k > 0) ? 1u : 0u);
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (previous >= 0 && tid == 0) {
+          for (uint32_t cta = 0; cta < CLUSTER; ++cta) barrier_arrive_in(empty + 8 * previous, cta);
+        }
+        previous = s;
+      }
+      wgmma_wait<0>();
+      pin(d);
+      if (tid == 0) {
+        for (uint32_t cta = 0; cta < CLUSTER; ++cta) barrier_arrive_in(empty + 8 * previous, cta);
+      }
+
+      // Accumulator layout of wgmma m64nNk16: warp w holds rows 16w + lane/4 and
+      // 16w + lane/4 + 8; value 4j + {0, 1} (+ {2, 3} for the lower row) sits in
+      // columns 8j + 2 * (lane % 4) + {0, 1}.
+      const int warp = tid / 32, lane = tid % 32;
+      // Staged: write the 64 x 256 half into shared memory as four 64 x 64 boxes in
+      // the 128-byte swizzled layout, then one thread hands them to the copy engine
+      // and the warpgroup goes on with the next tile.
+      const uint32_t half = staging + consumer * (WG_ROWS * BN * 2);
+      if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      named_barrier(1 + consumer, 128);
+      const int r = warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const uint32_t at = half + (j / 8) * (WG_ROWS * 128) + r * 128 +
+                            (((j % 8) ^ (r % 8)) * 16) + (lane % 4) * 4;
+        typename Out<BF16>::pair upper = Out<BF16>::make(d[4 * j], d[4 * j + 1]);
+        typename Out<BF16>::pair lower = Out<BF16>::make(d[4 * j + 2], d[4 * j + 3]);
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(at), "r"(*reinterpret_cast<uint32_t*>(&upper)));
+        asm volatile("st.shared.b32 [%0], %1;" ::"r"(at + 8 * 128), "r"(*reinterpret_cast<uint32_t*>(&lower)));
+      }
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      named_barrier(1 + consumer, 128);
+      if (tid == 0) {
+        for (int box = 0; box < BN / 64; ++box)
+          store_tile(map_c, half + box * (WG_ROWS * 128), n0 + 64 * box, m0 + consumer * WG_ROWS);
+        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+      }
+    }
+    // The last tile's stores must be complete before the block ends.
+    if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  }
+  // No block may leave while its peer can still arrive on its barriers.
+  cluster_sync();
+}
+
+}  // namespace
+
+// Dynamic shared memory the kernels need: the stages, the C tile, the barriers, and
+// slack to align the stages to 1024 bytes.
+extern "C" __constant__ int croq_gemm_sm90_smem_bytes =
+    STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 + 1024;
+
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(CLUSTER, 1, 1)
+    croq_gemm_sm90_f16(const __grid_constant__ CUtensorMap map_a,
+                       const __grid_constant__ CUtensorMap map_b,
+                       const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
+  gemm<false>(&map_a, &map_b, &map_c, M, N, K);
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(CLUSTER, 1, 1)
+    croq_gemm_sm90_bf16(const __grid_constant__ CUtensorMap map_a,
+                        const __grid_constant__ CUtensorMap map_b,
+                        const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
+  gemm<true>(&map_a, &map_b, &map_c, M, N, K);
+}
