@@ -83,6 +83,10 @@ _LARGE_GEMM: list[Config] = [
      "warp_specialize": True},
     {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
      "flatten": True, "group_m": 16},
+    # the hand-written Hopper kernel (backends/cuda: 128 x 256 tiles, clusters of two
+    # sharing B by multicast); the defines and options are those of its Triton fallback
+    {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
+     "backend": "cuda"},
 ]
 
 
@@ -118,7 +122,8 @@ def fp8_space(bucket: dict[str, int]) -> list[Config]:
     """e4m3 GEMM (bench/kernels/gemm_fp8.co, K steps of 128) candidates."""
     if bucket["M"] <= 64:
         return _decode(16 if bucket["M"] <= 16 else 64, (256, 128), {})
-    return [{**c, "TILE_K": 128} for c in _LARGE_GEMM if c.get("TILE_K", 64) == 64] + [
+    return [{**c, "TILE_K": 128} for c in _LARGE_GEMM
+            if c.get("TILE_K", 64) == 64 and "backend" not in c] + [
         {"TILE_M": 128, "TILE_N": 256, "TILE_K": 64, "WARP_K": 32, "num_warps": 8,
          "num_stages": 4, "persistent": True}]
 

@@ -14,8 +14,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from .backends.cuda.match import GemmPlan, NotAGemm, match_gemm
 from .backends.ir.errors import LoweringError, NeedsSpecialization
 from .backends.ir.lower import FunctionLowering, Options
+from .backends.ir.nodes import Function as IRFunction
 from .backends.ir.nodes import HostParam
 from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
@@ -46,6 +48,7 @@ class CompiledFunction:
     checked: CheckedFunction
     params: tuple[HostParam, ...] = ()
     specialize: Specializer | None = None
+    gemm: GemmPlan | None = None  # backend="cuda": the operands of the hand-written GEMM
 
     @property
     def specialize_on(self) -> tuple[str, ...]:
@@ -62,7 +65,7 @@ class CompileResult:
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
                  "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split",
-                 "stream_k", "split_tiles"}
+                 "stream_k", "split_tiles", "backend"}
 # options taking a positive integer, and options taking a bool
 _INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
 _BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize", "split_tiles")
@@ -99,6 +102,9 @@ def make_options(options: Mapping[str, object]) -> Options:
     if options.get("epilogue_split") not in (None, 1, 2):
         raise ValueError(f"compile option epilogue_split={options['epilogue_split']!r}: "
                          "expected 1 or 2")
+    if options.get("backend", "triton") not in ("triton", "cuda"):
+        raise ValueError(f"compile option backend={options['backend']!r}: expected \"triton\" "
+                         "or \"cuda\" (the hand-written Hopper GEMM for plain GEMM functions)")
     target = str(options.get("target", DEFAULT_TARGET))
     if lookup_target(target) is None:
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
@@ -177,15 +183,31 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
                 raise NeedsSpecialization(fn.specialize_on)
             lowered = stage("lower", FunctionLowering(fn, options).lower)
             artifact = stage("codegen", generate, lowered, locate, filename)
+            gemm = _cuda_gemm(lowered, fn) if options.backend == "cuda" else None
         except NeedsSpecialization:
+            if options.backend == "cuda":
+                reporter.report("CQ0705", fn.node.span, option="backend='cuda'",
+                                reason="the function is compiled per call shape")
+                continue
             functions.append(_deferred(fn, reporter, options, locate, filename))
             continue
         except LoweringError as err:  # (codegen reports what Python cannot write: CQ0702)
             reporter.report(err.code, err.span, **err.fields)
             continue
-        functions.append(CompiledFunction(fn.node.name, artifact, fn))
+        functions.append(CompiledFunction(fn.node.name, artifact, fn, gemm=gemm))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)
+
+
+def _cuda_gemm(lowered: IRFunction, fn: CheckedFunction) -> GemmPlan:
+    """backend="cuda": the operands of the hand-written GEMM, or CQ0705 saying why the
+    function is not the plain GEMM that kernel computes."""
+    try:
+        return match_gemm(lowered)
+    except NotAGemm as err:
+        raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
+                            reason=f"{err} (the CUDA backend has a kernel for plain f16/bf16 "
+                            "GEMMs out = lhs @ rhs^T only)") from None
 
 
 def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,

@@ -151,6 +151,9 @@ class Function:
         """What later calls with these arguments' signature reuse, read off this binding."""
         artifact = self._artifacts[key]
         host = getattr(self._load(key), artifact.function)
+        if self._compiled.gemm is not None and bound.device.type == "cuda":
+            from .cuda_dispatch import gemm_host  # (loads nothing until a CUDA call)
+            host = gemm_host(self.name, self._compiled.gemm, host, args)
         dims = tuple(bound.dims[d] for d in artifact.dims)
         scalars = scalar_converters(self.name, self._host_params(), args)
         return _Warm(key, host, bound.device, dims, scalars)

@@ -1,8 +1,10 @@
-"""The one place that reads ``CROQTILE_*`` environment variables."""
+"""The one place that reads environment variables: ``CROQTILE_*``, and ``CUDA_HOME``
+(or ``CUDA_PATH``) for the compiler of the hand-written CUDA kernels."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 
@@ -25,3 +27,12 @@ def dump_dir() -> Path | None:
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def nvcc() -> str | None:
+    """The ``nvcc`` that builds the hand-written CUDA kernels (``backend="cuda"``):
+    ``$CUDA_HOME/bin/nvcc`` (or ``$CUDA_PATH``'s), else the one on ``PATH``."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and (Path(home) / "bin" / "nvcc").exists():
+        return str(Path(home) / "bin" / "nvcc")
+    return shutil.which("nvcc")

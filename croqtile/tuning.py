@@ -51,7 +51,7 @@ _OPTION_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 }
 _TUNABLE_OPTIONS = ("num_warps", "num_stages", "persistent", "group_m", "flatten",
                     "warp_specialize", "descriptors", "epilogue_split", "stream_k",
-                    "split_tiles")
+                    "split_tiles", "backend")
 # Time budget of one search (seconds), per mode.
 _BUDGET = {"quick": 30.0, "full": 300.0}
 # Candidates timed within this share of the fastest are timed again, in turn, this many

@@ -3049,7 +3049,7 @@ UNTRIGGERABLE: dict[str, str] = {
               "value (the thread limits are checked then, as an ArgumentError)",
     "CQ0705": "it follows from a compile option, not from the program alone (the examples "
               "are checked without options); tests/e2e/test_stream_k.py triggers it with "
-              "stream_k=True",
+              "stream_k=True, tests/backends/test_cuda_gemm.py with backend='cuda'",
     "CQ0901": "an internal compiler error is a bug in the compiler itself; every program "
               "that produces one is a bug to fix in the compiler, not an example to keep",
 }
@@ -3355,8 +3355,9 @@ MEANINGS: dict[str, str] = {
               "`(T < rest) ? T : rest` or `c ? 2 : 3` is bounded: the tile takes the bound "
               "and masks the rest).",
     "CQ0705": "A compile option that reshapes the launch (stream_k splits the K loop of the "
-              "last wave of tiles over all SMs) needs a kernel of the shape it can rewrite; "
-              "this one is not, and the option is refused rather than ignored.",
+              "last wave of tiles over all SMs; backend='cuda' replaces a plain GEMM by a "
+              "hand-written kernel) needs a kernel of the shape it can rewrite; this one is "
+              "not, and the option is refused rather than ignored.",
     "CQ0755": "Triton has no warp roles, so producer and consumer roles are serialised "
               "into one loop; that is only possible for the ring shape in the hint (or "
               "roles without loops), where the serial order provably reads what the "

@@ -66,24 +66,18 @@ def _check(result: int, what: str) -> None:
 
 # ---- building -------------------------------------------------------------------------
 
-def nvcc_path() -> str | None:
-    """The `nvcc` to build with: $CUDA_HOME/bin/nvcc, else the one on PATH."""
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home and (Path(home) / "bin" / "nvcc").exists():
-        return str(Path(home) / "bin" / "nvcc")
-    return shutil.which("nvcc")
-
-
 @functools.cache
 def _nvcc_version(nvcc: str) -> str:
     return subprocess.run([nvcc, "--version"], capture_output=True, text=True,
                           check=True).stdout.strip().splitlines()[-1]
 
 
-def build(source: str, arch: str, cache_dir: Path, defines: Sequence[str] = ()) -> bytes:
-    """The cubin of `source` (a file in this folder) for `arch` (e.g. "90a"), built once;
-    `defines` are NAME=VALUE macros that set the kernel's tunables."""
-    nvcc = nvcc_path()
+def build(source: str, arch: str, cache_dir: Path, defines: Sequence[str] = (),
+          nvcc: str | None = None) -> bytes:
+    """The cubin of `source` (a file in this folder) for `arch` (e.g. "90a"), built once
+    with `nvcc` (default: the one on PATH); `defines` are NAME=VALUE macros for
+    experiments with the kernel's constants."""
+    nvcc = nvcc or shutil.which("nvcc")
     if nvcc is None:
         raise CudaError("building a CUDA kernel needs nvcc; set CUDA_HOME or put nvcc on PATH")
     text = (KERNEL_DIR / source).read_bytes()

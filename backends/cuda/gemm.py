@@ -24,12 +24,15 @@ _KERNELS = {torch.float16: ("croq_gemm_sm90_f16", TENSOR_MAP_F16),
             torch.bfloat16: ("croq_gemm_sm90_bf16", TENSOR_MAP_BF16)}
 
 
-def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> str | None:
-    """Why the kernel cannot compute out = a @ b.T, or None when it can."""
+def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: bool = True,
+                aligned: bool = True) -> str | None:
+    """Why the kernel cannot compute out = a @ b.T, or None when it can. ``device=False``
+    leaves out the device checks, ``aligned=False`` the alignment of the pointers (a
+    caller that checks it per call)."""
     tensors = (a, b, out)
-    if any(not t.is_cuda for t in tensors):
+    if device and any(not t.is_cuda for t in tensors):
         return "the tensors are not on a CUDA device"
-    if torch.cuda.get_device_capability(a.device) != (9, 0):
+    if device and torch.cuda.get_device_capability(a.device) != (9, 0):
         return "the GPU is not a Hopper (compute capability 9.0)"
     if a.dtype not in _KERNELS or any(t.dtype != a.dtype for t in tensors):
         return "the element type is not f16 or bf16 throughout"
@@ -40,7 +43,7 @@ def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> str | No
         return "the shapes do not form a GEMM"
     if k % 8 or n % 8:
         return "K and N must be multiples of 8"
-    if any(t.data_ptr() % 16 for t in tensors):
+    if aligned and any(t.data_ptr() % 16 for t in tensors):
         return "a tensor does not start on a 16-byte boundary"
     return None
 
@@ -48,9 +51,9 @@ def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> str | No
 class HopperGemm:
     """The kernel loaded on the current device, with its persistent grid size."""
 
-    def __init__(self, cache_dir: Path, defines: Sequence[str] = ()):
+    def __init__(self, cache_dir: Path, defines: Sequence[str] = (), nvcc: str | None = None):
         torch.empty(1, device="cuda")  # makes the device's primary context current
-        module = Module(build(SOURCE, ARCH, cache_dir, defines))
+        module = Module(build(SOURCE, ARCH, cache_dir, defines, nvcc))
         shared = module.int_global("croq_gemm_sm90_smem_bytes")
         self.kernels = {dtype: module.kernel(name, THREADS, shared)
                         for dtype, (name, _) in _KERNELS.items()}

@@ -59,6 +59,9 @@ class Options:
     # block tiles whose extent is the sum of two powers of two (192 = 128 + 64) computed in
     # those two pieces instead of padded to the next power of two (split_tiles.py)
     split_tiles: bool = False
+    # "cuda": a function that is a plain dense GEMM runs the hand-written Hopper kernel
+    # (backends/cuda) where the GPU and the arguments suit it, its Triton kernel elsewhere
+    backend: str = "triton"
 
     @property
     def descriptor_maker(self) -> str | None:

@@ -1,0 +1,224 @@
+"""Recognise a lowered function that is a plain dense GEMM, ``out = lhs @ rhs^T``.
+
+The hand-written Hopper kernel (gemm_sm90.cu) may replace a function's Triton kernel only
+when the function computes exactly what that kernel computes. `match_gemm` reads the
+lowered IR and accepts one form, the one the lowering gives the GEMM of
+bench/kernels/gemm.co at any tile size:
+
+* one kernel launch and nothing else on the host; three global tensor parameters
+  lhs [M, K], rhs [N, K] and out [M, N] of one type, f16 or bf16, row-major;
+* every (block_m, block_n) tile of cdiv(M, TM) x cdiv(N, TN) visited once, in the
+  lowering's grouped order (a persistent loop over the tiles or one program per tile);
+* in each tile: an f32 accumulator set to zero; one loop over cdiv(K, TK) steps that
+  loads the lhs tile at (block_m * TM, k * TK) and the rhs tile at (block_n * TN, k * TK)
+  and accumulates their product; then the accumulator converted to the output type
+  and stored at (block_m * TM, block_n * TN).
+
+Anything else (an epilogue with a bias or an activation, another accumulator type, a
+different loop, extra statements) raises `NotAGemm` saying what differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...frontend.sema.symbolic import Sym
+from ..ir import nodes as ir
+
+_TYPES = {ir.DType.F16: "f16", ir.DType.BF16: "bf16"}
+
+
+class NotAGemm(Exception):
+    """The function is not the plain GEMM the CUDA kernel computes; the message says why."""
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """Where the GEMM's operands are among the function's parameters."""
+
+    lhs: int
+    rhs: int
+    out: int
+    dtype: str  # "f16" or "bf16"
+
+
+def match_gemm(fn: ir.Function) -> GemmPlan:
+    """The plan of ``fn`` when it is a plain GEMM; raises ``NotAGemm`` otherwise."""
+    if len(fn.kernels) != 1 or len(fn.body) != 1 or not isinstance(fn.body[0], ir.HostLaunch):
+        raise NotAGemm("the function is not a single kernel launch")
+    if fn.returns != "void" or fn.clone_inputs:
+        raise NotAGemm("the function returns a value or copies its inputs")
+    kernel = fn.kernels[0]
+    tile, body, tiles = _tile_body(kernel)
+    acc_at = next((i for i, s in enumerate(body) if _is_zero_acc(s)), None)
+    if acc_at is None or len(body) != acc_at + 4:
+        raise NotAGemm("the block body is not: an f32 accumulator set to zero, a loop over K, "
+                       "a conversion and a store")
+    acc, k_loop, cast, store = body[acc_at:]
+    assert isinstance(acc, ir.Let)
+    loads = _k_loop(k_loop, acc.name)
+    lhs, rhs = (_desc(kernel, loads[name].desc) for name in ("a", "b"))
+    out_desc, out_offsets, value = _store(store)
+    out = _desc(kernel, out_desc)
+    if not (isinstance(cast, ir.Let) and isinstance(cast.value, ir.Cast) and cast.name == value
+            and _is_var(cast.value.operand, acc.name)):
+        raise NotAGemm("the stored tile is not the accumulator converted")
+    m, k = lhs.shape
+    n = rhs.shape[0]
+    if (rhs.shape[1], out.shape) != (k, (m, n)) or any(
+            d.strides != (d.shape[1], Sym.of(1)) for d in (lhs, rhs, out)):
+        raise NotAGemm("the operands are not lhs [M, K], rhs [N, K] and out [M, N], row-major")
+    (tm, tk), (tn, tk_b), block_out = lhs.block, rhs.block, out.block
+    if tk_b != tk or block_out != (tm, tn):
+        raise NotAGemm("the tile shapes of the operands do not agree")
+    if tiles != m.cdiv(tm) * n.cdiv(tn):
+        raise NotAGemm("the blocks do not cover cdiv(M, TM) x cdiv(N, TN) tiles")
+    block_m, block_n = _grouped_order(body[:acc_at], tile, m, n, tm, tn)
+    k_steps = f"(({_dim(k)} + {tk} - 1) // {tk})"
+    if not (_is_var(k_loop.stop, k_steps) and _is_const(k_loop.start, 0)
+            and (k_loop.step is None or _is_const(k_loop.step, 1))):
+        raise NotAGemm("the K loop does not run over cdiv(K, TK) steps from 0")
+    wanted = {"a": (block_m, tm), "b": (block_n, tn)}
+    for name, load in loads.items():
+        row, factor = wanted[name]
+        if not (_is_scaled(load.offsets[0], row, factor)
+                and _is_scaled(load.offsets[1], k_loop.var, tk)):
+            raise NotAGemm("an operand tile is not loaded at (block * tile, k * TK)")
+    if not (_is_scaled(out_offsets[0], block_m, tm) and _is_scaled(out_offsets[1], block_n, tn)):
+        raise NotAGemm("the output tile is not stored at (block_m * TM, block_n * TN)")
+    types = {loads["a"].dtype, loads["b"].dtype, cast.value.dtype}
+    if len(types) != 1 or next(iter(types)) not in _TYPES:
+        raise NotAGemm("the operands and the output are not all f16 or all bf16")
+    names = [p.name for p in fn.params]
+    positions = [names.index(d.tensor) if d.tensor in names else -1 for d in (lhs, rhs, out)]
+    if -1 in positions or len(set(positions)) != 3 or any(
+            fn.params[i].storage != "global" or fn.params[i].kind != "tensor" for i in positions):
+        raise NotAGemm("the operands are not three distinct global tensor parameters")
+    return GemmPlan(*positions, dtype=_TYPES[next(iter(types))])
+
+
+# ---- the parts of the kernel ----------------------------------------------------------
+
+def _tile_body(kernel: ir.Kernel) -> tuple[str, list[ir.Stmt], Sym]:
+    """The tile variable, the per-tile statements and the number of tiles."""
+    body = kernel.body
+    if kernel.persistent_tiles is not None:
+        loop = body[0] if len(body) == 1 else None
+        if not (isinstance(loop, ir.For) and _text(loop.start) == "program_id(0)"
+                and loop.step is not None and _text(loop.step) == "n_programs"):
+            raise NotAGemm("the persistent launch is not one loop over the tiles")
+        return loop.var, loop.body, kernel.persistent_tiles
+    first = body[0] if body else None
+    if not (len(kernel.grid) == 1 and isinstance(first, ir.Let)
+            and _text(first.value) == "program_id(0)"):
+        raise NotAGemm("the blocks are not numbered along one grid axis")
+    return first.name, body[1:], kernel.grid[0]
+
+
+def _grouped_order(lets: list[ir.Stmt], tile: str, m: Sym, n: Sym, tm: int,
+                   tn: int) -> tuple[str, str]:
+    """The names of block_m and block_n, checked to be the lowering's grouped order of
+    the tile number (a one-to-one map of the tiles)."""
+    if len(lets) != 5 or not all(isinstance(s, ir.Let) for s in lets):
+        raise NotAGemm("the tile indices are not the grouped order of the tile number")
+    width, first, rows, block_m, block_n = lets  # type: ignore[misc]
+    value = width.value
+    group = value.lhs.value if isinstance(value, ir.Binary) and isinstance(value.lhs, ir.Const) \
+        else None
+    tiles_m, tiles_n = f"(({_dim(m)} + {tm} - 1) // {tm})", f"(({_dim(n)} + {tn} - 1) // {tn})"
+    expected = [
+        (width, f"({group} * {tiles_n})"),
+        (first, f"(({tile} // {width.name}) * {group})"),
+        (rows, f"minimum(({tiles_m} - {first.name}), {group})"),
+        (block_m, f"({first.name} + (({tile} % {width.name}) % {rows.name}))"),
+        (block_n, f"(({tile} % {width.name}) // {rows.name})"),
+    ]
+    if group is None or any(_text(let.value) != text for let, text in expected):
+        raise NotAGemm("the tile indices are not the grouped order of the tile number")
+    return block_m.name, block_n.name
+
+
+def _is_zero_acc(stmt: ir.Stmt) -> bool:
+    return (isinstance(stmt, ir.Let) and isinstance(stmt.value, ir.Full)
+            and stmt.value.dtype is ir.DType.F32 and stmt.value.value == 0
+            and len(stmt.value.axes) == 2)
+
+
+def _k_loop(stmt: ir.Stmt, acc: str) -> dict[str, ir.DescLoad]:
+    """The two tile loads of the K loop by role ("a": lhs, "b": rhs), checked to feed
+    one accumulating product."""
+    body = [s for s in stmt.body if not _on_cpu_only(s)] if isinstance(stmt, ir.For) else []
+    if len(body) != 3:
+        raise NotAGemm("the K loop is not two tile loads and one product")
+    *branches, product = body
+    loads: dict[str, ir.DescLoad] = {}
+    for branch in branches:
+        let = branch.then[0] if isinstance(branch, ir.Branch) and len(branch.then) == 1 else None
+        if not (isinstance(let, ir.Let) and isinstance(let.value, ir.DescLoad)):
+            raise NotAGemm("an operand of the K loop is not a tile load")
+        loads[let.name] = let.value
+    dot = product.value if isinstance(product, ir.Let) else None
+    if not (isinstance(dot, ir.Dot) and product.name == acc and _is_var(dot.acc, acc)
+            and isinstance(dot.a, ir.Var) and isinstance(dot.b, ir.Var)
+            and {dot.a.name, dot.b.name} == set(loads) and dot.a.name != dot.b.name
+            and dot.dtype is ir.DType.F32):
+        raise NotAGemm("the K loop does not accumulate the product of its two tiles in f32")
+    a, b = loads[dot.a.name], loads[dot.b.name]
+    if a.dims != (dot.m, dot.k) or b.dims != (dot.n, dot.k) or any(
+            axis.padded for axis in (dot.m, dot.n, dot.k)):
+        raise NotAGemm("the product is not lhs_tile @ rhs_tile^T over whole tiles")
+    return {"a": a, "b": b}
+
+
+def _on_cpu_only(stmt: ir.Stmt) -> bool:
+    """A statement that runs only under Triton's CPU interpreter (a bf16 operand widened
+    for it): no part of the computation on the GPU."""
+    return isinstance(stmt, ir.Branch) and stmt.flag == "ON_CPU" and not stmt.other
+
+
+def _store(stmt: ir.Stmt) -> tuple[str, tuple[ir.Expr, ...], str]:
+    store = stmt.then[0] if isinstance(stmt, ir.Branch) and len(stmt.then) == 1 else None
+    if not (isinstance(store, ir.DescStore) and isinstance(store.value, ir.Var)):
+        raise NotAGemm("the epilogue is not one tile store")
+    return store.desc, store.offsets, store.value.name
+
+
+def _desc(kernel: ir.Kernel, name: str) -> ir.HostDesc:
+    for param in kernel.params:
+        if param.name == name and isinstance(param.source, ir.HostDesc):
+            return param.source
+    raise NotAGemm(f"the tile of '{name}' is not described by the host")
+
+
+# ---- expressions ----------------------------------------------------------------------
+
+def _text(expr: ir.Expr | None) -> str:
+    """A scalar expression as text, for comparing shapes of index arithmetic."""
+    if isinstance(expr, ir.Var):
+        return expr.name
+    if isinstance(expr, ir.Const):
+        return str(expr.value)
+    if isinstance(expr, ir.Binary):
+        return f"({_text(expr.lhs)} {expr.op} {_text(expr.rhs)})"
+    if isinstance(expr, ir.Call):
+        return f"{expr.fn}({', '.join(_text(a) for a in expr.args)})"
+    return f"<{type(expr).__name__}>"
+
+
+def _dim(sym: Sym) -> str:
+    names = sym.free_vars()
+    if len(names) != 1 or sym != Sym.var(next(iter(names))):
+        raise NotAGemm(f"the dimension '{sym}' is not a plain parameter dimension")
+    return ir.dim_var_name(next(iter(names)))
+
+
+def _is_var(expr: ir.Expr | None, name: str) -> bool:
+    return isinstance(expr, ir.Var) and expr.name == name
+
+
+def _is_const(expr: ir.Expr | None, value: int) -> bool:
+    return isinstance(expr, ir.Const) and expr.value == value
+
+
+def _is_scaled(expr: ir.Expr, name: str, factor: int) -> bool:
+    return _text(expr) == f"({name} * {factor})"

@@ -1,0 +1,173 @@
+"""backend="cuda": which functions the hand-written Hopper GEMM may replace (the matcher
+on the lowered IR), the errors for the others, the fallback to the Triton kernel, the
+nvcc build of the kernel, and (on a Hopper GPU) its results against float64."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import croqtile
+from croqtile import settings
+from croqtile.backends.cuda import driver
+from croqtile.backends.cuda.gemm import SOURCE, unsupported
+from croqtile.backends.cuda.match import GemmPlan
+from croqtile.errors import CompileError
+
+from ..e2e.checks import DATA, assert_close, poison, random
+
+GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+
+
+def _plan(source: str, defines: dict | None = None, **options: object) -> GemmPlan | None:
+    mod = croqtile.compile(source, defines=defines, backend="cuda", **options)
+    return mod.functions["gemm"]._compiled.gemm
+
+
+@pytest.mark.parametrize("defines, options", [
+    ({}, {}),
+    ({}, {"persistent": False}),
+    ({"DT": "bf16", "TILE_M": 64, "TILE_N": 128}, {}),
+    ({"TILE_K": 32}, {"num_stages": 4, "group_m": 4}),
+])
+def test_the_bench_gemm_matches_at_any_tile_size(defines: dict, options: dict) -> None:
+    dtype = "bf16" if defines.get("DT") == "bf16" else "f16"
+    assert _plan(GEMM, defines, **options) == GemmPlan(0, 1, 2, dtype)
+
+
+# Programs one edit away from the GEMM: each computes something else, or the same thing in
+# a form the matcher does not prove, and must be refused, not run on the CUDA kernel.
+NOT_GEMMS = {
+    "f16 accumulator": ("mma.fill.f32 0.0f", "mma.fill.f16 0.0f"),
+    "last K step skipped": ("[cdiv(K, TILE_K)]", "[cdiv(K, TILE_K) - 1]"),
+    "lhs tile of the wrong row": ("lhs.subspan(TILE_M, TILE_K).at(block_m, iv_k)",
+                                  "lhs.subspan(TILE_M, TILE_K).at(block_n, iv_k)"),
+    "rhs tile of the wrong K step": ("rhs.subspan(TILE_N, TILE_K).at(block_n, iv_k)",
+                                     "rhs.subspan(TILE_N, TILE_K).at(block_n, 0)"),
+    "store at the wrong tile": ("output.subspan(TILE_M, TILE_N).at(block_m, block_n)",
+                                "output.subspan(TILE_M, TILE_N).at(block_m, 0)"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(NOT_GEMMS))
+def test_a_program_that_is_not_the_plain_gemm_is_refused(edit: str) -> None:
+    old, new = NOT_GEMMS[edit]
+    assert old in GEMM
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CompileError) as err:
+            croqtile.compile(GEMM.replace(old, new), backend="cuda")
+    text = str(err.value)
+    assert "CQ0705" in text and "backend='cuda'" in text and "plain f16/bf16 GEMMs" in text
+    croqtile.compile(GEMM.replace(old, new))  # a valid program for the Triton backend
+
+
+@pytest.mark.parametrize("options", [{"stream_k": 2}, {"group_m": 1}, {"descriptors": False}])
+def test_options_that_reshape_the_launch_are_refused_with_the_cuda_backend(options: dict) -> None:
+    with pytest.raises(CompileError, match="CQ0705"):
+        croqtile.compile(GEMM, backend="cuda", **options)
+
+
+@pytest.mark.parametrize("program", ["seed000_sm90_gemm.co", "persistent_gemm.co",
+                                     "scale_add.co"])
+def test_other_programs_are_refused(program: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(CompileError, match="backend='cuda'"):
+            croqtile.load(DATA / program, backend="cuda")
+
+
+def test_an_unknown_backend_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="backend='cud'"):
+        croqtile.compile(GEMM, backend="cud")
+
+
+def test_on_the_cpu_the_triton_kernel_runs() -> None:
+    mod = croqtile.compile(GEMM, backend="cuda", defines={"TILE_M": 64, "TILE_N": 64})
+    a, b = random((70, 40), torch.float16), random((36, 40), torch.float16)
+    out = poison(torch.empty(70, 36, dtype=torch.float16))
+    mod.gemm(a, b, out)
+    assert_close(out, a.double() @ b.double().T, torch.float16)
+
+
+def test_why_arguments_do_not_suit_the_kernel() -> None:
+    a, b = torch.zeros(8, 8, dtype=torch.float16), torch.zeros(8, 8, dtype=torch.float16)
+    assert unsupported(a, b, torch.zeros(8, 8, dtype=torch.float16)) == \
+        "the tensors are not on a CUDA device"
+    assert unsupported(a, b, torch.zeros(8, 9, dtype=torch.float16), device=False) == \
+        "the shapes do not form a GEMM"
+    assert unsupported(a, b.T, torch.zeros(8, 8, dtype=torch.float16), device=False) == \
+        "a tensor is not a contiguous matrix"
+    assert unsupported(a, b.float(), torch.zeros(8, 8), device=False) == \
+        "the element type is not f16 or bf16 throughout"
+
+
+@pytest.mark.skipif(settings.nvcc() is None, reason="no nvcc on this machine")
+def test_the_kernel_builds_with_nvcc_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cubin = driver.build(SOURCE, "90a", tmp_path, nvcc=settings.nvcc())
+    assert cubin[:4] == b"\x7fELF"
+    assert len(list((tmp_path / "cuda").glob("*.cubin"))) == 1
+
+    def no_build(*args: object, **kwargs: object) -> None:
+        raise AssertionError("nvcc ran again for a cached kernel")
+
+    monkeypatch.setattr(driver.subprocess, "run", no_build)  # (the version is remembered)
+    assert driver.build(SOURCE, "90a", tmp_path, nvcc=settings.nvcc()) == cubin
+
+
+def test_a_missing_nvcc_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(driver.shutil, "which", lambda name: None)
+    with pytest.raises(driver.CudaError, match="needs nvcc"):
+        driver.build(SOURCE, "90a", tmp_path)
+
+
+# ---- on a Hopper GPU -------------------------------------------------------------------
+
+def _hopper() -> bool:
+    return (torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+            and shutil.which("nvcc") is not None)
+
+
+SHAPES = [(256, 256, 64), (1000, 1032, 520), (130, 4096, 4096), (16, 512, 1024),
+          (333, 264, 8), (2048, 2048, 2048), (4096, 4096, 4096)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_the_cuda_kernel_computes_the_gemm(m: int, n: int, k: int, dtype: torch.dtype) -> None:
+    if not _hopper():
+        pytest.skip("the CUDA GEMM needs a Hopper GPU and nvcc")
+    name = "bf16" if dtype == torch.bfloat16 else "f16"
+    fn = croqtile.compile(GEMM, backend="cuda", defines={"DT": name}).gemm
+    a, b = random((m, k), dtype, "cuda"), random((n, k), dtype, "cuda")
+    out = poison(torch.empty(m, n, dtype=dtype, device="cuda"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the CUDA kernel runs: no fallback warning
+        fn(a, b, out)
+    assert fn.launches == 0  # no Triton launch
+    assert_close(out, a.double() @ b.double().T, dtype)
+
+
+@pytest.mark.gpu
+def test_arguments_the_kernel_cannot_take_run_on_triton() -> None:
+    if not _hopper():
+        pytest.skip("the CUDA GEMM needs a Hopper GPU and nvcc")
+    fn = croqtile.compile(GEMM, backend="cuda").gemm
+    a, b = random((128, 64), torch.float16, "cuda"), random((100, 64), torch.float16, "cuda")
+    out = poison(torch.empty(128, 100, dtype=torch.float16, device="cuda"))
+    with pytest.warns(RuntimeWarning, match="N must be multiples of 8|K and N"):
+        fn(a, b, out)
+    assert fn.launches == 1
+    assert_close(out, a.double() @ b.double().T, torch.float16)
+    # a misaligned view of an otherwise suitable shape: the Triton kernel, per call
+    base = random((128 * 64 + 1,), torch.float16, "cuda")
+    shifted = base[1:].view(128, 64)
+    b = random((128, 64), torch.float16, "cuda")
+    out = poison(torch.empty(128, 128, dtype=torch.float16, device="cuda"))
+    fn(shifted, b, out)
+    assert_close(out, shifted.double() @ b.double().T, torch.float16)
