@@ -10,6 +10,7 @@ torch.matmul (cuBLAS) with interleaved medians of triton.testing.do_bench.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import tempfile
@@ -28,6 +29,8 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="*", default=None)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--widths", nargs="*", type=int, default=[0],
+                        help="tile widths to time (0: the one the kernel picks)")
     parser.add_argument("--variant", action="append", default=None,
                         help="space-separated NAME=VALUE macros of one build (repeatable)")
     args = parser.parse_args()
@@ -37,44 +40,47 @@ def main() -> None:
     for variant in args.variant or [""]:
         gemm = HopperGemm(Path(tempfile.mkdtemp()), variant.split())
         print(f"variant [{variant}]: clusters that fit at once: {gemm.clusters}", flush=True)
-        records += run_variant(gemm, variant, shapes, args.reps)
+        records += run_variant(gemm, variant, shapes, args.reps, args.widths)
     if args.json:
         args.json.write_text(json.dumps(records, indent=1))
 
 
-def run_variant(gemm, variant: str, shapes, reps: int) -> list[dict]:
+def run_variant(gemm, variant: str, shapes, reps: int, widths: list[int]) -> list[dict]:
     import torch
     from triton.testing import do_bench
 
-    from croqtile.backends.cuda.gemm import unsupported
+    from croqtile.backends.cuda.gemm import WIDTHS, unsupported
 
     records = []
     for dtype in (torch.float16, torch.bfloat16):
-        for m, n, k in [] if "SKIP_STORE" in variant else CHECK_SHAPES:
+        for (m, n, k), width in itertools.product(CHECK_SHAPES, WIDTHS):
             a = torch.randn(m, k, device="cuda", dtype=dtype)
             b = torch.randn(n, k, device="cuda", dtype=dtype)
             out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
             assert unsupported(a, b, out) is None, unsupported(a, b, out)
-            gemm(a, b, out)
+            gemm(a, b, out, width)
             ref = a.double() @ b.double().T
             err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
             ok = bool(torch.isfinite(out).all()) and err < 1e-2
-            print(f"check {dtype} {m}x{n}x{k}: max rel err {err:.2e} {'ok' if ok else 'WRONG'}",
-                  flush=True)
-            records.append({"check": [m, n, k], "dtype": str(dtype), "err": err, "ok": ok})
-        for m, n, k in shapes:
+            print(f"check {dtype} {m}x{n}x{k} width {width}: max rel err {err:.2e} "
+                  f"{'ok' if ok else 'WRONG'}", flush=True)
+            records.append({"check": [m, n, k], "width": width, "dtype": str(dtype),
+                            "err": err, "ok": ok})
+        for (m, n, k), width in itertools.product(shapes, widths):
             a = torch.randn(m, k, device="cuda", dtype=dtype)
             b = torch.randn(n, k, device="cuda", dtype=dtype)
             out = torch.empty(m, n, device="cuda", dtype=dtype)
             ours, theirs = [], []
             for _ in range(reps):
-                ours.append(do_bench(lambda a=a, b=b, out=out: gemm(a, b, out), return_mode="median"))
+                ours.append(do_bench(lambda a=a, b=b, out=out, w=width: gemm(a, b, out, w or None),
+                                     return_mode="median"))
                 theirs.append(do_bench(lambda a=a, b=b: torch.matmul(a, b.T), return_mode="median"))
             mine, base = statistics.median(ours), statistics.median(theirs)
             tflops = 2 * m * n * k / mine / 1e9
-            print(f"time {dtype} {m}x{n}x{k}: ours {mine * 1e3:.1f} us ({tflops:.0f} TFLOP/s), "
-                  f"cuBLAS {base * 1e3:.1f} us, ratio {base / mine:.3f}", flush=True)
-            records.append({"variant": variant, "time": [m, n, k], "dtype": str(dtype),
+            print(f"time {dtype} {m}x{n}x{k} width {width or 'auto'}: ours {mine * 1e3:.1f} us "
+                  f"({tflops:.0f} TFLOP/s), cuBLAS {base * 1e3:.1f} us, ratio {base / mine:.3f}", flush=True)
+            records.append({"variant": variant, "time": [m, n, k], "width": width,
+                            "dtype": str(dtype),
                             "ours_ms": ours, "cublas_ms": theirs, "ratio": base / mine})
     return records
 

@@ -83,8 +83,9 @@ _LARGE_GEMM: list[Config] = [
      "warp_specialize": True},
     {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 4, "persistent": True,
      "flatten": True, "group_m": 16},
-    # the hand-written Hopper kernel (backends/cuda: 128 x 256 tiles, clusters of two
-    # sharing B by multicast); the defines and options are those of its Triton fallback
+    # the hand-written Hopper kernel (backends/cuda: 128 x 256 or 128 x 192 tiles, clusters
+    # of two sharing B by multicast; it won 3072^3 at 192 wide); the defines and options
+    # are those of its Triton fallback
     {"TILE_M": 128, "TILE_N": 256, "num_warps": 8, "num_stages": 3, "persistent": True,
      "backend": "cuda"},
 ]

@@ -19,9 +19,12 @@ SOURCE = "gemm_sm90.cu"
 ARCH = "90a"
 THREADS = 384          # one loading and two multiplying warpgroups
 CLUSTER = 2            # blocks per cluster, compiled into the kernel
-TILE_M, TILE_N, TILE_K = 128, 256, 64
-_KERNELS = {torch.float16: ("croq_gemm_sm90_f16", TENSOR_MAP_F16),
-            torch.bfloat16: ("croq_gemm_sm90_bf16", TENSOR_MAP_BF16)}
+TILE_M, TILE_K = 128, 64
+WIDTHS = (256, 192)    # the tile widths (columns of C per block) there are kernels for
+# a narrower tile is taken only when it saves this share of the time the wave model
+# predicts (its smaller tiles load more per multiply-add)
+_NARROW_GAIN = 0.10
+_TYPES = {torch.float16: ("f16", TENSOR_MAP_F16), torch.bfloat16: ("bf16", TENSOR_MAP_BF16)}
 
 
 def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: bool = True,
@@ -34,7 +37,7 @@ def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: 
         return "the tensors are not on a CUDA device"
     if device and torch.cuda.get_device_capability(a.device) != (9, 0):
         return "the GPU is not a Hopper (compute capability 9.0)"
-    if a.dtype not in _KERNELS or any(t.dtype != a.dtype for t in tensors):
+    if a.dtype not in _TYPES or any(t.dtype != a.dtype for t in tensors):
         return "the element type is not f16 or bf16 throughout"
     if any(t.dim() != 2 or not t.is_contiguous() for t in tensors):
         return "a tensor is not a contiguous matrix"
@@ -48,18 +51,36 @@ def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: 
     return None
 
 
+def cluster_tiles(m: int, n: int, width: int) -> int:
+    """Tiles of two blocks (256 rows x ``width`` columns) covering an m x n output."""
+    return -(-m // (CLUSTER * TILE_M)) * -(-n // width)
+
+
+def pick_width(m: int, n: int, clusters: int) -> int:
+    """The tile width for an m x n output on ``clusters`` concurrent clusters: the time
+    of a persistent launch goes as (waves of tiles) x (tile width), so 3072^2 (144 tiles
+    of 256 columns: 3 waves of 66, the last 18 % full) takes 192-column tiles (192 tiles:
+    3 waves, the last 91 % full)."""
+    def cost(width: int) -> int:
+        return -(-cluster_tiles(m, n, width) // clusters) * width
+    wide, narrow = cost(WIDTHS[0]), cost(WIDTHS[1])
+    return WIDTHS[1] if narrow <= (1 - _NARROW_GAIN) * wide else WIDTHS[0]
+
+
 class HopperGemm:
-    """The kernel loaded on the current device, with its persistent grid size."""
+    """The kernels loaded on the current device, with the persistent grid size."""
 
     def __init__(self, cache_dir: Path, defines: Sequence[str] = (), nvcc: str | None = None):
         torch.empty(1, device="cuda")  # makes the device's primary context current
         module = Module(build(SOURCE, ARCH, cache_dir, defines, nvcc))
-        shared = module.int_global("croq_gemm_sm90_smem_bytes")
-        self.kernels = {dtype: module.kernel(name, THREADS, shared)
-                        for dtype, (name, _) in _KERNELS.items()}
+        self.kernels = {
+            (dtype, width): module.kernel(f"croq_gemm_sm90_{name}_{width}", THREADS,
+                                          module.int_global(f"croq_gemm_sm90_smem_bytes_{width}"))
+            for dtype, (name, _) in _TYPES.items() for width in WIDTHS}
         sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
         blocks = sms - sms % CLUSTER
-        self.clusters = self.kernels[torch.float16].max_active_clusters(blocks)
+        self.clusters = min(self.kernels[torch.float16, w].max_active_clusters(blocks)
+                            for w in WIDTHS)
         self._maps: dict[tuple, TensorMap] = {}
 
     def _map(self, t: torch.Tensor, box_rows: int) -> TensorMap:
@@ -69,22 +90,21 @@ class HopperGemm:
             if len(self._maps) > 64:
                 self._maps.clear()
             rows, cols = t.shape
-            found = TensorMap(t.data_ptr(), _KERNELS[t.dtype][1], rows, cols,
+            found = TensorMap(t.data_ptr(), _TYPES[t.dtype][1], rows, cols,
                               cols * t.element_size(), box_rows, TILE_K)
             self._maps[key] = found
         return found
 
-    def grid(self, m: int, n: int) -> int:
-        """Blocks launched: one cluster per cluster-tile, at most as many as fit at once."""
-        tiles = -(-m // (CLUSTER * TILE_M)) * -(-n // TILE_N)
-        return CLUSTER * min(self.clusters, tiles)
-
-    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                 width: int | None = None) -> None:
+        """out = a @ b.T with tiles ``width`` columns wide (default: `pick_width`)."""
         (m, k), n = a.shape, b.shape[0]
+        width = width or pick_width(m, n, self.clusters)
         map_a = self._map(a, TILE_M)
-        map_b = self._map(b, TILE_N // CLUSTER)
+        map_b = self._map(b, width // CLUSTER)
         map_c = self._map(out, TILE_M // 2)
         params = [map_a.address, map_b.address, map_c.address,
                   ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
         stream = torch.cuda.current_stream(a.device).cuda_stream
-        self.kernels[a.dtype].launch(self.grid(m, n), stream, params)
+        blocks = CLUSTER * min(self.clusters, cluster_tiles(m, n, width))
+        self.kernels[a.dtype, width].launch(blocks, stream, params)

@@ -7,22 +7,23 @@
 // rebalanced registers (setmaxnreg).
 //
 // Shape of the work:
-//   * a block computes a BM x BN = 128 x 256 tile of C; the two blocks of a cluster
-//     take vertically adjacent tiles (rows m and m + 128) and the same columns, so
-//     each block loads its own A tile and half of the shared B tile, and the copy
-//     engine writes that half into both blocks' shared memory;
+//   * a block computes a BM x BN tile of C, 128 x 256 or 128 x 192 (the host picks the
+//     width whose last wave of tiles wastes less); the two blocks of a cluster take
+//     vertically adjacent tiles (rows m and m + 128) and the same columns, so each
+//     block loads its own A tile and half of the shared B tile, and the copy engine
+//     writes that half into both blocks' shared memory;
 //   * warpgroup 0 is the loader: one thread issues the bulk copies into a ring of
 //     STAGES shared-memory stages; warpgroups 1 and 2 each multiply 64 rows of the
-//     tile with wgmma m64n256k16 and keep their 64 x 256 accumulator in registers;
+//     tile with wgmma m64nBNk16 and keep their 64 x BN accumulator in registers;
 //   * a stage is refilled only after the consumers of BOTH blocks have released it
 //     (each consumer arrives on the "empty" barrier of its own block and of its
 //     peer), because the peer's multicast writes into this block's stage too;
 //   * the grid is persistent: one cluster per two multiprocessors walks the tiles
 //     in grouped order (GROUP_M cluster rows at a time) for L2 reuse; the loader
-//     runs ahead into the next tile while the consumers store the last one.
-//   * the consumers write their accumulators into shared memory (stmatrix), half the
-//     columns at a time, and one thread per warpgroup hands each half to the copy
-//     engine, which stores it while the warpgroup goes on.
+//     runs ahead into the next tile while the consumers store the last one;
+//   * the consumers write their accumulators into shared memory (stmatrix), all of
+//     the tile or half its columns at a time, and one thread per warpgroup hands each
+//     part to the copy engine, which stores it while the warpgroup goes on.
 // Tails in M, N and K are zero-filled by the copy engine on loads and clipped by it on
 // stores. The host guarantees K % 8 == 0, N % 8 == 0 and 16-byte aligned base pointers.
 
@@ -34,22 +35,34 @@
 namespace {
 
 constexpr int BM = 128;
-constexpr int BN = 256;
 constexpr int BK = 64;            // 64 elements of 2 bytes: one 128-byte swizzled row
-constexpr int STAGES = 4;         // four 48 KB stages and 32 KB of C fit in 227 KB
-constexpr int STAGED_COLS = 128;  // columns of C staged (and stored) at a time
+constexpr int STAGES = 4;
 constexpr int CLUSTER = 2;
-constexpr int GROUP_M = 8;        // cluster rows per group of the tile order
+#ifndef CROQ_GROUP_M
+#define CROQ_GROUP_M 8            // (bench/cuda_gemm.py --variant "CROQ_GROUP_M=16")
+#endif
+constexpr int GROUP_M = CROQ_GROUP_M;  // cluster rows per group of the tile order
 constexpr int WG_ROWS = 64;       // rows of the tile per consumer warpgroup
 
 constexpr uint32_t A_BYTES = BM * BK * 2;
-constexpr uint32_t B_BYTES = BN * BK * 2;
-constexpr uint32_t B_PART = B_BYTES / CLUSTER;
-constexpr uint32_t STAGE_BYTES = A_BYTES + B_BYTES;
-// The epilogue stages half the C tile's columns at a time in shared memory (measured at
-// 4096^3 on the H200: 209 us with four load stages and half the tile staged, 213 us with
-// three stages and the whole tile).
-constexpr uint32_t STAGING_BYTES = BM * STAGED_COLS * 2;
+
+// The sizes that follow from the tile width BN (256 or 192 columns).
+template <int BN>
+struct Layout {
+  static_assert(BN == 256 || BN == 192, "tile widths with a wgmma instruction here");
+  static constexpr uint32_t B_BYTES = BN * BK * 2;
+  static constexpr uint32_t B_PART = B_BYTES / CLUSTER;  // multiple of 1024 (swizzle atoms)
+  static constexpr uint32_t STAGE_BYTES = A_BYTES + B_BYTES;
+  // The epilogue stages C in shared memory STAGED_COLS columns at a time: half the
+  // 256-wide tile (four 48 KB load stages and 32 KB of C fit in 227 KB; measured at 4096^3
+  // on the H200: 209 us, against 213 us with three stages and the whole tile), the whole
+  // 192-wide tile (four 40 KB stages and 48 KB).
+  static constexpr int STAGED_COLS = BN == 256 ? 128 : BN;
+  static constexpr uint32_t STAGING_BYTES = BM * STAGED_COLS * 2;
+  // dynamic shared memory: the stages, the C staging, the barriers, 1024-byte alignment
+  static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 + 1024;
+  static constexpr int ACC = BN / 2;  // accumulator floats per consumer thread
+};
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -171,9 +184,10 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 
 // Keeps the compiler from moving accumulator reads or writes across a wgmma wait.
-__device__ __forceinline__ void pin(float (&d)[128]) {
+template <int N>
+__device__ __forceinline__ void pin(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 #define CROQ_D8(i)                                                                       \
@@ -182,7 +196,15 @@ __device__ __forceinline__ void pin(float (&d)[128]) {
 #define CROQ_D64(i)                                                                      \
   CROQ_D8(i + 0), CROQ_D8(i + 8), CROQ_D8(i + 16), CROQ_D8(i + 24), CROQ_D8(i + 32),     \
       CROQ_D8(i + 40), CROQ_D8(i + 48), CROQ_D8(i + 56)
-#define CROQ_REGS                                                                        \
+#define CROQ_D32(i) CROQ_D8(i + 0), CROQ_D8(i + 8), CROQ_D8(i + 16), CROQ_D8(i + 24)
+#define CROQ_REGS96                                                                      \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "              \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "     \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "     \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "     \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "     \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+#define CROQ_REGS128                                                                     \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "              \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "     \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "     \
@@ -192,22 +214,33 @@ __device__ __forceinline__ void pin(float (&d)[128]) {
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "     \
   "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
   "%124, %125, %126, %127}"
-#define CROQ_WGMMA(TYPE)                                                                 \
+#define CROQ_WGMMA256(TYPE)                                                              \
   asm volatile(                                                                          \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                      \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " " CROQ_REGS         \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " " CROQ_REGS128      \
       ", %128, %129, p, 1, 1, 0, 0;\n}\n"                                                \
       : CROQ_D64(0), CROQ_D64(64)                                                        \
       : "l"(a), "l"(b), "r"(accumulate))
+#define CROQ_WGMMA192(TYPE)                                                              \
+  asm volatile(                                                                          \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                       \
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TYPE "." TYPE " " CROQ_REGS96       \
+      ", %96, %97, p, 1, 1, 0, 0;\n}\n"                                                  \
+      : CROQ_D64(0), CROQ_D32(64)                                                        \
+      : "l"(a), "l"(b), "r"(accumulate))
 
-// d (+)= A_tile(64 x 16) @ B_tile(256 x 16)^T; accumulate = 0 overwrites d.
-template <bool BF16>
-__device__ __forceinline__ void wgmma_64x256x16(float (&d)[128], uint64_t a, uint64_t b,
-                                               uint32_t accumulate) {
-  if constexpr (BF16) {
-    CROQ_WGMMA("bf16");
+// d (+)= A_tile(64 x 16) @ B_tile(BN x 16)^T; accumulate = 0 overwrites d.
+template <bool BF16, int N>
+__device__ __forceinline__ void wgmma_64xNx16(float (&d)[N], uint64_t a, uint64_t b,
+                                             uint32_t accumulate) {
+  if constexpr (N == 128 && BF16) {
+    CROQ_WGMMA256("bf16");
+  } else if constexpr (N == 128) {
+    CROQ_WGMMA256("f16");
+  } else if constexpr (BF16) {
+    CROQ_WGMMA192("bf16");
   } else {
-    CROQ_WGMMA("f16");
+    CROQ_WGMMA192("f16");
   }
 }
 
@@ -245,13 +278,16 @@ struct TileOrder {
   }
 };
 
-template <bool BF16>
+template <bool BF16, int BN>
 __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap* map_b,
                                      const CUtensorMap* map_c, int M, int N, int K) {
+  using L = Layout<BN>;
+  constexpr uint32_t STAGE_BYTES = L::STAGE_BYTES, B_PART = L::B_PART;
+  constexpr int STAGED_COLS = L::STAGED_COLS;
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t base = (shared_address(smem) + 1023) & ~1023u;
   const uint32_t staging = base + STAGES * STAGE_BYTES;
-  const uint32_t full = staging + STAGING_BYTES;      // STAGES barriers: stage is loaded
+  const uint32_t full = staging + L::STAGING_BYTES;   // STAGES barriers: stage is loaded
   const uint32_t empty = full + STAGES * 8;           // STAGES barriers: stage is free
 
   const uint32_t rank = cluster_rank();
@@ -293,7 +329,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int consumer = warpgroup - 1;
     const int tid = threadIdx.x % 128;
-    float d[128];
+    float d[L::ACC];
     int it = 0;
     for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
       int cluster_row, col;
@@ -309,8 +345,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k) {
-          wgmma_64x256x16<BF16>(d, tile_descriptor(a + 32 * k), tile_descriptor(b + 32 * k),
-                                (kt > 0 || k > 0) ? 1u : 0u);
+          wgmma_64xNx16<BF16>(d, tile_descriptor(a + 32 * k), tile_descriptor(b + 32 * k),
+                              (kt > 0 || k > 0) ? 1u : 0u);
         }
         wgmma_commit();
         wgmma_wait<1>();
@@ -375,21 +411,17 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
 
 }  // namespace
 
-// Dynamic shared memory the kernels need: the stages, the C tile, the barriers, and
-// slack to align the stages to 1024 bytes.
-extern "C" __constant__ int croq_gemm_sm90_smem_bytes =
-    STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 + 1024;
+// Dynamic shared memory the kernels need, per tile width.
+extern "C" __constant__ int croq_gemm_sm90_smem_bytes_256 = Layout<256>::SMEM_BYTES;
+extern "C" __constant__ int croq_gemm_sm90_smem_bytes_192 = Layout<192>::SMEM_BYTES;
 
-extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(CLUSTER, 1, 1)
-    croq_gemm_sm90_f16(const __grid_constant__ CUtensorMap map_a,
-                       const __grid_constant__ CUtensorMap map_b,
-                       const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
-  gemm<false>(&map_a, &map_b, &map_c, M, N, K);
-}
-
-extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(CLUSTER, 1, 1)
-    croq_gemm_sm90_bf16(const __grid_constant__ CUtensorMap map_a,
-                        const __grid_constant__ CUtensorMap map_b,
-                        const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
-  gemm<true>(&map_a, &map_b, &map_c, M, N, K);
-}
+#define CROQ_KERNEL(NAME, BF16, BN)                                                      \
+  extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(CLUSTER, 1, 1)   \
+      NAME(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, \
+           const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {             \
+    gemm<BF16, BN>(&map_a, &map_b, &map_c, M, N, K);                                     \
+  }
+CROQ_KERNEL(croq_gemm_sm90_f16_256, false, 256)
+CROQ_KERNEL(croq_gemm_sm90_bf16_256, true, 256)
+CROQ_KERNEL(croq_gemm_sm90_f16_192, false, 192)
+CROQ_KERNEL(croq_gemm_sm90_bf16_192, true, 192)

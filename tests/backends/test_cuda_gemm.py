@@ -14,7 +14,7 @@ import torch
 import croqtile
 from croqtile import settings
 from croqtile.backends.cuda import driver
-from croqtile.backends.cuda.gemm import SOURCE, unsupported
+from croqtile.backends.cuda.gemm import SOURCE, pick_width, unsupported
 from croqtile.backends.cuda.match import GemmPlan
 from croqtile.errors import CompileError
 
@@ -117,6 +117,16 @@ def test_the_kernel_builds_with_nvcc_once(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(driver.subprocess, "run", no_build)  # (the version is remembered)
     assert driver.build(SOURCE, "90a", tmp_path, nvcc=settings.nvcc()) == cubin
+
+
+@pytest.mark.parametrize("m, n, width", [
+    (4096, 4096, 256),   # 256 tiles of 256 columns: 4 full waves of 66 clusters but the last
+    (3072, 3072, 192),   # 144 wide tiles: the third wave 18 % full; 192 narrow: 91 %
+    (8192, 8192, 256),   # the narrow tiles would save under 10 %
+    (512, 6144, 192),    # 48 wide tiles (one wave, 73 %) against 64 narrow (97 %)
+])
+def test_the_tile_width_follows_the_waves(m: int, n: int, width: int) -> None:
+    assert pick_width(m, n, clusters=66) == width
 
 
 def test_a_missing_nvcc_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
