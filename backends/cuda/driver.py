@@ -118,7 +118,6 @@ class Module:
         handle = ctypes.c_void_p()
         _check(_driver().cuModuleLoadData(ctypes.byref(handle), cubin), "loading a cubin")
         self.handle = handle
-        self._cubin = cubin  # the driver reads the image during the call only; keep it for repr
 
     def int_global(self, name: str) -> int:
         """The value of an `int` variable of the module (`__constant__` or `__device__`)."""

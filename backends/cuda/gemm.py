@@ -72,6 +72,7 @@ class HopperGemm:
 
     def __init__(self, cache_dir: Path, defines: Sequence[str] = (), nvcc: str | None = None):
         torch.empty(1, device="cuda")  # makes the device's primary context current
+        self.device = torch.cuda.current_device()  # (the functions belong to its context)
         module = Module(build(SOURCE, ARCH, cache_dir, defines, nvcc))
         self.kernels = {
             (dtype, width): module.kernel(f"croq_gemm_sm90_{name}_{width}", THREADS,
@@ -98,6 +99,9 @@ class HopperGemm:
     def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
                  width: int | None = None) -> None:
         """out = a @ b.T with tiles ``width`` columns wide (default: `pick_width`)."""
+        if torch.cuda.current_device() != self.device:
+            with torch.cuda.device(self.device):
+                return self(a, b, out, width)
         (m, k), n = a.shape, b.shape[0]
         width = width or pick_width(m, n, self.clusters)
         map_a = self._map(a, TILE_M)
