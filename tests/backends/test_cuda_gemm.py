@@ -181,3 +181,65 @@ def test_arguments_the_kernel_cannot_take_run_on_triton() -> None:
     out = poison(torch.empty(128, 128, dtype=torch.float16, device="cuda"))
     fn(shifted, b, out)
     assert_close(out, shifted.double() @ b.double().T, torch.float16)
+
+
+# ---- the dispatch of calls (croqtile/cuda_dispatch.py), with stand-ins for the GPU ------
+
+class _FakeGemm:
+    def __init__(self) -> None:
+        self.calls: list[tuple[torch.Tensor, ...]] = []
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+        self.calls.append((a, b, out))
+
+
+def _triton_host(calls: list[str]):
+    def host(launcher: object, device: object, *values: object) -> str:
+        calls.append("triton")
+        return "triton"
+    return host
+
+
+def _operands(offset: int = 0) -> tuple[torch.Tensor, ...]:
+    base = torch.zeros(64 * 32 + offset, dtype=torch.float16)
+    a = base[offset:].view(64, 32)
+    return a, torch.zeros(48, 32, dtype=torch.float16), torch.zeros(64, 48, dtype=torch.float16)
+
+
+def test_suitable_calls_run_the_cuda_kernel_and_misaligned_ones_triton(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from croqtile import cuda_dispatch
+
+    fake, calls = _FakeGemm(), []
+    monkeypatch.setattr(cuda_dispatch, "unsupported", lambda *a, **k: None)
+    monkeypatch.setattr(cuda_dispatch, "_kernel", lambda device: fake)
+    host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), _triton_host(calls),
+                                   _operands())
+    args = _operands()
+    assert host(None, None, *args, 64, 48, 32) is None
+    assert len(fake.calls) == 1 and all(x is y for x, y in zip(fake.calls[0], args))
+    assert host(None, None, *_operands(offset=1), 64, 48, 32) == "triton"  # 2-byte aligned
+    assert calls == ["triton"] and len(fake.calls) == 1
+
+
+@pytest.mark.parametrize("reason, kernel, message", [
+    ("K and N must be multiples of 8", None, "K and N must be multiples of 8"),
+    (None, "nvcc could not build gemm_sm90.cu", "could not be loaded: nvcc could not build"),
+])
+def test_calls_the_kernel_cannot_take_warn_once_and_run_triton(
+        monkeypatch: pytest.MonkeyPatch, reason: str | None, kernel: str | None,
+        message: str) -> None:
+    from croqtile import cuda_dispatch
+
+    calls: list[str] = []
+    monkeypatch.setattr(cuda_dispatch, "unsupported", lambda *a, **k: reason)
+    monkeypatch.setattr(cuda_dispatch, "_kernel", lambda device: kernel)
+    monkeypatch.setattr(cuda_dispatch, "_warned", set())
+    triton_host = _triton_host(calls)
+    with pytest.warns(RuntimeWarning, match=message):
+        host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), triton_host, _operands())
+    assert host is triton_host
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same reason again: no second warning
+        assert cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), triton_host,
+                                       _operands()) is triton_host
