@@ -214,19 +214,15 @@ __device__ __forceinline__ void pin(float (&d)[N]) {
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "     \
   "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
   "%124, %125, %126, %127}"
-#define CROQ_WGMMA256(TYPE)                                                              \
+// One wgmma: SHAPE and TYPE name the instruction, REGS lists the accumulator operands
+// (the outputs, given last), A, B and P are the operand numbers of the two descriptors
+// and of the accumulate flag.
+#define CROQ_WGMMA(SHAPE, TYPE, REGS, A, B, P, ...)                                      \
   asm volatile(                                                                          \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                      \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " " CROQ_REGS128      \
-      ", %128, %129, p, 1, 1, 0, 0;\n}\n"                                                \
-      : CROQ_D64(0), CROQ_D64(64)                                                        \
-      : "l"(a), "l"(b), "r"(accumulate))
-#define CROQ_WGMMA192(TYPE)                                                              \
-  asm volatile(                                                                          \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                       \
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TYPE "." TYPE " " CROQ_REGS96       \
-      ", %96, %97, p, 1, 1, 0, 0;\n}\n"                                                  \
-      : CROQ_D64(0), CROQ_D32(64)                                                        \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"                                     \
+      "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE " " REGS ", " A ", " B   \
+      ", p, 1, 1, 0, 0;\n}\n"                                                            \
+      : __VA_ARGS__                                                                      \
       : "l"(a), "l"(b), "r"(accumulate))
 
 // d (+)= A_tile(64 x 16) @ B_tile(BN x 16)^T; accumulate = 0 overwrites d.
@@ -234,13 +230,13 @@ template <bool BF16, int N>
 __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N], uint64_t a, uint64_t b,
                                              uint32_t accumulate) {
   if constexpr (N == 128 && BF16) {
-    CROQ_WGMMA256("bf16");
+    CROQ_WGMMA("m64n256k16", "bf16", CROQ_REGS128, "%128", "%129", "%130", CROQ_D64(0), CROQ_D64(64));
   } else if constexpr (N == 128) {
-    CROQ_WGMMA256("f16");
+    CROQ_WGMMA("m64n256k16", "f16", CROQ_REGS128, "%128", "%129", "%130", CROQ_D64(0), CROQ_D64(64));
   } else if constexpr (BF16) {
-    CROQ_WGMMA192("bf16");
+    CROQ_WGMMA("m64n192k16", "bf16", CROQ_REGS96, "%96", "%97", "%98", CROQ_D64(0), CROQ_D32(64));
   } else {
-    CROQ_WGMMA192("f16");
+    CROQ_WGMMA("m64n192k16", "f16", CROQ_REGS96, "%96", "%97", "%98", CROQ_D64(0), CROQ_D32(64));
   }
 }
 
@@ -264,17 +260,19 @@ struct Out<true> {
 struct TileOrder {
   int cluster_rows;  // cdiv(M, CLUSTER * BM)
   int cols;          // cdiv(N, BN)
+  int width;         // BN
 
   __device__ __forceinline__ int count() const { return cluster_rows * cols; }
 
-  // Tile t of the grouped order: GROUP_M cluster rows are walked column by column.
-  __device__ __forceinline__ void at(int t, int& cluster_row, int& col) const {
+  // The first row and column of block `rank`'s part of cluster tile t, in the grouped
+  // order: GROUP_M cluster rows are walked column by column.
+  __device__ __forceinline__ void origin(int t, uint32_t rank, int& m0, int& n0) const {
     const int per_group = GROUP_M * cols;
     const int first = (t / per_group) * GROUP_M;
     const int rows = min(cluster_rows - first, GROUP_M);
     const int in_group = t % per_group;
-    cluster_row = first + in_group % rows;
-    col = in_group / rows;
+    m0 = ((first + in_group % rows) * CLUSTER + static_cast<int>(rank)) * BM;
+    n0 = (in_group / rows) * width;
   }
 };
 
@@ -291,7 +289,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
   const uint32_t empty = full + STAGES * 8;           // STAGES barriers: stage is free
 
   const uint32_t rank = cluster_rank();
-  const TileOrder order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN};
+  const TileOrder order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, BN};
   const int k_tiles = (K + BK - 1) / BK;
   const int warpgroup = threadIdx.x / 128;
 
@@ -309,10 +307,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     if (threadIdx.x == 0) {
       int it = 0;
       for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
-        int cluster_row, col;
-        order.at(t, cluster_row, col);
-        const int m0 = (cluster_row * CLUSTER + rank) * BM;
-        const int n0 = col * BN;
+        int m0, n0;
+        order.origin(t, rank, m0, n0);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % STAGES;
           const int round = it / STAGES;
@@ -332,10 +328,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     float d[L::ACC];
     int it = 0;
     for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
-      int cluster_row, col;
-      order.at(t, cluster_row, col);
-      const int m0 = (cluster_row * CLUSTER + rank) * BM;
-      const int n0 = col * BN;
+      int m0, n0;
+      order.origin(t, rank, m0, n0);
       int previous = -1;
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % STAGES;
