@@ -4,7 +4,9 @@
 #   bench/h200_perf.sh OUT_DIR [SWEEP...]
 # installs the package over the machine's torch/triton, then runs `croqtile bench` with
 # autotuning (choices cached under OUT_DIR/cache) and the overhead and latency scripts.
-# Results (CSV, JSON, logs) go to OUT_DIR; the summary tables are printed last.
+# Results (CSV, JSON, logs) go to OUT_DIR; the summary tables are printed last. With
+# PACK=1 they are also packed into OUT_DIR.tgz, one file that survives a copy-back limit
+# on the number of files (the run's output is then lost only if the call itself is).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/h200_perf.sh OUT_DIR [SWEEP...]}
@@ -33,3 +35,6 @@ pathlib.Path(sys.argv[2]).write_text(json.dumps(records, indent=1))
 PY
 cat "$out"/call_overhead.txt "$out"/compile_latency.txt 2>/dev/null | tail -n 20
 tail -n 40 "$out/bench.txt"
+if [ "${PACK:-0}" = 1 ]; then
+    tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"
+fi
