@@ -2,9 +2,9 @@
 
     python3 bench/cuda_gemm.py [--shapes M,N,K ...] [--reps 5] [--json OUT]
 
-Each shape is checked first against a float64 product on fresh random inputs (the output
-poisoned with NaN before the call, every element compared), then timed against
-torch.matmul (cuBLAS) with interleaved medians of triton.testing.do_bench.
+Each shape is checked first against a float64 product on fresh random inputs with the
+checks of `croqtile bench` (the output poisoned with NaN, the relative error over every
+element), then timed against torch.matmul (cuBLAS) with its interleaved medians.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import statistics
 import tempfile
 from pathlib import Path
 
@@ -47,8 +46,8 @@ def main() -> None:
 
 def run_variant(gemm, variant: str, shapes, reps: int, widths: list[int]) -> list[dict]:
     import torch
-    from triton.testing import do_bench
 
+    from croqtile import bench
     from croqtile.backends.cuda.gemm import WIDTHS, unsupported
 
     records = []
@@ -56,13 +55,13 @@ def run_variant(gemm, variant: str, shapes, reps: int, widths: list[int]) -> lis
         for (m, n, k), width in itertools.product(CHECK_SHAPES, WIDTHS):
             a = torch.randn(m, k, device="cuda", dtype=dtype)
             b = torch.randn(n, k, device="cuda", dtype=dtype)
-            out = torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+            out = torch.empty(m, n, device="cuda", dtype=dtype)
             assert unsupported(a, b, out) is None, unsupported(a, b, out)
+            bench.poison(out)
             gemm(a, b, out, width)
-            ref = a.double() @ b.double().T
-            err = ((out.double() - ref).abs().max() / ref.abs().max()).item()
-            ok = bool(torch.isfinite(out).all()) and err < 1e-2
-            print(f"check {dtype} {m}x{n}x{k} width {width}: max rel err {err:.2e} "
+            err = bench.relative_error(out, a.double() @ b.double().T)
+            ok = err <= bench.TOLERANCES["gemm"]  # False for NaN
+            print(f"check {dtype} {m}x{n}x{k} width {width}: rel err {err:.2e} "
                   f"{'ok' if ok else 'WRONG'}", flush=True)
             records.append({"check": [m, n, k], "width": width, "dtype": str(dtype),
                             "err": err, "ok": ok})
@@ -70,18 +69,16 @@ def run_variant(gemm, variant: str, shapes, reps: int, widths: list[int]) -> lis
             a = torch.randn(m, k, device="cuda", dtype=dtype)
             b = torch.randn(n, k, device="cuda", dtype=dtype)
             out = torch.empty(m, n, device="cuda", dtype=dtype)
-            ours, theirs = [], []
-            for _ in range(reps):
-                ours.append(do_bench(lambda a=a, b=b, out=out, w=width: gemm(a, b, out, w or None),
-                                     return_mode="median"))
-                theirs.append(do_bench(lambda a=a, b=b: torch.matmul(a, b.T), return_mode="median"))
-            mine, base = statistics.median(ours), statistics.median(theirs)
+            mine, base = bench.time_pair(lambda a=a, b=b, out=out, w=width: gemm(a, b, out, w or None),
+                                         lambda a=a, b=b: torch.matmul(a, b.T),
+                                         bench.default_timer, reps)
             tflops = 2 * m * n * k / mine / 1e9
             print(f"time {dtype} {m}x{n}x{k} width {width or 'auto'}: ours {mine * 1e3:.1f} us "
-                  f"({tflops:.0f} TFLOP/s), cuBLAS {base * 1e3:.1f} us, ratio {base / mine:.3f}", flush=True)
+                  f"({tflops:.0f} TFLOP/s), cuBLAS {base * 1e3:.1f} us, ratio {base / mine:.3f}",
+                  flush=True)
             records.append({"variant": variant, "time": [m, n, k], "width": width,
-                            "dtype": str(dtype),
-                            "ours_ms": ours, "cublas_ms": theirs, "ratio": base / mine})
+                            "dtype": str(dtype), "ours_ms": mine, "cublas_ms": base,
+                            "ratio": base / mine})
     return records
 
 
