@@ -19,7 +19,8 @@ SOURCE = "gemm_sm90.cu"
 ARCH = "90a"
 THREADS = 384          # one loading and two multiplying warpgroups
 CLUSTER = 2            # blocks per cluster, compiled into the kernel
-TILE_M, TILE_K = 128, 64
+WARPGROUP_ROWS = 64    # rows of C each multiplying warpgroup stores (the C box height)
+TILE_M, TILE_K = 128, 64  # rows of C per block (the ping-pong build: 64), K per stage
 WIDTHS = (256, 192)    # the tile widths (columns of C per block) there are kernels for
 # a narrower tile is taken only when it saves this share of the time the wave model
 # predicts (its smaller tiles load more per multiply-add)
@@ -51,18 +52,19 @@ def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: 
     return None
 
 
-def cluster_tiles(m: int, n: int, width: int) -> int:
-    """Tiles of two blocks (256 rows x ``width`` columns) covering an m x n output."""
-    return -(-m // (CLUSTER * TILE_M)) * -(-n // width)
+def cluster_tiles(m: int, n: int, width: int, block_rows: int = TILE_M) -> int:
+    """Tiles of two blocks (2 x ``block_rows`` rows x ``width`` columns) covering an
+    m x n output."""
+    return -(-m // (CLUSTER * block_rows)) * -(-n // width)
 
 
-def pick_width(m: int, n: int, clusters: int) -> int:
+def pick_width(m: int, n: int, clusters: int, block_rows: int = TILE_M) -> int:
     """The tile width for an m x n output on ``clusters`` concurrent clusters: the time
     of a persistent launch goes as (waves of tiles) x (tile width), so 3072^2 (144 tiles
     of 256 columns: 3 waves of 66, the last 18 % full) takes 192-column tiles (192 tiles:
     3 waves, the last 91 % full)."""
     def cost(width: int) -> int:
-        return -(-cluster_tiles(m, n, width) // clusters) * width
+        return -(-cluster_tiles(m, n, width, block_rows) // clusters) * width
     wide, narrow = cost(WIDTHS[0]), cost(WIDTHS[1])
     return WIDTHS[1] if narrow <= (1 - _NARROW_GAIN) * wide else WIDTHS[0]
 
@@ -78,6 +80,7 @@ class HopperGemm:
             (dtype, width): module.kernel(f"croq_gemm_sm90_{name}_{width}", THREADS,
                                           module.int_global(f"croq_gemm_sm90_smem_bytes_{width}"))
             for dtype, (name, _) in _TYPES.items() for width in WIDTHS}
+        self.block_rows = module.int_global("croq_gemm_sm90_block_rows")
         sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
         blocks = sms - sms % CLUSTER
         self.clusters = min(self.kernels[torch.float16, w].max_active_clusters(blocks)
@@ -103,12 +106,12 @@ class HopperGemm:
             with torch.cuda.device(self.device):
                 return self(a, b, out, width)
         (m, k), n = a.shape, b.shape[0]
-        width = width or pick_width(m, n, self.clusters)
-        map_a = self._map(a, TILE_M)
+        width = width or pick_width(m, n, self.clusters, self.block_rows)
+        map_a = self._map(a, self.block_rows)
         map_b = self._map(b, width // CLUSTER)
-        map_c = self._map(out, TILE_M // 2)
+        map_c = self._map(out, WARPGROUP_ROWS)
         params = [map_a.address, map_b.address, map_c.address,
                   ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
         stream = torch.cuda.current_stream(a.device).cuda_stream
-        blocks = CLUSTER * min(self.clusters, cluster_tiles(m, n, width))
+        blocks = CLUSTER * min(self.clusters, cluster_tiles(m, n, width, self.block_rows))
         self.kernels[a.dtype, width].launch(blocks, stream, params)

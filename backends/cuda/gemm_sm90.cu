@@ -34,15 +34,26 @@
 
 namespace {
 
-constexpr int BM = 128;
+// CROQ_PINGPONG=1: the two consumer warpgroups take turns instead of sharing a tile.
+// Each owns every other 64-row tile of its block, so one multiplies while the other
+// stores its last tile (no pause of the tensor cores for the epilogue), at the price of
+// loading A for 64 rows at a time instead of 128. Measured on the H200 it is the slower
+// build (0.70-0.93 of cuBLAS against 0.95-1.01, 512 x 6144 x 4096 up to 8192^3), so it
+// is not the default; the probe checks and times it.
+#ifndef CROQ_PINGPONG
+#define CROQ_PINGPONG 0           // (bench/cuda_gemm.py --variant "CROQ_PINGPONG=1")
+#endif
+constexpr bool PINGPONG = CROQ_PINGPONG;
+constexpr int WG_ROWS = 64;       // rows of C per consumer warpgroup and tile
+constexpr int BM = PINGPONG ? WG_ROWS : 2 * WG_ROWS;  // rows of a block's tile
 constexpr int BK = 64;            // 64 elements of 2 bytes: one 128-byte swizzled row
 constexpr int STAGES = 4;
 constexpr int CLUSTER = 2;
 #ifndef CROQ_GROUP_M
-#define CROQ_GROUP_M 8            // (bench/cuda_gemm.py --variant "CROQ_GROUP_M=16")
+#define CROQ_GROUP_M (PINGPONG ? 16 : 8)  // (bench/cuda_gemm.py --variant "CROQ_GROUP_M=16")
 #endif
 constexpr int GROUP_M = CROQ_GROUP_M;  // cluster rows per group of the tile order
-constexpr int WG_ROWS = 64;       // rows of the tile per consumer warpgroup
+constexpr int CONSUMERS_PER_STAGE = PINGPONG ? 1 : 2;  // warpgroups that read one stage
 
 constexpr uint32_t A_BYTES = BM * BK * 2;
 
@@ -58,7 +69,7 @@ struct Layout {
   // on the H200: 209 us, against 213 us with three stages and the whole tile), the whole
   // 192-wide tile (four 40 KB stages and 48 KB).
   static constexpr int STAGED_COLS = BN == 256 ? 128 : BN;
-  static constexpr uint32_t STAGING_BYTES = BM * STAGED_COLS * 2;
+  static constexpr uint32_t STAGING_BYTES = 2 * WG_ROWS * STAGED_COLS * 2;  // per consumer
   // dynamic shared memory: the stages, the C staging, the barriers, 1024-byte alignment
   static constexpr int SMEM_BYTES = STAGES * STAGE_BYTES + STAGING_BYTES + 2 * STAGES * 8 + 1024;
   static constexpr int ACC = BN / 2;  // accumulator floats per consumer thread
@@ -159,6 +170,10 @@ __device__ __forceinline__ void store_tile(const CUtensorMap* map, uint32_t src,
 
 __device__ __forceinline__ void named_barrier(uint32_t id, uint32_t threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- wgmma ----------------------------------------------------------------------
@@ -296,7 +311,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       barrier_init(full + 8 * s, 1);
-      barrier_init(empty + 8 * s, 2 * CLUSTER);  // two consumer warpgroups per block
+      barrier_init(empty + 8 * s, CONSUMERS_PER_STAGE * CLUSTER);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -326,15 +341,25 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
     const int consumer = warpgroup - 1;
     const int tid = threadIdx.x % 128;
     float d[L::ACC];
-    int it = 0;
-    for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
+    // The rows of the block's tile this warpgroup multiplies: its half, or (ping-pong)
+    // all of every other tile.
+    const int first_row = PINGPONG ? 0 : consumer * WG_ROWS;
+    int walked = 0;  // tiles of this cluster so far; the loader spends k_tiles stages on each
+    for (int t = cluster_id(); t < order.count(); t += cluster_count(), ++walked) {
+      if (PINGPONG && walked % 2 != consumer) continue;
+      // Ping-pong: wait until the other warpgroup has waited for the last stage of its
+      // tile (the stages of this tile come after those; an mbarrier wait by parity must
+      // not run more than one phase ahead of the barrier).
+      if (PINGPONG && walked > 0) named_barrier(3 + consumer, 256);
       int m0, n0;
       order.origin(t, rank, m0, n0);
+      m0 += first_row;
       int previous = -1;
+      int it = walked * k_tiles;
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % STAGES;
         barrier_wait(full + 8 * s, (it / STAGES) & 1);
-        const uint32_t a = base + s * STAGE_BYTES + consumer * WG_ROWS * BK * 2;
+        const uint32_t a = base + s * STAGE_BYTES + first_row * BK * 2;
         const uint32_t b = base + s * STAGE_BYTES + A_BYTES;
         wgmma_fence();
 #pragma unroll
@@ -349,6 +374,9 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         }
         previous = s;
       }
+      // Ping-pong: let the other warpgroup start on the next tile, if there is one.
+      if (PINGPONG && t + static_cast<int>(cluster_count()) < order.count())
+        named_barrier_arrive(3 + (1 - consumer), 256);
       wgmma_wait<0>();
       pin(d);
       if (tid == 0) {
@@ -391,7 +419,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
         if (tid == 0) {
           for (int box = 0; box < STAGED_COLS / 64; ++box)
             store_tile(map_c, half + box * (WG_ROWS * 128), n0 + part * STAGED_COLS + 64 * box,
-                       m0 + consumer * WG_ROWS);
+                       m0);
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
       }
@@ -408,6 +436,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
 // Dynamic shared memory the kernels need, per tile width.
 extern "C" __constant__ int croq_gemm_sm90_smem_bytes_256 = Layout<256>::SMEM_BYTES;
 extern "C" __constant__ int croq_gemm_sm90_smem_bytes_192 = Layout<192>::SMEM_BYTES;
+// Rows of C per block and tile (the box height of the A tensor map).
+extern "C" __constant__ int croq_gemm_sm90_block_rows = BM;
 
 #define CROQ_KERNEL(NAME, BF16, BN)                                                      \
   extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(CLUSTER, 1, 1)   \
