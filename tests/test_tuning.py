@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import croqtile
+from croqtile import tuning
 from croqtile.tuning import Space, search_space, shape_bucket
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -325,3 +326,52 @@ def test_without_the_cache_every_function_searches_and_nothing_is_stored(
         fn(*_gemm_args())
         assert len(fn.reports) == 1
     assert not any((_cache / "tuning").glob("*.json"))
+
+
+def _fixed_timer(ms: float, calls: list[str], name: str) -> Callable[[Callable[[], Any]], float]:
+    def timer(fn: Callable[[], Any]) -> float:
+        fn()
+        calls.append(name)
+        return ms
+    return timer
+
+
+def test_a_short_first_timing_switches_the_search_to_cuda_graphs() -> None:
+    calls: list[str] = []
+    timer = tuning.SearchTimer(_fixed_timer(0.05, calls, "long"), _fixed_timer(0.03, calls, "graph"))
+    runs: list[int] = []
+    assert timer(lambda: runs.append(1)) == 0.03  # the first candidate is timed again
+    assert timer(lambda: runs.append(1)) == 0.03
+    assert calls == ["long", "graph", "graph"] and len(runs) == 3
+    assert timer.method == "cuda graph"
+
+
+def test_a_long_first_timing_keeps_do_bench_for_the_search() -> None:
+    calls: list[str] = []
+    timer = tuning.SearchTimer(_fixed_timer(0.25, calls, "long"), _fixed_timer(0.2, calls, "graph"))
+    assert timer(lambda: None) == 0.25 and timer(lambda: None) == 0.25
+    assert calls == ["long", "long"] and timer.method == "do_bench"
+
+
+def test_a_candidate_that_cannot_be_captured_is_timed_without_a_graph() -> None:
+    calls: list[str] = []
+
+    def capture_fails(fn: Callable[[], Any]) -> float:
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    timer = tuning.SearchTimer(_fixed_timer(0.05, calls, "long"), capture_fails)
+    assert timer(lambda: None) == 0.05 and calls == ["long", "long"]
+
+
+def test_the_timing_method_is_recorded_and_printed(capsys: pytest.CaptureFixture[str],
+                                                   _cache: Path) -> None:
+    fn = _compile(autotune="quick", tunables={"MATMUL_WARP_M": [32, 64]}).matmul
+    calls: list[str] = []
+    fn.timer = tuning.SearchTimer(_timer({"1": 0.05}, calls), _timer({"2": 0.04, "3": 0.02}, calls))
+    a, b, c = _gemm_args()
+    fn(a, b, c)
+    _check(a, b, c)
+    assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 64}}
+    assert "timed in CUDA graphs" in capsys.readouterr().err
+    (record,) = [json.loads(p.read_text()) for p in (_cache / "tuning").glob("*.json")]
+    assert record["timing"] == "cuda graph" and record["time_ms"] == 0.02
