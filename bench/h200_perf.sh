@@ -7,6 +7,8 @@
 # Results (CSV, JSON, logs) go to OUT_DIR; the summary tables are printed last. With
 # PACK=1 they are also packed into OUT_DIR.tgz, one file that survives a copy-back limit
 # on the number of files (the run's output is then lost only if the call itself is).
+# BENCH_ARGS adds arguments to `croqtile bench` (the LLM sweep takes 460 s of a 600 s call
+# limit: BENCH_ARGS="--dtype f16" and "--dtype bf16" split it in two).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/h200_perf.sh OUT_DIR [SWEEP...]}
@@ -25,7 +27,8 @@ for script in call_overhead compile_latency; do
     [ -f "bench/$script.py" ] && python3 "bench/$script.py" --json "$out/$script.json" \
         > "$out/$script.txt" 2>&1
 done
-python3 -m croqtile bench "${sweeps[@]}" --autotune full --out "$out" > "$out/bench.txt" \
+read -r -a extra <<< "${BENCH_ARGS:-}"  # e.g. BENCH_ARGS="--dtype f16": half the LLM sweep
+python3 -m croqtile bench "${sweeps[@]}" "${extra[@]}" --autotune full --out "$out" > "$out/bench.txt" \
     2> "$out/bench.err"
 echo "croqtile bench: exit $?"
 python3 - "$CROQTILE_CACHE_DIR/tuning" "$out/tuning_choices.json" <<'PY'
