@@ -32,6 +32,9 @@ def main() -> None:
                         help="tile widths to time (0: the one the kernel picks)")
     parser.add_argument("--variant", action="append", default=None,
                         help="space-separated NAME=VALUE macros of one build (repeatable)")
+    parser.add_argument("--clusters", type=int, default=None,
+                        help="persistent clusters to launch at most (default: as many as fit; "
+                             "64 leaves 4 SMs idle, with no more waves at 4096^2 or 8192^2)")
     args = parser.parse_args()
     shapes = ([tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes
               else TIME_SHAPES)
@@ -39,6 +42,9 @@ def main() -> None:
     for variant in args.variant or [""]:
         gemm = HopperGemm(Path(tempfile.mkdtemp()), variant.split())
         print(f"variant [{variant}]: clusters that fit at once: {gemm.clusters}", flush=True)
+        if args.clusters:
+            gemm.clusters = min(gemm.clusters, args.clusters)
+            variant += f" clusters={gemm.clusters}"
         records += run_variant(gemm, variant, shapes, args.reps, args.widths)
     if args.json:
         args.json.write_text(json.dumps(records, indent=1))
