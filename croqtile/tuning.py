@@ -279,6 +279,7 @@ class SearchTimer:
                  short_ms: float = 0.1) -> None:
         self.long, self.short, self.short_ms = long or gpu_timer, short or graph_timer, short_ms
         self.graphs: bool | None = None  # decided by the first timing
+        self.uncaptured = 0  # candidates timed without a graph: their capture failed
 
     def __call__(self, fn: Callable[[], Any]) -> float:
         if self.graphs is None:
@@ -291,11 +292,14 @@ class SearchTimer:
         try:
             return self.short(fn)
         except Exception:  # a candidate that cannot be captured in a graph (a host sync)
+            self.uncaptured += 1
             return self.long(fn)
 
     @property
     def method(self) -> str:
-        return "cuda graph" if self.graphs else "do_bench"
+        if not self.graphs:
+            return "do_bench"
+        return "cuda graph" + (f" ({self.uncaptured} with do_bench)" if self.uncaptured else "")
 
 
 def same_result(got: torch.Tensor, want: torch.Tensor) -> bool:
@@ -554,8 +558,8 @@ class TunedFunction:
                 if report.default_ms else "")
         budget = "" if report.complete else " (time budget reached)"
         again = f", {len(report.finals)} timed again" if report.finals else ""
-        if report.timing == "cuda graph":
-            again += ", timed in CUDA graphs"
+        if report.timing.startswith("cuda graph"):
+            again += ", timed in CUDA graphs" + report.timing[len("cuda graph"):]
         print(f"croqtile: tuned {self.name} for {shape} on {report.device}: "
               f"{report.best_ms:.4g} ms{gain} with {report.best.describe()} "
               f"[{report.tried} run, {len(report.pruned)} pruned{again}, {report.seconds:.1f} s"

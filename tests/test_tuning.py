@@ -361,6 +361,7 @@ def test_a_candidate_that_cannot_be_captured_is_timed_without_a_graph() -> None:
 
     timer = tuning.SearchTimer(_fixed_timer(0.05, calls, "long"), capture_fails)
     assert timer(lambda: None) == 0.05 and calls == ["long", "long"]
+    assert timer.method == "cuda graph (1 with do_bench)"
 
 
 def test_the_timing_method_is_recorded_and_printed(capsys: pytest.CaptureFixture[str],
