@@ -267,7 +267,7 @@ def graph_timer(fn: Callable[[], Any]) -> float:
 
 
 class SearchTimer:
-    """The GPU timer of one search. Its first timing (of the default configuration) uses
+    """The GPU timer of one search. Its first timing (of the first candidate) uses
     `gpu_timer`; when that is under ``short_ms``, every candidate of the search is timed
     with `graph_timer` instead. A call of a few tens of microseconds spends about as long
     on the host as on the GPU, so `gpu_timer` then measures the host's speed of the moment
@@ -287,7 +287,7 @@ class SearchTimer:
             self.graphs = ms < self.short_ms
             if not self.graphs:
                 return ms
-        if not self.graphs:
+        elif not self.graphs:
             return self.long(fn)
         try:
             return self.short(fn)
@@ -559,7 +559,7 @@ class TunedFunction:
         budget = "" if report.complete else " (time budget reached)"
         again = f", {len(report.finals)} timed again" if report.finals else ""
         if report.timing.startswith("cuda graph"):
-            again += ", timed in CUDA graphs" + report.timing[len("cuda graph"):]
+            again += ", timed in CUDA graphs" + report.timing.removeprefix("cuda graph")
         print(f"croqtile: tuned {self.name} for {shape} on {report.device}: "
               f"{report.best_ms:.4g} ms{gain} with {report.best.describe()} "
               f"[{report.tried} run, {len(report.pruned)} pruned{again}, {report.seconds:.1f} s"
