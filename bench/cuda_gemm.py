@@ -32,6 +32,8 @@ def main() -> None:
                         help="tile widths to time (0: the one the kernel picks)")
     parser.add_argument("--variant", action="append", default=None,
                         help="space-separated NAME=VALUE macros of one build (repeatable)")
+    parser.add_argument("--order", choices=("grouped", "hilbert"), default="grouped",
+                        help="the order the clusters walk the tiles in")
     parser.add_argument("--clusters", type=int, default=None,
                         help="persistent clusters to launch at most (default: as many as fit; "
                              "64 leaves 4 SMs idle, with no more waves at 4096^2 or 8192^2)")
@@ -41,10 +43,11 @@ def main() -> None:
     records = []
     for variant in args.variant or [""]:
         gemm = HopperGemm(Path(tempfile.mkdtemp()), variant.split())
-        print(f"variant [{variant}]: clusters that fit at once: {gemm.clusters}", flush=True)
-        if args.clusters:
-            gemm.clusters = min(gemm.clusters, args.clusters)
-            variant += f" clusters={gemm.clusters}"
+        fit = gemm.clusters
+        gemm.clusters = min(fit, args.clusters or fit)
+        gemm.order = args.order
+        variant = f"{variant} clusters={gemm.clusters} order={gemm.order}".strip()
+        print(f"variant [{variant}] ({fit} clusters fit at once)", flush=True)
         records += run_variant(gemm, variant, shapes, args.reps, args.widths)
     if args.json:
         args.json.write_text(json.dumps(records, indent=1))

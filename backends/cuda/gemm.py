@@ -11,6 +11,7 @@ import ctypes
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build
@@ -69,6 +70,30 @@ def pick_width(m: int, n: int, clusters: int, block_rows: int = TILE_M) -> int:
     return WIDTHS[1] if narrow <= (1 - _NARROW_GAIN) * wide else WIDTHS[0]
 
 
+def hilbert_order(rows: int, cols: int) -> np.ndarray:
+    """The tiles of a rows x cols grid in the order of a Hilbert curve over the smallest
+    power-of-two square that holds the grid (points outside it skipped), each packed as
+    row << 16 | col. The clusters take consecutive tiles of the curve at once, which keep
+    to a compact patch of rows and columns (L2 reuse of both operands)."""
+    if not 0 < cols < 1 << 16 or rows <= 0:
+        raise ValueError(f"a {rows} x {cols} grid of tiles")
+    side = 1 << max(rows - 1, cols - 1, 1).bit_length()
+    t = np.arange(side * side, dtype=np.int64)  # distance along the curve
+    x, y = np.zeros_like(t), np.zeros_like(t)
+    s = 1
+    while s < side:  # from the distance to the point, one level of quadrants a step
+        rx = 1 & (t // 2)
+        ry = 1 & (t ^ rx)
+        flip = (ry == 0) & (rx == 1)
+        x, y = np.where(flip, s - 1 - x, x), np.where(flip, s - 1 - y, y)
+        x, y = np.where(ry == 0, y, x), np.where(ry == 0, x, y)
+        x, y = x + s * rx, y + s * ry
+        t //= 4
+        s *= 2
+    inside = (x < rows) & (y < cols)
+    return ((x[inside] << 16) | y[inside]).astype(np.int32)
+
+
 class HopperGemm:
     """The kernels loaded on the current device, with the persistent grid size."""
 
@@ -86,6 +111,9 @@ class HopperGemm:
         self.clusters = min(self.kernels[torch.float16, w].max_active_clusters(blocks)
                             for w in WIDTHS)
         self._maps: dict[tuple, TensorMap] = {}
+        # "grouped" (computed in the kernel) or "hilbert" (a table per grid of tiles)
+        self.order = "grouped"
+        self._tables: dict[tuple[int, int], torch.Tensor] = {}
 
     def _map(self, t: torch.Tensor, box_rows: int) -> TensorMap:
         key = (t.data_ptr(), tuple(t.shape), t.dtype, box_rows)
@@ -111,7 +139,19 @@ class HopperGemm:
         map_b = self._map(b, width // CLUSTER)
         map_c = self._map(out, WARPGROUP_ROWS)
         params = [map_a.address, map_b.address, map_c.address,
-                  ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+                  ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k),
+                  ctypes.c_uint64(self._table(m, n, width))]
         stream = torch.cuda.current_stream(a.device).cuda_stream
         blocks = CLUSTER * min(self.clusters, cluster_tiles(m, n, width, self.block_rows))
         self.kernels[a.dtype, width].launch(blocks, stream, params)
+
+    def _table(self, m: int, n: int, width: int) -> int:
+        """The device address of the tile order for an m x n output (0: grouped order)."""
+        if self.order == "grouped":
+            return 0
+        grid = (-(-m // (CLUSTER * self.block_rows)), -(-n // width))
+        table = self._tables.get(grid)
+        if table is None:
+            table = torch.from_numpy(hilbert_order(*grid)).to(f"cuda:{self.device}")
+            self._tables[grid] = table
+        return table.data_ptr()

@@ -19,8 +19,9 @@
 //     (each consumer arrives on the "empty" barrier of its own block and of its
 //     peer), because the peer's multicast writes into this block's stage too;
 //   * the grid is persistent: one cluster per two multiprocessors walks the tiles
-//     in grouped order (GROUP_M cluster rows at a time) for L2 reuse; the loader
-//     runs ahead into the next tile while the consumers store the last one;
+//     in grouped order (GROUP_M cluster rows at a time), or in the order of a table
+//     the host passes, for L2 reuse; the loader runs ahead into the next tile while
+//     the consumers store the last one;
 //   * the consumers write their accumulators into shared memory (stmatrix), all of
 //     the tile or half its columns at a time, and one thread per warpgroup hands each
 //     part to the copy engine, which stores it while the warpgroup goes on.
@@ -276,24 +277,36 @@ struct TileOrder {
   int cluster_rows;  // cdiv(M, CLUSTER * BM)
   int cols;          // cdiv(N, BN)
   int width;         // BN
+  const int* table;  // null: grouped order; else tile t is (table[t] >> 16, table[t] & 0xffff)
 
   __device__ __forceinline__ int count() const { return cluster_rows * cols; }
 
-  // The first row and column of block `rank`'s part of cluster tile t, in the grouped
-  // order: GROUP_M cluster rows are walked column by column.
+  // The first row and column of block `rank`'s part of cluster tile t: from the host's
+  // table (a Hilbert curve, bench/cuda_gemm.py --order hilbert), or in the grouped order,
+  // where GROUP_M cluster rows are walked column by column.
   __device__ __forceinline__ void origin(int t, uint32_t rank, int& m0, int& n0) const {
-    const int per_group = GROUP_M * cols;
-    const int first = (t / per_group) * GROUP_M;
-    const int rows = min(cluster_rows - first, GROUP_M);
-    const int in_group = t % per_group;
-    m0 = ((first + in_group % rows) * CLUSTER + static_cast<int>(rank)) * BM;
-    n0 = (in_group / rows) * width;
+    int row, col;
+    if (table != nullptr) {
+      const int packed = __ldg(table + t);
+      row = packed >> 16;
+      col = packed & 0xffff;
+    } else {
+      const int per_group = GROUP_M * cols;
+      const int first = (t / per_group) * GROUP_M;
+      const int rows = min(cluster_rows - first, GROUP_M);
+      const int in_group = t % per_group;
+      row = first + in_group % rows;
+      col = in_group / rows;
+    }
+    m0 = (row * CLUSTER + static_cast<int>(rank)) * BM;
+    n0 = col * width;
   }
 };
 
 template <bool BF16, int BN>
 __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap* map_b,
-                                     const CUtensorMap* map_c, int M, int N, int K) {
+                                     const CUtensorMap* map_c, int M, int N, int K,
+                                     const int* order_table) {
   using L = Layout<BN>;
   constexpr uint32_t STAGE_BYTES = L::STAGE_BYTES, B_PART = L::B_PART;
   constexpr int STAGED_COLS = L::STAGED_COLS;
@@ -304,7 +317,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
   const uint32_t empty = full + STAGES * 8;           // STAGES barriers: stage is free
 
   const uint32_t rank = cluster_rank();
-  const TileOrder order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, BN};
+  const TileOrder order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, BN,
+                        order_table};
   const int k_tiles = (K + BK - 1) / BK;
   const int warpgroup = threadIdx.x / 128;
 
@@ -442,8 +456,9 @@ extern "C" __constant__ int croq_gemm_sm90_block_rows = BM;
 #define CROQ_KERNEL(NAME, BF16, BN)                                                      \
   extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(CLUSTER, 1, 1)   \
       NAME(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, \
-           const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {             \
-    gemm<BF16, BN>(&map_a, &map_b, &map_c, M, N, K);                                     \
+           const __grid_constant__ CUtensorMap map_c, int M, int N, int K,               \
+           const int* __restrict__ order_table) {                                        \
+    gemm<BF16, BN>(&map_a, &map_b, &map_c, M, N, K, order_table);                        \
   }
 CROQ_KERNEL(croq_gemm_sm90_f16_256, false, 256)
 CROQ_KERNEL(croq_gemm_sm90_bf16_256, true, 256)

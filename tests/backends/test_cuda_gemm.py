@@ -14,7 +14,7 @@ import torch
 import croqtile
 from croqtile import settings
 from croqtile.backends.cuda import driver
-from croqtile.backends.cuda.gemm import SOURCE, pick_width, unsupported
+from croqtile.backends.cuda.gemm import SOURCE, HopperGemm, hilbert_order, pick_width, unsupported
 from croqtile.backends.cuda.match import GemmPlan
 from croqtile.errors import CompileError
 
@@ -106,6 +106,22 @@ def test_why_arguments_do_not_suit_the_kernel() -> None:
         "the element type is not f16 or bf16 throughout"
 
 
+@pytest.mark.parametrize("rows, cols", [(1, 1), (1, 7), (3, 5), (16, 16), (12, 16), (2, 40)])
+def test_the_hilbert_order_visits_every_tile_once(rows: int, cols: int) -> None:
+    order = hilbert_order(rows, cols)
+    tiles = sorted(zip((order >> 16).tolist(), (order & 0xFFFF).tolist()))
+    assert tiles == [(r, c) for r in range(rows) for c in range(cols)]
+
+
+def test_the_hilbert_order_moves_one_tile_at_a_time_on_a_square() -> None:
+    order = hilbert_order(16, 16)
+    rows, cols = order >> 16, order & 0xFFFF
+    steps = abs(rows[1:] - rows[:-1]) + abs(cols[1:] - cols[:-1])
+    assert steps.tolist() == [1] * 255
+    with pytest.raises(ValueError, match="grid of tiles"):
+        hilbert_order(4, 1 << 16)
+
+
 @pytest.mark.skipif(settings.nvcc() is None, reason="no nvcc on this machine")
 def test_the_kernel_builds_with_nvcc_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cubin = driver.build(SOURCE, "90a", tmp_path, nvcc=settings.nvcc())
@@ -161,6 +177,23 @@ def test_the_cuda_kernel_computes_the_gemm(m: int, n: int, k: int, dtype: torch.
         fn(a, b, out)
     assert fn.launches == 0  # no Triton launch
     assert_close(out, a.double() @ b.double().T, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m, n, k", [(1000, 1032, 520), (333, 264, 8), (8192, 1024, 2048),
+                                     (4096, 4096, 4096)])
+def test_the_kernel_computes_the_gemm_in_hilbert_order(tmp_path: Path, m: int, n: int,
+                                                       k: int) -> None:
+    if not _hopper():
+        pytest.skip("the CUDA GEMM needs a Hopper GPU and nvcc")
+    gemm = HopperGemm(tmp_path, nvcc=settings.nvcc())
+    gemm.order = "hilbert"
+    for dtype in (torch.float16, torch.bfloat16):
+        a, b = random((m, k), dtype, "cuda"), random((n, k), dtype, "cuda")
+        for width in (256, 192):
+            out = poison(torch.empty(m, n, dtype=dtype, device="cuda"))
+            gemm(a, b, out, width)
+            assert_close(out, a.double() @ b.double().T, dtype)
 
 
 @pytest.mark.gpu
