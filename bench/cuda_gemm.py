@@ -1,6 +1,7 @@
 """Check and time the hand-written Hopper GEMM (backends/cuda/gemm_sm90.cu) on its own.
 
     python3 bench/cuda_gemm.py [--shapes M,N,K ...] [--reps 5] [--json OUT]
+        [--widths 256 192] [--variant "CROQ_GROUP_M=16"] [--order hilbert] [--clusters 64]
 
 Each shape is checked first against a float64 product on fresh random inputs with the
 checks of `croqtile bench` (the output poisoned with NaN, the relative error over every
