@@ -16,11 +16,12 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
-from .lower import KernelLowering, _broadcast, iter_stmts
+from .mma import start_layout
+from .state import KernelState, broadcast, iter_stmts
 from .values import Acc, Bounded, Buffer, Tile, padding_mask
 
 
-def lower_apply(kl: KernelLowering, stmt: ast.Apply) -> None:
+def lower_apply(kl: KernelState, stmt: ast.Apply) -> None:
     sym: Symbol = kl.fn.refs[id(stmt)]
     loop = kl.fn.loops[id(stmt)][0]
     dims = span_axes(kl, sym, stmt.span)
@@ -33,7 +34,7 @@ def lower_apply(kl: KernelLowering, stmt: ast.Apply) -> None:
         kl.apply_depth -= 1
 
 
-def runs_in_turn(kl: KernelLowering, stmt: ast.Parallel) -> bool:
+def runs_in_turn(kl: KernelState, stmt: ast.Parallel) -> bool:
     """Whether the warp(-group) instances of ``stmt`` run one after the other. The MMA
     lowering merges the accumulators of side-by-side instances into one tile, but the
     ``frag`` vectors and row indices of element-wise code belong to one instance each;
@@ -46,7 +47,7 @@ def runs_in_turn(kl: KernelLowering, stmt: ast.Parallel) -> bool:
     return any(isinstance(inner, ast.Apply) for inner in iter_stmts(stmt.body))
 
 
-def lower_in_turn(kl: KernelLowering, stmt: ast.Parallel) -> None:
+def lower_in_turn(kl: KernelState, stmt: ast.Parallel) -> None:
     """The body once per instance, in a loop over each level variable."""
     loops: list[tuple[str, int]] = []
     for level in kl.fn.parallels[id(stmt)]:
@@ -65,7 +66,7 @@ def lower_in_turn(kl: KernelLowering, stmt: ast.Parallel) -> None:
     _nest(kl, stmt, loops)
 
 
-def _nest(kl: KernelLowering, stmt: ast.Parallel, loops: list[tuple[str, int]]) -> None:
+def _nest(kl: KernelState, stmt: ast.Parallel, loops: list[tuple[str, int]]) -> None:
     if not loops:
         kl.block(stmt.body)
         return
@@ -79,7 +80,7 @@ def _nest(kl: KernelLowering, stmt: ast.Parallel, loops: list[tuple[str, int]]) 
     kl.emit(ir.For(stmt.span, name, b.const(0), b.const(extent), inner.body, pipelined=False))
 
 
-def span_axes(kl: KernelLowering, sym: Symbol, span: Span) -> tuple[ir.Axis, ...]:
+def span_axes(kl: KernelState, sym: Symbol, span: Span) -> tuple[ir.Axis, ...]:
     """The axes of the register tile ``sym`` holds (an accumulator gets its layout here
     when no MMA has run yet: the one it will have, one instance's tile)."""
     value = kl.env.get(sym)
@@ -91,9 +92,7 @@ def span_axes(kl: KernelLowering, sym: Symbol, span: Span) -> tuple[ir.Axis, ...
     return tuple(kl.tile_axis(d, sym.name, span) for d in sym.shape or ())
 
 
-def _acc_axes(kl: KernelLowering, acc: Acc, span: Span) -> tuple[ir.Axis, ir.Axis]:
-    from .mma import start_layout
-
+def _acc_axes(kl: KernelState, acc: Acc, span: Span) -> tuple[ir.Axis, ir.Axis]:
     layout = acc.layout or start_layout(kl, acc, span)
     if layout.m_parts or layout.n_parts:
         raise unsupported(span, "element-wise code over an accumulator shared by several "
@@ -102,7 +101,7 @@ def _acc_axes(kl: KernelLowering, acc: Acc, span: Span) -> tuple[ir.Axis, ir.Axi
     return layout.m, layout.n
 
 
-def _buffer_tile(kl: KernelLowering, buffer: Buffer, span: Span) -> Tile:
+def _buffer_tile(kl: KernelState, buffer: Buffer, span: Span) -> Tile:
     """A ``frag`` buffer's register tile; one that holds nothing yet starts as zeros."""
     content = buffer.content
     if content is None:
@@ -118,7 +117,7 @@ def _buffer_tile(kl: KernelLowering, buffer: Buffer, span: Span) -> Tile:
     return content
 
 
-def register_tile(kl: KernelLowering, sym: Symbol, span: Span) -> Tile:
+def register_tile(kl: KernelState, sym: Symbol, span: Span) -> Tile:
     """The current value of an accumulator or a ``frag`` buffer as a tile."""
     value = kl.env.get(sym)
     if isinstance(value, Acc):
@@ -153,7 +152,7 @@ def read_element(tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
     return relabelled(tile.expr, _matching(tile.dims, index, span))
 
 
-def store_element(kl: KernelLowering, sym: Symbol, target: ast.ElemAccess,
+def store_element(kl: KernelState, sym: Symbol, target: ast.ElemAccess,
                   item: ast.Assign, span: Span) -> None:
     """``x.at(i, j) op= v`` inside ``apply``: a new value for the whole tile."""
     tile = register_tile(kl, sym, target.span)
@@ -165,7 +164,7 @@ def store_element(kl: KernelLowering, sym: Symbol, target: ast.ElemAccess,
     if item.op != "=":
         wide = kl.promoted(tile.elem, item.value)
         rhs = kl.arith(item.op[:-1], old, rhs, wide)
-    new = _broadcast(b.cast(rhs, dtype), old.axes)
+    new = broadcast(b.cast(rhs, dtype), old.axes)
     if set(new.axes) - set(old.axes):
         raise unsupported(item.value.span, "a value that depends on an index its element "
                                            "does not (or on the thread) written into a "
@@ -179,10 +178,10 @@ def store_element(kl: KernelLowering, sym: Symbol, target: ast.ElemAccess,
 
 
 def _full_over(value: ir.Expr, dims: tuple[ir.Axis, ...]) -> ir.Expr:
-    return _broadcast(value, ir.sort_axes(dims))
+    return broadcast(value, ir.sort_axes(dims))
 
 
-def _assign(kl: KernelLowering, sym: Symbol, value: ir.Expr, tile: Tile, span: Span) -> None:
+def _assign(kl: KernelState, sym: Symbol, value: ir.Expr, tile: Tile, span: Span) -> None:
     """Give the register tile of ``sym`` a new value, under the same variable when it has
     one (so that a loop carries it to its next iteration)."""
     current = kl.env.get(sym)
@@ -206,7 +205,7 @@ _REDUCTIONS = {"reduce_max": "max", "reduce_sum": "sum"}
 FRAGMENT_CALLS = frozenset({"copy", *_REDUCTIONS})
 
 
-def lower_call(kl: KernelLowering, call: ast.CallExpr, span: Span) -> None:
+def lower_call(kl: KernelState, call: ast.CallExpr, span: Span) -> None:
     """``copy(dst, src)``, ``reduce_max(dst, src, dim)``, ``reduce_sum(dst, src, dim)``."""
     dst_sym, src_sym = (_symbol(kl, a) for a in call.args[:2])
     src = register_tile(kl, src_sym, call.args[1].span)
@@ -224,7 +223,7 @@ def lower_call(kl: KernelLowering, call: ast.CallExpr, span: Span) -> None:
     _assign(kl, dst_sym, relabelled(value, mapping), tile, span)
 
 
-def _symbol(kl: KernelLowering, arg: ast.Expr) -> Symbol:
+def _symbol(kl: KernelState, arg: ast.Expr) -> Symbol:
     sym = kl.fn.refs.get(id(arg)) if isinstance(arg, ast.Ident) else None
     if sym is None:
         raise unsupported(arg.span, "this fragment argument", "name an accumulator or a "

@@ -22,7 +22,7 @@ from ..ir import nodes as ir
 
 if TYPE_CHECKING:
     from ...frontend.source import Span
-    from .lower import KernelLowering
+    from .state import KernelState
 
 F64 = ir.DType.F64
 Let = Callable[[ir.Expr], ir.Expr]  # names a value of a formula (see libdevice)
@@ -48,7 +48,7 @@ FORMULAS = ("__sign", "__isfinite", "__frcp_rn", "__gelu", "__softplus", "__alig
 SUPPORTED = frozenset(TL_MATH) | frozenset(LIBDEVICE) | frozenset(FORMULAS)
 
 
-def lower_builtin(kl: KernelLowering, name: str, args: list[ir.Expr], dtype: ir.DType,
+def lower_builtin(kl: KernelState, name: str, args: list[ir.Expr], dtype: ir.DType,
                   span: Span | None) -> ir.Expr:
     """The value of ``name(args)`` in ``dtype`` (the checker's result type)."""
     if name in ("__max", "__min"):
@@ -94,7 +94,7 @@ def lower_builtin(kl: KernelLowering, name: str, args: list[ir.Expr], dtype: ir.
     return b.cast(libdevice(kl, LIBDEVICE[name], args, wide, span), dtype)
 
 
-def libdevice(kl: KernelLowering, fn: str, args: list[ir.Expr], dtype: ir.DType,
+def libdevice(kl: KernelState, fn: str, args: list[ir.Expr], dtype: ir.DType,
               span: Span | None) -> ir.Var:
     """``libdevice.fn(args)`` on the GPU, the float64 formula on the CPU."""
     args = [kl.let("x", a) for a in args]

@@ -17,12 +17,12 @@ from . import build as b
 from . import scratch
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .lower import BufferSlot, KernelLowering
+from .state import BufferSlot, KernelState
 from .tiles import load_tile, store_tile
 from .values import Buffer, Region, Tile
 
 
-def lower_dma(kl: KernelLowering, stmt: ast.DmaStmt) -> None:
+def lower_dma(kl: KernelState, stmt: ast.DmaStmt) -> None:
     # `.multicast` shares one block's copy with its cluster; each program making the same
     # copy itself gives the same data (clusters are ignored, spec 8)
     if any(attr.name == "sp" for attr in stmt.attrs):
@@ -109,7 +109,7 @@ def _whole_tile_store(target: Region, tile: Tile, stmt: ast.DmaStmt) -> Region:
     return replace(target, origin=tuple(origin), extents=extents)
 
 
-def _transformed(kl: KernelLowering, source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
+def _transformed(kl: KernelState, source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
     """``dma.transp`` and ``dma.pad`` change how the source is viewed, nothing else."""
     if stmt.op not in ("transp", "pad"):
         return source
@@ -132,14 +132,14 @@ def _transformed(kl: KernelLowering, source: Region | Tile, stmt: ast.DmaStmt) -
     return source.padded(low, high, value.value)
 
 
-def _constant(kl: KernelLowering, expr: ast.Expr) -> int:
+def _constant(kl: KernelState, expr: ast.Expr) -> int:
     info = kl.fn.exprs.get(id(expr))
     if info is None or info.static is None or info.static.value is None:
         raise unsupported(expr.span, "a configuration value that is not a constant")
     return info.static.value
 
 
-def _copy_into_select(kl: KernelLowering, stmt: ast.DmaStmt, dst: ast.SelectExpr,
+def _copy_into_select(kl: KernelState, stmt: ast.DmaStmt, dst: ast.SelectExpr,
                       source: Region | Tile, future) -> None:
     """``f = dma.copy src => select(k, bufA, bufB)``: the copy lands in one of several
     same-typed buffers. Reads go through ``f``, which forwards to the source. With a
@@ -163,7 +163,7 @@ def _copy_into_select(kl: KernelLowering, stmt: ast.DmaStmt, dst: ast.SelectExpr
         kl.env[future] = Buffer(future, slot.buffer.shape, slot.buffer.elem, content)
 
 
-def _option_slot(kl: KernelLowering, option: ast.Expr) -> BufferSlot | Region | Tile:
+def _option_slot(kl: KernelState, option: ast.Expr) -> BufferSlot | Region | Tile:
     if isinstance(option, ast.Ident):
         sym = kl.fn.refs.get(id(option))
         buffer = kl.env.get(sym) if sym is not None else None
@@ -173,7 +173,7 @@ def _option_slot(kl: KernelLowering, option: ast.Expr) -> BufferSlot | Region | 
     return kl.resolve_view(option, write=True)
 
 
-def _future_symbol(kl: KernelLowering, stmt: ast.DmaStmt):
+def _future_symbol(kl: KernelState, stmt: ast.DmaStmt):
     for sym in kl.fn.decls.get(id(stmt), []):
         if sym.kind is SymKind.FUTURE:
             return sym
@@ -198,7 +198,7 @@ def _fill_buffer(slot: BufferSlot, source: Region | Tile, stmt: ast.DmaStmt) -> 
     return source.clipped(slot.buffer.shape, filled)
 
 
-def _copy_into_scratch(kl: KernelLowering, slot: BufferSlot, source: Region | Tile,
+def _copy_into_scratch(kl: KernelState, slot: BufferSlot, source: Region | Tile,
                        stmt: ast.DmaStmt) -> None:
     """A copy into a buffer that lives in scratch memory (scratch.py) moves the data:
     the buffer keeps its own storage, which later element writes update."""
@@ -211,13 +211,13 @@ def _copy_into_scratch(kl: KernelLowering, slot: BufferSlot, source: Region | Ti
     kl.emit(ir.Barrier(stmt.span))
 
 
-def _materialize(kl: KernelLowering, region: Region, stmt: ast.DmaStmt) -> Tile:
+def _materialize(kl: KernelState, region: Region, stmt: ast.DmaStmt) -> Tile:
     dims = tuple(kl.tile_axis(extent, f"{region.tensor.name}{d}", stmt.span)
                  for d, extent in enumerate(region.extents))
     return load_tile(kl, region, dims, stmt.span, f"{region.tensor.name}_tile")
 
 
-def chosen_data(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
+def chosen_data(kl: KernelState, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
     """``f = select(k, a, b, ...)`` of futures (or buffers): ``f`` holds the chosen
     copy's data. A constant ``k`` names one copy. With a runtime ``k``, views of one
     tensor that differ only in where they start become one view starting where the
@@ -242,7 +242,7 @@ def chosen_data(kl: KernelLowering, sym: Symbol, expr: ast.SelectExpr) -> Buffer
     return Buffer(sym, first.shape, first.elem, Tile(value, dims, first.elem, valid))
 
 
-def _moved_view(kl: KernelLowering, contents: list[Region | Tile],
+def _moved_view(kl: KernelState, contents: list[Region | Tile],
                 expr: ast.SelectExpr) -> Region | None:
     """One view whose origin is the chosen view's, when every choice is the same view
     of the same tensor but for its origin (its bounds included); else None."""
@@ -259,7 +259,7 @@ def _moved_view(kl: KernelLowering, contents: list[Region | Tile],
     return base._replace(origin=origin)
 
 
-def _choice_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:
+def _choice_content(kl: KernelState, option: ast.Expr) -> Region | Tile:
     sym = kl.fn.refs.get(id(option)) if isinstance(option, ast.Ident) else None
     future = kl.env.get(sym) if sym is not None else None
     if not isinstance(future, Buffer) or future.content is None:
@@ -268,7 +268,7 @@ def _choice_content(kl: KernelLowering, option: ast.Expr) -> Region | Tile:
     return future.content
 
 
-def _as_tile(kl: KernelLowering, content: Region | Tile, dims: tuple[ir.Axis, ...],
+def _as_tile(kl: KernelState, content: Region | Tile, dims: tuple[ir.Axis, ...],
              expr: ast.SelectExpr, base: str) -> Tile:
     if isinstance(content, Region):
         return load_tile(kl, content, dims, expr.span, base)

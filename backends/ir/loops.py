@@ -12,18 +12,17 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
 
 from ...frontend import syntax as ast
 from ...frontend.sema.model import LoopInfo, Symbol, SymKind
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .lower import KernelLowering, _broadcast, iter_stmts
+from .state import KernelState, broadcast, children, iter_stmts
 from .values import Bounded, Buffer, Region, access, padding_mask
 
 
-def lower_foreach(kl: KernelLowering, stmt: ast.Foreach) -> None:
+def lower_foreach(kl: KernelState, stmt: ast.Foreach) -> None:
     loops = kl.fn.loops[id(stmt)]
     if _is_mma_slice_loop(kl, stmt, loops) and _try_collapse(kl, stmt, loops):
         return
@@ -61,7 +60,7 @@ def _exits(stmt: ast.Foreach) -> bool:
     return False
 
 
-def _lower_exiting(kl: KernelLowering, stmt: ast.Foreach,
+def _lower_exiting(kl: KernelState, stmt: ast.Foreach,
                    sequential: list[tuple[Symbol, LoopInfo, int]],
                    loops: tuple[LoopInfo, ...]) -> None:
     """A loop that ``break``s or ``continue``s: every trip runs, masked by the lanes still
@@ -71,7 +70,7 @@ def _lower_exiting(kl: KernelLowering, stmt: ast.Foreach,
         raise unsupported(stmt.span, "'break'/'continue' in a loop over several variables",
                           "loop over one variable")
     predicate = kl.predicate()
-    first = _broadcast(predicate if predicate is not None else b.const(True, b.I1),
+    first = broadcast(predicate if predicate is not None else b.const(True, b.I1),
                        tuple(kl.active))
     name = kl.fresh("active")
     kl.emit(ir.Let(stmt.span, name, first))
@@ -89,13 +88,13 @@ def _lower_exiting(kl: KernelLowering, stmt: ast.Foreach,
     _emit_loops(kl, sequential, loops, body, stmt)
 
 
-def _bind_tuples(kl: KernelLowering, loops: tuple[LoopInfo, ...]) -> None:
+def _bind_tuples(kl: KernelState, loops: tuple[LoopInfo, ...]) -> None:
     for loop in loops:
         if loop.tuple_symbol is not None and all(v in kl.env for v in loop.vars):
             kl.env[loop.tuple_symbol] = [kl.env[v] for v in loop.vars]
 
 
-def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int]],
+def _emit_loops(kl: KernelState, sequential: list[tuple[Symbol, LoopInfo, int]],
                 loops: tuple[LoopInfo, ...], body, stmt: ast.Foreach) -> None:
     """Nested ``for`` loops over the sequential variables, then the body."""
     if not sequential:
@@ -130,13 +129,13 @@ def _emit_loops(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int
         finally:
             kl.loop_depth -= 1
     kl.emit(ir.For(stmt.span, name, start, stop, inner.body, pipelined=False, step=step))
-    _leave_loop(kl, name, stop, step)
+    leave_loop(kl, name, stop, step)
 
 
 # ----------------------------------------------------------------------- MMA K-slice loops
 
 
-def _is_mma_slice_loop(kl: KernelLowering, stmt: ast.Foreach,
+def _is_mma_slice_loop(kl: KernelState, stmt: ast.Foreach,
                        loops: tuple[LoopInfo, ...]) -> bool:
     if any(loop.lower or loop.upper or loop.step for loop in loops):
         return False
@@ -155,14 +154,14 @@ def _is_mma_slice_loop(kl: KernelLowering, stmt: ast.Foreach,
     return execs > 0
 
 
-def _declares_views(kl: KernelLowering, stmt: ast.Stmt) -> bool:
+def _declares_views(kl: KernelState, stmt: ast.Stmt) -> bool:
     """``ma = lhs_s.chunkat(_, k);``: names for operand views (no data moves)."""
     decls = kl.fn.decls.get(id(stmt), [])
     return isinstance(stmt, ast.AssignStmt) and bool(decls) and all(
         s.kind is SymKind.VIEW for s in decls)
 
 
-def _try_collapse(kl: KernelLowering, stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
+def _try_collapse(kl: KernelState, stmt: ast.Foreach, loops: tuple[LoopInfo, ...]) -> bool:
     """Lower the body once with collapsed indices; on CQ0703 undo and report False."""
     body_len = len(kl.body)
     saved_env = dict(kl.env)
@@ -185,7 +184,7 @@ def _try_collapse(kl: KernelLowering, stmt: ast.Foreach, loops: tuple[LoopInfo, 
 # ----------------------------------------------------------------------- vectorisation
 
 
-def _vectorizable(kl: KernelLowering, stmt: ast.Foreach,
+def _vectorizable(kl: KernelState, stmt: ast.Foreach,
                   loops: tuple[LoopInfo, ...]) -> set[Symbol]:
     targets: list[ast.Assign] = []
     for inner in iter_stmts(stmt.body):
@@ -214,38 +213,27 @@ def _vectorizable(kl: KernelLowering, stmt: ast.Foreach,
     return chosen
 
 
-def _root(kl: KernelLowering, access_node: ast.Expr) -> Symbol | None:
+def _root(kl: KernelState, access_node: ast.Expr) -> Symbol | None:
     base = access_node.base if isinstance(access_node, ast.ElemAccess) else access_node
     if isinstance(base, ast.Member):
         base = base.obj
     return kl.fn.refs.get(id(base)) if isinstance(base, ast.Ident) else None
 
 
-def _reads(kl: KernelLowering, expr: ast.Node, roots: set[Symbol | None]) -> bool:
+def _reads(kl: KernelState, expr: ast.Node, roots: set[Symbol | None]) -> bool:
     if isinstance(expr, ast.ElemAccess) and _root(kl, expr) in roots:
         return True
-    return any(_reads(kl, child, roots) for child in _children(expr))
+    return any(_reads(kl, child, roots) for child in children(expr))
 
 
-def _children(node: ast.Node):
-    for f in fields(node):
-        value = getattr(node, f.name)
-        if isinstance(value, ast.Node):
-            yield value
-        elif isinstance(value, tuple):
-            for item in value:
-                if isinstance(item, ast.Node):
-                    yield item
-
-
-def _references(kl: KernelLowering, expr: ast.Node, sym: Symbol) -> bool:
+def _references(kl: KernelState, expr: ast.Node, sym: Symbol) -> bool:
     if isinstance(expr, ast.Ident):
         ref = kl.fn.refs.get(id(expr))
         return ref is sym or (ref is not None and sym in ref.members)
-    return any(_references(kl, child, sym) for child in _children(expr))
+    return any(_references(kl, child, sym) for child in children(expr))
 
 
-def _injective(kl: KernelLowering, expr: ast.Expr, sym: Symbol) -> bool:
+def _injective(kl: KernelState, expr: ast.Expr, sym: Symbol) -> bool:
     """Whether distinct values of ``sym`` give distinct values of ``expr``: ``sym``
     itself, a bounded ituple holding it, or a ``#`` composition with such a side."""
     if isinstance(expr, ast.Ident):
@@ -263,7 +251,7 @@ def _injective(kl: KernelLowering, expr: ast.Expr, sym: Symbol) -> bool:
 # ----------------------------------------------------------------------- accumulation
 
 
-def _promotable(kl: KernelLowering, stmt: ast.Foreach, sequential: list[Symbol]) -> ast.Assign | None:
+def _promotable(kl: KernelState, stmt: ast.Foreach, sequential: list[Symbol]) -> ast.Assign | None:
     if not sequential:
         return None
     stmts = [s for s in stmt.body.stmts if not isinstance(s, ast.Empty)]
@@ -279,7 +267,7 @@ def _promotable(kl: KernelLowering, stmt: ast.Foreach, sequential: list[Symbol])
     return item
 
 
-def _lower_accumulation(kl: KernelLowering, stmt: ast.Foreach,
+def _lower_accumulation(kl: KernelState, stmt: ast.Foreach,
                         sequential: list[tuple[Symbol, LoopInfo, int]],
                         loops: tuple[LoopInfo, ...], item: ast.Assign) -> None:
     _bind_tuples(kl, loops)
@@ -328,7 +316,7 @@ def _reducible(sequential: list[tuple[Symbol, LoopInfo, int]], pointer: ir.Expr)
     return size <= REDUCE_LIMIT
 
 
-def _reduced_value(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, int]],
+def _reduced_value(kl: KernelState, sequential: list[tuple[Symbol, LoopInfo, int]],
                    loops: tuple[LoopInfo, ...], item: ast.Assign, dtype: ir.DType) -> ir.Expr:
     """``sum over the loop indices of value``, the indices laid out as tensor axes."""
     axes = []
@@ -353,7 +341,7 @@ def _reduced_value(kl: KernelLowering, sequential: list[tuple[Symbol, LoopInfo, 
 # ----------------------------------------------------------------------- double buffering
 
 
-def _carry_futures(kl: KernelLowering, stmt: ast.Foreach, var: str, start: ir.Expr,
+def _carry_futures(kl: KernelState, stmt: ast.Foreach, var: str, start: ir.Expr,
                    step: ir.Expr | None) -> None:
     """Multiple buffering: ``swap(f0, f1)`` / ``rotate(f0, ..., fn-1)`` ends each
     iteration, and the loop copies into one of the futures, ``fj``. Every copy is a view
@@ -388,7 +376,7 @@ def _carry_futures(kl: KernelLowering, stmt: ast.Foreach, var: str, start: ir.Ex
         kl.carried.add(id(inner))
 
 
-def _lagged(kl: KernelLowering, swap: ast.SwapStmt, source: object, sym: Symbol, var: str,
+def _lagged(kl: KernelState, swap: ast.SwapStmt, source: object, sym: Symbol, var: str,
             start: ir.Expr, lag: ir.Expr) -> Buffer:
     """``sym`` at the top of every iteration: the loop's copy made ``lag`` trips earlier,
     checked against what ``sym`` holds when the loop starts."""
@@ -408,7 +396,7 @@ def _lagged(kl: KernelLowering, swap: ast.SwapStmt, source: object, sym: Symbol,
                   earlier.clipped(content.extents, content.filled))
 
 
-def _copies_in(kl: KernelLowering, body: ast.Block, syms: list) -> dict:
+def _copies_in(kl: KernelState, body: ast.Block, syms: list) -> dict:
     """The swapped futures that a copy in ``body`` (directly) assigns, with the copy."""
     found = {}
     for inner in body.stmts:
@@ -424,7 +412,7 @@ def _same_view(a: Region, b_: Region) -> bool:
         b_.key()
 
 
-def _leave_loop(kl: KernelLowering, var: str, stop: ir.Expr, step: ir.Expr | None) -> None:
+def leave_loop(kl: KernelState, var: str, stop: ir.Expr, step: ir.Expr | None) -> None:
     """After the loop its index is gone: views that still mention it (copies made in the
     last iteration) take its last value."""
     last = b.binary("-", stop, step if step is not None else b.const(1))

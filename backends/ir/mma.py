@@ -29,7 +29,7 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, static_extent, unsupported
-from .lower import BufferSlot, KernelLowering, _broadcast, iter_stmts
+from .state import BufferSlot, KernelState, broadcast, iter_stmts
 from .tiles import load_tile, store_tile
 from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
                      padding_mask)
@@ -38,7 +38,7 @@ from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, a
 DOT_MIN = 16  # tl.dot needs every dimension >= 16: smaller MMA tiles (m8n8k4) are padded
 
 
-def lower_fill(kl: KernelLowering, stmt: ast.MmaFill) -> None:
+def lower_fill(kl: KernelState, stmt: ast.MmaFill) -> None:
     sym = kl.fn.frags[id(stmt)]
     fill = _fill_value(kl, stmt.value)
     acc = _acc(kl, sym, fill, stmt.target)
@@ -46,14 +46,14 @@ def lower_fill(kl: KernelLowering, stmt: ast.MmaFill) -> None:
     _start(kl, acc, stmt.span, with_value=True)
 
 
-def _fill_value(kl: KernelLowering, expr: ast.Expr) -> float | int:
+def _fill_value(kl: KernelState, expr: ast.Expr) -> float | int:
     fill = kl.value(expr)
     if not isinstance(fill, ir.Const):
         raise unsupported(expr.span, "an accumulator fill value that is not a constant")
     return fill.value
 
 
-def lower_frag_decl(kl: KernelLowering, stmt: ast.FragDecl) -> None:
+def lower_frag_decl(kl: KernelState, stmt: ast.FragDecl) -> None:
     """``frag[.T] mc {v};`` is ``mc = mma.fill[.T] v;``; ``frag mc[2][3] {v};`` reserves
     the initialisation of each element here, made when the element is first used."""
     sym = kl.fn.frags[id(stmt)]
@@ -72,7 +72,7 @@ def lower_frag_decl(kl: KernelLowering, stmt: ast.FragDecl) -> None:
     kl.env[sym] = FragArray(sym, fill, slots)
 
 
-def _acc(kl: KernelLowering, sym: Symbol, fill: float | int, expr: ast.Expr | None) -> Acc:
+def _acc(kl: KernelState, sym: Symbol, fill: float | int, expr: ast.Expr | None) -> Acc:
     """The accumulator ``expr`` names (``sym``, or an element of the array ``sym``),
     created at its first fill or load."""
     current = kl.env.get(sym)
@@ -85,14 +85,14 @@ def _acc(kl: KernelLowering, sym: Symbol, fill: float | int, expr: ast.Expr | No
     return current
 
 
-def _new_acc(kl: KernelLowering, sym: Symbol, fill: float | int, base: str) -> Acc:
+def _new_acc(kl: KernelState, sym: Symbol, fill: float | int, base: str) -> Acc:
     acc = Acc(sym, kl.fresh(base), sym.elem or dtypes.F32, fill)
     if sym in _scaled_symbols(kl):
         acc.part = kl.fresh(f"{base}_part")
     return acc
 
 
-def _named_acc(kl: KernelLowering, sym: Symbol, expr: ast.Expr) -> Acc | None:
+def _named_acc(kl: KernelState, sym: Symbol, expr: ast.Expr) -> Acc | None:
     """The accumulator an MMA, store or scale statement names, if it has one."""
     current = kl.env.get(sym)
     if isinstance(current, FragArray):
@@ -100,7 +100,7 @@ def _named_acc(kl: KernelLowering, sym: Symbol, expr: ast.Expr) -> Acc | None:
     return current if isinstance(current, Acc) else None
 
 
-def _element(kl: KernelLowering, array: FragArray, expr: ast.Expr) -> Acc:
+def _element(kl: KernelState, array: FragArray, expr: ast.Expr) -> Acc:
     """``mc[i][j]``: constant indices name distinct accumulators; one runtime index that
     stays the same through the kernel (scalar parameters) may select the element instead,
     when it is the only way the array is indexed."""
@@ -142,7 +142,7 @@ def _element(kl: KernelLowering, array: FragArray, expr: ast.Expr) -> Acc:
     return acc
 
 
-def _kernel_invariant(kl: KernelLowering, e: ir.Expr) -> bool:
+def _kernel_invariant(kl: KernelState, e: ir.Expr) -> bool:
     """Whether ``e`` only reads scalar parameters of the kernel (one value throughout)."""
     if isinstance(e, ir.Var):
         return e.name in kl.params
@@ -151,7 +151,7 @@ def _kernel_invariant(kl: KernelLowering, e: ir.Expr) -> bool:
     return all(_kernel_invariant(kl, child) for child in b.children(e))
 
 
-def _scaled_symbols(kl: KernelLowering) -> set[Symbol]:
+def _scaled_symbols(kl: KernelState) -> set[Symbol]:
     """Accumulators that some ``mma.scale`` scales: they keep two tiles (spec 5.8)."""
     found = set()
     for stmt in iter_stmts(kl.fn.node.body):
@@ -160,7 +160,7 @@ def _scaled_symbols(kl: KernelLowering) -> set[Symbol]:
     return found
 
 
-def _start(kl: KernelLowering, acc: Acc, span: Span, with_value: bool) -> None:
+def _start(kl: KernelState, acc: Acc, span: Span, with_value: bool) -> None:
     """(Re)initialise the accumulator to its fill value (``with_value``) and its raw partial
     products to zero; before the first mma fixes the shape, placeholders stand in."""
     inits = [(acc.name, b.dtype_of(acc.elem), acc.fill)] if with_value else []
@@ -181,7 +181,7 @@ def _part_dtype(acc: Acc) -> ir.DType:
     return ir.DType.F64 if acc.elem.name == "f64" else ir.DType.F32
 
 
-def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
+def lower_load(kl: KernelState, stmt: ast.MmaLoad) -> None:
     sym = kl.fn.frags.get(id(stmt))
     if sym is None:
         raise unsupported(stmt.span, "this 'mma.load'")
@@ -196,7 +196,7 @@ def lower_load(kl: KernelLowering, stmt: ast.MmaLoad) -> None:
     kl.env[sym] = Operand(source, sym.elem or dtypes.F16)
 
 
-def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> None:
+def _load_accumulator(kl: KernelState, stmt: ast.MmaLoad, sym: Symbol) -> None:
     """``mc = mma.load out.chunkat(...)``: the accumulator starts from memory (C input).
     The instances' views must sit side by side as their MMA tiles will, so the fused
     accumulator is one tile load; its layout is fixed here rather than at the first mma."""
@@ -225,7 +225,7 @@ def _load_accumulator(kl: KernelLowering, stmt: ast.MmaLoad, sym: Symbol) -> Non
     _start(kl, acc, stmt.span, with_value=False)
 
 
-def _operand(kl: KernelLowering, expr: ast.Expr) -> Region:
+def _operand(kl: KernelState, expr: ast.Expr) -> Region:
     if isinstance(expr, ast.View) and not expr.ops and isinstance(expr.base, ast.Ident):
         sym = kl.fn.refs.get(id(expr.base))
         value = kl.env.get(sym) if sym is not None else None
@@ -254,7 +254,7 @@ def _accumulator_tile(acc: Acc, node: ast.Expr) -> Tile:
     return Tile(ir.Var(dims, b.dtype_of(acc.elem), acc.name), dims, acc.elem)
 
 
-def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
+def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     if stmt.kind not in ("plain", "scale"):
         raise unsupported(stmt.span, f"'mma.{stmt.layout_a}.{stmt.layout_b}.{stmt.kind}'")
     acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.acc)
@@ -315,7 +315,7 @@ def lower_exec(kl: KernelLowering, stmt: ast.MmaExec) -> None:
     kl.emit(ir.Let(stmt.span, target, value))
 
 
-def _signed_bytes(kl: KernelLowering, a: ir.Expr, bb: ir.Expr,
+def _signed_bytes(kl: KernelState, a: ir.Expr, bb: ir.Expr,
                   k: ir.Axis) -> tuple[ir.Expr, ir.Expr, ir.Expr | None]:
     """``tl.dot`` multiplies signed bytes only. A u8 operand X is X' + 128 with
     X' = X - 128 in int8, and exactly (in int32)
@@ -333,7 +333,7 @@ def _signed_bytes(kl: KernelLowering, a: ir.Expr, bb: ir.Expr,
     return a_s, b_s, correction
 
 
-def _to_signed(kl: KernelLowering, x: ir.Expr, base: str) -> ir.Expr:
+def _to_signed(kl: KernelState, x: ir.Expr, base: str) -> ir.Expr:
     if x.dtype is not ir.DType.U8:
         return x
     shifted = b.binary("-", b.cast(x, ir.DType.I32), b.const(128))
@@ -345,7 +345,7 @@ def _k_sum(x: ir.Expr, k: ir.Axis) -> ir.Expr:
     return ir.Reduce(axes, ir.DType.I32, "sum", b.cast(x, ir.DType.I32), k)
 
 
-def lower_scale(kl: KernelLowering, stmt: ast.MmaScale) -> None:
+def lower_scale(kl: KernelState, stmt: ast.MmaScale) -> None:
     """``mma.scale mc, sa, sb``: the raw products since the last scale point, times
     ``sa[m] * sb``, join the running result; the raw sum starts again from zero."""
     acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.frag)
@@ -362,7 +362,7 @@ def lower_scale(kl: KernelLowering, stmt: ast.MmaScale) -> None:
     _start(kl, acc, stmt.span, with_value=False)
 
 
-def _scale_factor(kl: KernelLowering, sa: ast.Expr, sb: ast.Expr, layout: AccLayout) -> ir.Expr:
+def _scale_factor(kl: KernelState, sa: ast.Expr, sb: ast.Expr, layout: AccLayout) -> ir.Expr:
     """``sa[m] * sb`` over the accumulator rows: ``sa`` a ``[M, 1]`` or ``[1, M]`` view of
     per-row scales (each instance's rows where its tile sits), ``sb`` one scalar. A scale
     that changes along a collapsed K loop stops the collapse (CQ0703)."""
@@ -403,7 +403,7 @@ def _origin(source: Region | Tile, dim: int, node: ast.Expr) -> b.Linear:
     return _linear(source.origin_of(dim), node)
 
 
-def _operand_tile(kl: KernelLowering, source: Region | Tile, rest: dict[int, ir.Expr],
+def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Expr],
                   dims: tuple[ir.Axis, ir.Axis], node: ast.Expr, base: str) -> Tile:
     """The operand as a tile over the dot's axes ``dims``: a view is loaded (all instances'
     slices together, from their common origin ``rest`` per view dimension), a register
@@ -419,7 +419,7 @@ def _operand_tile(kl: KernelLowering, source: Region | Tile, rest: dict[int, ir.
     return tile
 
 
-def _register_operand(kl: KernelLowering, tile: Tile, dims: tuple[ir.Axis, ir.Axis],
+def _register_operand(kl: KernelState, tile: Tile, dims: tuple[ir.Axis, ir.Axis],
                       node: ast.Expr, base: str) -> Tile:
     """A register tile (``frag f16 [M, K] a {1.0f}``, a computed buffer) as a dot operand:
     the same values laid along the dot's axes. Its padding must match the dot's, and lanes
@@ -431,7 +431,7 @@ def _register_operand(kl: KernelLowering, tile: Tile, dims: tuple[ir.Axis, ir.Ax
         if have.size != want.size or have.extent != want.extent:
             raise _fail(node, f"the register operand's extent {have.extent} is padded to "
                               f"{have.size}, the dot needs {want.size}")
-    value = _broadcast(tile.expr, ir.sort_axes(tile.dims))
+    value = broadcast(tile.expr, ir.sort_axes(tile.dims))
     padding = padding_mask(tile.dims)
     if padding is not None:
         value = ir.Where(value.axes, value.dtype, padding, value, b.cast(b.const(0), value.dtype))
@@ -444,7 +444,7 @@ def _register_operand(kl: KernelLowering, tile: Tile, dims: tuple[ir.Axis, ir.Ax
     return Tile(var, dims, tile.elem)
 
 
-def _widen_bf16_on_cpu(kl: KernelLowering, operand: ir.Expr) -> None:
+def _widen_bf16_on_cpu(kl: KernelState, operand: ir.Expr) -> None:
     """Triton 3.6's interpreter multiplies bf16 tiles as raw integers; on the CPU path the
     operands are widened to f32 first (exact: every bf16 value is an f32 value)."""
     if operand.dtype is ir.DType.BF16 and isinstance(operand, ir.Var):
@@ -502,7 +502,7 @@ def _fuse(lin: b.Linear, tile: int, node: ast.Expr, what: str) -> tuple[tuple[ir
     return tuple(reversed(parts)), total
 
 
-def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
+def _layout(kl: KernelState, acc: Acc, m_parts: tuple[ir.Axis, ...],
             n_parts: tuple[ir.Axis, ...], em: int, en: int, m_total: int, n_total: int,
             stmt: ast.Node) -> AccLayout:
     layout = acc.layout
@@ -520,7 +520,7 @@ def _layout(kl: KernelLowering, acc: Acc, m_parts: tuple[ir.Axis, ...],
     return layout
 
 
-def start_layout(kl: KernelLowering, acc: Acc, span: Span) -> AccLayout:
+def start_layout(kl: KernelState, acc: Acc, span: Span) -> AccLayout:
     """The layout of an accumulator read element-wise before its first MMA (``apply``
     at the top of a loop whose MMA comes later): one instance's tile of the shape the
     checker found. An MMA that would split it differently fails later."""
@@ -539,7 +539,7 @@ def _dims2(first: int, outer: int, k: int) -> tuple[Sym, Sym]:
     return (Sym(outer), Sym(k)) if first == 0 else (Sym(k), Sym(outer))
 
 
-def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
+def lower_store(kl: KernelState, stmt: ast.MmaStore) -> None:
     acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.frag)
     if acc is None or acc.layout is None:
         raise unsupported(stmt.span, "storing an accumulator that no MMA in this kernel updated")
@@ -574,7 +574,7 @@ def lower_store(kl: KernelLowering, stmt: ast.MmaStore) -> None:
     store_tile(kl, replace(target, origin=new_origin, extents=extents), tile, stmt.span)
 
 
-def _converted(kl: KernelLowering, acc: Acc, elem: dtypes.ElemType, dims: tuple[ir.Axis, ...],
+def _converted(kl: KernelState, acc: Acc, elem: dtypes.ElemType, dims: tuple[ir.Axis, ...],
                span: Span) -> Tile:
     """The accumulator converted to the destination's element type, as a tile."""
     assert acc.layout is not None
@@ -585,7 +585,7 @@ def _converted(kl: KernelLowering, acc: Acc, elem: dtypes.ElemType, dims: tuple[
     return Tile(ir.Var(axes, b.dtype_of(elem), name), dims, elem)
 
 
-def _store_to_elements(kl: KernelLowering, stmt: ast.MmaStore, acc: Acc, slot: BufferSlot,
+def _store_to_elements(kl: KernelState, stmt: ast.MmaStore, acc: Acc, slot: BufferSlot,
                        transposed: bool) -> None:
     """``mma.store mc, out_s[g0];``: each instance stores its tile into its own element of
     an array of buffers. The elements together hold the fused accumulator: the element
@@ -627,7 +627,7 @@ def _one_element_each(index: tuple[ir.Expr, ...], parts: tuple[ir.Axis, ...]) ->
     return set(parts) <= seen
 
 
-def _row_col_guard(kl: KernelLowering, stmt: ast.MmaStore, layout: AccLayout) -> ir.Expr | None:
+def _row_col_guard(kl: KernelState, stmt: ast.MmaStore, layout: AccLayout) -> ir.Expr | None:
     """``mma.store.mask mc, dst, rows[, cols]``: only rows < rows (and cols < cols)."""
     guard = None
     for axis, parts, tile, limit in zip((layout.m, layout.n), (layout.m_parts, layout.n_parts),
@@ -666,7 +666,7 @@ def _store_to_buffer(slot: BufferSlot, tile: Tile, origin: tuple[ir.Expr, ...],
     buffer.content = tile
 
 
-def acc_arith_at(kl: KernelLowering, target: ast.Index, item: ast.Assign) -> None:
+def acc_arith_at(kl: KernelState, target: ast.Index, item: ast.Assign) -> None:
     """``mc[1] *= s;``: arithmetic on one accumulator of a fragment array."""
     base: ast.Expr = target
     while isinstance(base, ast.Index):
@@ -678,7 +678,7 @@ def acc_arith_at(kl: KernelLowering, target: ast.Index, item: ast.Assign) -> Non
     acc_arith(kl, acc, item)
 
 
-def acc_arith(kl: KernelLowering, acc: Acc, item: ast.Assign) -> None:
+def acc_arith(kl: KernelState, acc: Acc, item: ast.Assign) -> None:
     """``mc += bias;``: element-wise arithmetic of the accumulator with a scalar."""
     if acc.layout is None:
         raise unsupported(item.span, "arithmetic on an accumulator before its first mma")

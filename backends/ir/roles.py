@@ -37,7 +37,8 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
-from .lower import KernelLowering, _truth, iter_stmts
+from .loops import leave_loop
+from .state import KernelState, children, iter_stmts, truth
 from .values import Bounded, Buffer, Region, Scalar, Tile
 
 MAIN = -1  # the actor of event statements outside roles
@@ -62,7 +63,7 @@ class EventRef:
     span: Span
 
 
-def event_ref(kl: KernelLowering, target: ast.Expr) -> EventRef | None:
+def event_ref(kl: KernelState, target: ast.Expr) -> EventRef | None:
     """The event ``target`` names, or None for a future."""
     named = kl.fn.event_named(target)
     if named is None:
@@ -88,7 +89,7 @@ def event_ref(kl: KernelLowering, target: ast.Expr) -> EventRef | None:
     return EventRef(sym, size, b.const(0), None, target.span)
 
 
-def _known(kl: KernelLowering, e: ir.Expr) -> ir.Expr:
+def _known(kl: KernelState, e: ir.Expr) -> ir.Expr:
     """A mutable scalar of straight-line code replaced by the value it has here."""
     if isinstance(e, ir.Var) and e.name in kl.known and not kl.loop_depth:
         return b.const(kl.known[e.name], e.dtype)
@@ -103,7 +104,7 @@ def _is_ready(sym: Symbol) -> bool:
     return False
 
 
-def _event_syms(kl: KernelLowering, stmt: ast.Stmt) -> list[Symbol]:
+def _event_syms(kl: KernelState, stmt: ast.Stmt) -> list[Symbol]:
     """The events ``stmt`` (a wait or trigger) names, without evaluating indices."""
     found = []
     for target in getattr(stmt, "targets", ()):
@@ -116,11 +117,11 @@ def _event_syms(kl: KernelLowering, stmt: ast.Stmt) -> list[Symbol]:
     return found
 
 
-def _is_event_stmt(kl: KernelLowering, stmt: ast.Stmt) -> bool:
+def _is_event_stmt(kl: KernelState, stmt: ast.Stmt) -> bool:
     return isinstance(stmt, (ast.WaitStmt, ast.TriggerStmt)) and bool(_event_syms(kl, stmt))
 
 
-def _has_events(kl: KernelLowering, block: ast.Block) -> bool:
+def _has_events(kl: KernelState, block: ast.Block) -> bool:
     return any(_is_event_stmt(kl, s) for s in iter_stmts(block))
 
 
@@ -162,7 +163,7 @@ class Ledger:
         self.waited[key] = self.waited.get(key, 0) + 1
 
 
-def _ledger(kl: KernelLowering) -> Ledger:
+def _ledger(kl: KernelState) -> Ledger:
     if kl.events is None:
         kl.events = Ledger()
     return kl.events
@@ -188,7 +189,7 @@ def _usable(ledger: Ledger, ref: EventRef) -> None:
                                "that cycles it")
 
 
-def straight_line_event(kl: KernelLowering, stmt: ast.Stmt, target: ast.Expr,
+def straight_line_event(kl: KernelState, stmt: ast.Stmt, target: ast.Expr,
                         kind: str) -> None:
     """A wait or trigger outside roles, in program order (a wait of a future is a no-op)."""
     ref = event_ref(kl, target)
@@ -230,7 +231,7 @@ class Role:
     after: list[ast.Stmt]
 
 
-def lower_roles(kl: KernelLowering, nodes: list[ast.InThreads]) -> None:
+def lower_roles(kl: KernelState, nodes: list[ast.InThreads]) -> None:
     roles = [r for r in (_role(kl, i, n) for i, n in enumerate(nodes)) if r is not None]
     ledger = _ledger(kl)
     for role in roles:
@@ -245,9 +246,9 @@ def lower_roles(kl: KernelLowering, nodes: list[ast.InThreads]) -> None:
         _schedule(kl, roles, [r.after for r in roles], False)
 
 
-def _role(kl: KernelLowering, number: int, node: ast.InThreads) -> Role | None:
+def _role(kl: KernelState, number: int, node: ast.InThreads) -> Role | None:
     narrowed = _narrowed(kl, node)
-    cond = b.const(True, b.I1) if narrowed is not None else _truth(kl.value(node.pred))
+    cond = b.const(True, b.I1) if narrowed is not None else truth(kl.value(node.pred))
     if isinstance(cond, ir.Const):
         if not cond.value:
             return None  # no lane runs it (a level of extent 1)
@@ -275,7 +276,7 @@ def _role(kl: KernelLowering, number: int, node: ast.InThreads) -> Role | None:
                 stmts[at + 1:])
 
 
-def _narrowed(kl: KernelLowering, node: ast.InThreads):
+def _narrowed(kl: KernelState, node: ast.InThreads):
     """A role chosen by a range of one parallel index (``wg == 0``, ``wg > 0``,
     ``wg >= 1 && wg < 3``) gets that range as an axis of its own: inside the role the
     index is ``lo + i`` over ``hi - lo`` lanes. Its MMAs then fuse over exactly its
@@ -303,14 +304,12 @@ def _narrowed(kl: KernelLowering, node: ast.InThreads):
     return sym, current, axis, inside
 
 
-def _uses_axis_from_outside(kl: KernelLowering, node: ast.InThreads, index: Symbol,
+def _uses_axis_from_outside(kl: KernelState, node: ast.InThreads, index: Symbol,
                             axis: ir.Axis) -> bool:
     """Whether the role reads a value made outside it that varies along ``axis`` (a
     scalar computed per thread before the roles), or assigns a scalar declared outside
     it: inside a narrowed role that axis is replaced, so such a value would not line up
     with the role's lanes, and an update would reach the threads of other roles."""
-    from .loops import _children
-
     declared = {sym for stmt in iter_stmts(node.body) for sym in kl.fn.decls.get(id(stmt), [])}
     stack: list[ast.Node] = [node.body]
     while stack:
@@ -323,7 +322,7 @@ def _uses_axis_from_outside(kl: KernelLowering, node: ast.InThreads, index: Symb
             sym = kl.fn.refs.get(id(item.target))
             if sym is not None and sym not in declared and sym.kind is SymKind.SCALAR:
                 return True
-        stack.extend(_children(item))
+        stack.extend(children(item))
     return False
 
 
@@ -341,7 +340,7 @@ def _varies(value: object, axis: ir.Axis) -> bool:
     return False
 
 
-def _interval(kl: KernelLowering, pred: ast.Expr) -> tuple[Symbol, int, int] | None:
+def _interval(kl: KernelState, pred: ast.Expr) -> tuple[Symbol, int, int] | None:
     """``pred`` as ``lo <= v < hi`` for one parallel index ``v``, or None."""
     if isinstance(pred, ast.Binary) and pred.op == "&&":
         left, right = _interval(kl, pred.lhs), _interval(kl, pred.rhs)
@@ -369,7 +368,7 @@ def _as_block(stmt: ast.Stmt) -> ast.Block:
     return stmt if isinstance(stmt, ast.Block) else ast.Block(stmt.span, (stmt,), False)
 
 
-def _is_release_loop(kl: KernelLowering, stmt: ast.Foreach) -> bool:
+def _is_release_loop(kl: KernelState, stmt: ast.Foreach) -> bool:
     """``foreach {s} in [S] { trigger empty.at(s); }``: frees the ring's slots."""
     inner = [s for s in stmt.body.stmts if not isinstance(s, ast.Empty)]
     return bool(inner) and all(isinstance(s, ast.TriggerStmt) and not s.after
@@ -379,7 +378,7 @@ def _is_release_loop(kl: KernelLowering, stmt: ast.Foreach) -> bool:
 class _RoleScope:
     """Statements lowered inside it run on the role's lanes only."""
 
-    def __init__(self, kl: KernelLowering, role: Role) -> None:
+    def __init__(self, kl: KernelState, role: Role) -> None:
         self.kl = kl
         self.role = role
 
@@ -406,7 +405,7 @@ class _RoleScope:
 # --------------------------------------------------------------------------- straight line
 
 
-def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]],
+def _schedule(kl: KernelState, roles: list[Role], parts: list[list[ast.Stmt]],
               loops_follow: bool) -> None:
     """Lower the roles' statement lists in an order that satisfies every wait: each role
     runs until it reaches a wait that is not yet satisfied, then the next one does.
@@ -440,11 +439,11 @@ def _schedule(kl: KernelLowering, roles: list[Role], parts: list[list[ast.Stmt]]
                                        "(every role waits for another)")
 
 
-def _waits(kl: KernelLowering, stmt: ast.Stmt) -> list[EventRef]:
+def _waits(kl: KernelState, stmt: ast.Stmt) -> list[EventRef]:
     return [r for r in (event_ref(kl, t) for t in stmt.targets) if r is not None]  # type: ignore[attr-defined]
 
 
-def _step(kl: KernelLowering, ledger: Ledger, role: Role, stmt: ast.Stmt,
+def _step(kl: KernelState, ledger: Ledger, role: Role, stmt: ast.Stmt,
           evaluated: dict[int, list[EventRef]]) -> bool:
     """Run one statement of a role; False when it is a wait that must wait longer."""
     if isinstance(stmt, ast.Foreach) and _is_release_loop(kl, stmt):
@@ -471,7 +470,7 @@ def _step(kl: KernelLowering, ledger: Ledger, role: Role, stmt: ast.Stmt,
     return True
 
 
-def _release(kl: KernelLowering, ledger: Ledger, role: Role, stmt: ast.Foreach) -> None:
+def _release(kl: KernelState, ledger: Ledger, role: Role, stmt: ast.Foreach) -> None:
     """A loop of triggers runs at compile time: its bound must be a constant."""
     loops = kl.fn.loops[id(stmt)]
     if len(loops) != 1 or len(loops[0].vars) != 1 or loops[0].lower or loops[0].upper \
@@ -501,7 +500,7 @@ class _Sync:
     after_data: bool  # whether a statement that touches data came before it
 
 
-def _pipeline(kl: KernelLowering, roles: list[Role]) -> None:
+def _pipeline(kl: KernelState, roles: list[Role]) -> None:
     """One loop for the producer's and the consumers' pipelined loops (module doc)."""
     first = roles[0].loop
     assert first is not None
@@ -531,12 +530,10 @@ def _pipeline(kl: KernelLowering, roles: list[Role]) -> None:
     stop = kl.sym(bound)
     kl.emit(ir.For(first.span, name, b.const(0), stop, inner.body, pipelined=True,
                    stages=stages))
-    from .loops import _leave_loop
-
-    _leave_loop(kl, name, stop, None)
+    leave_loop(kl, name, stop, None)
 
 
-def _loop_info(kl: KernelLowering, role: Role):
+def _loop_info(kl: KernelState, role: Role):
     assert role.loop is not None
     loops = kl.fn.loops[id(role.loop)]
     if len(loops) != 1 or len(loops[0].vars) != 1 or loops[0].lower or loops[0].upper \
@@ -546,7 +543,7 @@ def _loop_info(kl: KernelLowering, role: Role):
     return loops[0]
 
 
-def _producer_first(kl: KernelLowering, ledger: Ledger, roles: list[Role]) -> list[Role]:
+def _producer_first(kl: KernelState, ledger: Ledger, roles: list[Role]) -> list[Role]:
     """The producer is the role whose loop waits for an event some slot of which is free
     now (released before the loop); the consumers wait for what it triggers."""
     def waits_free(role: Role) -> bool:
@@ -578,7 +575,7 @@ def _size(sym: Symbol) -> int:
     return size
 
 
-def _loop_body(kl: KernelLowering, role: Role) -> list[_Sync]:
+def _loop_body(kl: KernelState, role: Role) -> list[_Sync]:
     """Lower one role's loop body (events dropped), recording where its events are."""
     syncs: list[_Sync] = []
     touched = False
@@ -601,7 +598,7 @@ def _loop_body(kl: KernelLowering, role: Role) -> list[_Sync]:
     return syncs
 
 
-def _bookkeeping(kl: KernelLowering, stmt: ast.Stmt) -> bool:
+def _bookkeeping(kl: KernelState, stmt: ast.Stmt) -> bool:
     """Statements that only name values (``stage = k % S``), touching no data."""
     if isinstance(stmt, (ast.Empty, ast.ScalarDecl)):
         return True
@@ -612,7 +609,7 @@ def _bookkeeping(kl: KernelLowering, stmt: ast.Stmt) -> bool:
     return False
 
 
-def _check_ring(kl: KernelLowering, ledger: Ledger, ordered: list[Role],
+def _check_ring(kl: KernelState, ledger: Ledger, ordered: list[Role],
                 syncs: dict[int, list[_Sync]], var: ir.Var) -> int:
     """The protocol of the loops is the ring of the module doc; returns its stage count.
 
@@ -677,7 +674,7 @@ def _only(syncs: list[_Sync], kind: str, span: Span, who: str) -> _Sync:
     return found[0]
 
 
-def _check_order(kl: KernelLowering, ref: EventRef, var: ir.Var, stages: int) -> None:
+def _check_order(kl: KernelState, ref: EventRef, var: ir.Var, stages: int) -> None:
     """The slot is ``k % S`` and an ``.at`` order is ``k`` itself: iteration ``k`` uses
     generation ``k / S`` of slot ``k % S``, which is what the serial loop reproduces."""
     expected = kl.canonical(b.binary("%", var, b.const(stages)) if stages > 1 else b.const(0))

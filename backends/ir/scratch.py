@@ -32,10 +32,10 @@ from .errors import unsupported
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
 
 if TYPE_CHECKING:
-    from .lower import KernelLowering
+    from .state import KernelState
 
 
-def element_written(kl: KernelLowering, sym: object) -> bool:
+def element_written(kl: KernelState, sym: object) -> bool:
     """Whether some statement of the kernel writes single elements of ``sym`` (an
     element assignment or an atomic)."""
     if kl.element_targets is None:
@@ -81,7 +81,7 @@ def walk(node: object):
                 stack.append(value)
 
 
-def store_element(kl: KernelLowering, buffer: Buffer, target: ast.ElemAccess,
+def store_element(kl: KernelState, buffer: Buffer, target: ast.ElemAccess,
                   item: ast.Assign, span: Span | None) -> None:
     """``buf.at(i...) op= value`` for a shared/local buffer."""
     index = kl.element_index(target)
@@ -102,7 +102,7 @@ def store_element(kl: KernelLowering, buffer: Buffer, target: ast.ElemAccess,
     kl.emit(ir.Barrier(span))
 
 
-def _tile_write(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
+def _tile_write(kl: KernelState, buffer: Buffer, index: list[ir.Expr],
                 item: ast.Assign, rhs: ir.Expr) -> bool:
     """Write the whole buffer as a register tile when the indices are its own axes."""
     content = buffer.content
@@ -153,7 +153,7 @@ def _whole_axes(buffer: Buffer, index: list[ir.Expr]) -> tuple[ir.Axis, ...] | N
     return tuple(dims)
 
 
-def readable(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
+def readable(kl: KernelState, buffer: Buffer, index: list[ir.Expr],
              span: Span | None) -> Region | Tile:
     """What an element read of ``buffer`` at ``index`` reads from: its tile when the
     indices are the tile's axes, its scratch otherwise."""
@@ -166,7 +166,7 @@ def readable(kl: KernelLowering, buffer: Buffer, index: list[ir.Expr],
     return content
 
 
-def settle(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Buffer:
+def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
     """A buffer that a copy just filled: when the kernel writes its elements, it moves to
     scratch storage here, where its content is made. (Moving it at the first element
     write would move it on one path only when that write sits in a nested loop or
@@ -177,7 +177,7 @@ def settle(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Buffer:
     return buffer
 
 
-def scratch(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
+def scratch(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     """The buffer's scratch region, allocated (and filled with its current content) on
     first use."""
     from .tiles import load_tile, store_tile  # tiles imports the lowering, which imports us
@@ -208,7 +208,7 @@ def scratch(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
     return region
 
 
-def _allocate(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
+def _allocate(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     """A host allocation of [programs, lanes..., shape...] and this program's slice."""
     elem = buffer.elem
     if elem.torch is None:  # pragma: no cover - declarations reject these earlier
@@ -233,7 +233,7 @@ def _allocate(kl: KernelLowering, buffer: Buffer, span: Span | None) -> Region:
                   axes=tuple(range(first, len(dims))))
 
 
-def private_lanes(kl: KernelLowering, storage: str | None) -> tuple[ir.Axis, ...]:
+def private_lanes(kl: KernelState, storage: str | None) -> tuple[ir.Axis, ...]:
     """The vector axes a buffer declared here has one copy per: a ``local`` buffer belongs
     to one thread, a ``shared`` one to the whole program."""
     return tuple(kl.active) if storage == "local" else ()

@@ -6,14 +6,14 @@ from __future__ import annotations
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
-from .lower import KernelLowering
+from .state import KernelState
 from .split_tiles import piece_sizes
 from .values import Region, TensorRef, Tile, access, padding_mask
 
 MAX_BOX = 256  # the largest box dimension a tensor descriptor accepts
 
 
-def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], span: Span | None,
+def load_tile(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...], span: Span | None,
               base: str) -> Tile:
     """Load ``region`` as a register tile whose dimension d lies along ``dims[d]``."""
     kl.use_tensor(region.tensor)
@@ -39,7 +39,7 @@ def load_tile(kl: KernelLowering, region: Region, dims: tuple[ir.Axis, ...], spa
     return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, valid)
 
 
-def store_tile(kl: KernelLowering, region: Region, tile: Tile, span: Span | None) -> None:
+def store_tile(kl: KernelState, region: Region, tile: Tile, span: Span | None) -> None:
     """Store ``tile`` into ``region`` (converted to the region's element type)."""
     kl.use_tensor(region.tensor)
     kl.fl.written.add(region.tensor.name)
@@ -69,7 +69,7 @@ def store_tile(kl: KernelLowering, region: Region, tile: Tile, span: Span | None
                       [ir.Store(None, pointer, value, mask)]))
 
 
-def _descriptor(kl: KernelLowering, region: Region,
+def _descriptor(kl: KernelState, region: Region,
                 dims: tuple[ir.Axis, ...]) -> tuple[str, str] | None:
     """(flag, descriptor name) when a tensor descriptor can move this tile."""
     tensor = region.tensor
@@ -99,7 +99,7 @@ def _descriptor(kl: KernelLowering, region: Region,
     return flag, name
 
 
-def make_descriptor(kl: KernelLowering, tensor: TensorRef, block: tuple[int, ...]) -> str:
+def make_descriptor(kl: KernelState, tensor: TensorRef, block: tuple[int, ...]) -> str:
     """The name of the tensor descriptor of ``tensor`` with block shape ``block``: a kernel
     argument made by the host, or made once by each program in the kernel's prologue."""
     key = (tensor.name, block)
@@ -119,7 +119,7 @@ def make_descriptor(kl: KernelLowering, tensor: TensorRef, block: tuple[int, ...
     return name
 
 
-def _splits(kl: KernelLowering, axis: ir.Axis) -> bool:
+def _splits(kl: KernelState, axis: ir.Axis) -> bool:
     """Whether ``split_tiles`` may compute this padded axis in two pieces (its descriptor
     is then split with it)."""
     return kl.fl.options.split_tiles and piece_sizes(axis.extent) is not None

@@ -30,7 +30,7 @@ from ...frontend.source import Span
 from . import arith, dma, events, mma
 from .errors import AssertionFailed, InterpretError, not_implemented
 from .exprs import Evaluator
-from .lanes import lane_safe
+from .lanes import lane_safe, walk
 from .values import BufferArray, DataView, Frag, Frame, PrivateCell
 
 UNDEFINED = ("zero", "keep", "poison")
@@ -692,10 +692,8 @@ def _has_barrier(stmt: ast.Stmt) -> bool:
 
 def _scaled_frags(fn: CheckedFunction) -> set[Symbol]:
     """Accumulators that ``mma.scale`` statements scale (they keep two accumulators)."""
-    from .lanes import _walk
-
     found: set[Symbol] = set()
-    for node in _walk(fn.node.body):
+    for node in walk(fn.node.body):
         if isinstance(node, ast.MmaScale):
             base = node.frag.base if isinstance(node.frag, ast.View) else node.frag
             sym = fn.refs.get(id(base))

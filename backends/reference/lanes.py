@@ -37,7 +37,7 @@ def lane_safe(fn: CheckedFunction, stmt: ast.Parallel) -> bool:
 
 def _declared_inside(fn: CheckedFunction, block: ast.Block) -> set[Symbol]:
     found: set[Symbol] = set()
-    for node in _walk(block):
+    for node in walk(block):
         if isinstance(node, ast.Stmt):
             found.update(fn.decls.get(id(node), ()))
         if isinstance(node, (ast.Foreach, ast.With)):
@@ -71,7 +71,7 @@ def _stmt_ok(fn: CheckedFunction, stmt: ast.Stmt, declared: set[Symbol]) -> bool
                     if part is not None and (fn.exprs.get(id(part)) is None
                                              or fn.exprs[id(part)].static is None):
                         return False
-    for node in _walk(stmt):
+    for node in walk(stmt):
         if isinstance(node, ast.Stmt) and node is not stmt and not _stmt_ok(fn, node, declared):
             return False
         if isinstance(node, ast.Expr) and not _expr_ok(fn, node, declared):
@@ -99,7 +99,7 @@ def _expr_ok(fn: CheckedFunction, expr: ast.Expr, declared: set[Symbol]) -> bool
     return True
 
 
-def _walk(node: ast.Node):
+def walk(node: ast.Node):
     """Every AST node under ``node`` (itself included)."""
     stack: list[object] = [node]
     while stack:
@@ -112,4 +112,4 @@ def _walk(node: ast.Node):
 
 
 def contains(block: ast.Block, kinds: tuple[type, ...]) -> bool:
-    return any(isinstance(node, kinds) for node in _walk(block))
+    return any(isinstance(node, kinds) for node in walk(block))

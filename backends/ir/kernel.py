@@ -1,0 +1,227 @@
+"""A kernel's frame (a rule family of the lowering): the `: block` level becomes the
+launch grid, and the lowered body becomes an ``ir.Kernel`` with its program ids (direct,
+row-major, grouped or persistent), stream-K and split-tile passes, warps and stages."""
+
+from __future__ import annotations
+
+from ...frontend import syntax as ast
+from ...frontend.sema.levels import threads_per_block
+from ...frontend.sema.model import Level, LevelInfo
+from ...frontend.sema.symbolic import Sym
+from . import build as b
+from . import nodes as ir
+from . import split_tiles, stream_k
+from .errors import LoweringError
+from .state import SHARED_BUDGET, KernelState, static_high
+from .tiles import make_descriptor
+from .values import Bounded
+
+
+class KernelAssembly(KernelState):
+    """Launch grid, program ids and the kernel record."""
+
+    def lower(self) -> ir.Kernel:
+        if isinstance(self.root, ast.Block):  # host statements (FunctionLowering._host_program)
+            for stmt in self.root.stmts:
+                self.stmt(stmt)
+                self.emit(ir.Barrier(stmt.span))  # the next statement sees every write
+            return self._kernel((Sym(1),))
+        levels = list(self.fn.parallels[id(self.root)])
+        grid: tuple[Sym, ...] = (Sym(1),)
+        if levels and levels[0].level is Level.BLOCK:
+            grid = self._program_ids(levels.pop(0))
+        self.grid = grid
+        with self.nested_levels(levels):
+            self.bodies.add(id(self.root.body))
+            self.block(self.root.body)
+        return self._kernel(grid)
+
+    def _kernel(self, grid: tuple[Sym, ...]) -> ir.Kernel:
+        body = self._split_tiles(self.scopes[0])
+        if self.block_names:
+            body, grid = self._block_ids(body)
+        body = self.prologue + body
+        if ir.converts_to_fp8(body):
+            self.cpu_flag()  # the interpreter's fp8 rounding is replaced (codegen)
+        if ir.reads_back(body):
+            self.pipelining = False
+        params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))
+        for name in self.flags:
+            params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
+        return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
+                         body, self._num_warps(), self._num_stages(), self.root.span,
+                         dict(self.flags), self.persistent_tiles, self.fl.options.epilogue_split,
+                         self.stream_k_floats)
+
+    def _split_tiles(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        """``body`` with each padded tile axis computed in two power-of-two pieces where
+        ``split_tiles`` asks for it and the pass applies (split_tiles.py); an axis that
+        stays whole loads and stores through pointers."""
+        if not self.fl.options.split_tiles:
+            return body
+
+        def piece_desc(name: str, dims: tuple[ir.Axis, ...]) -> str:
+            tensor = self.split_descs[name]
+            piece = make_descriptor(self, tensor, tuple(d.size for d in dims))
+            if any(d.padded for d in dims):  # (another axis of the tile is split next)
+                self.split_descs[piece] = tensor
+            return piece
+
+        for key, axis in list(self.axes.items()):
+            if not axis.padded or split_tiles.uses_axis(self.prologue, axis):
+                continue
+            try:
+                body, pieces = split_tiles.split_axis(body, axis, self._piece_axis, piece_desc)
+            except split_tiles.NotSplit:
+                continue
+            del self.axes[key]
+            self.axes.update({object(): piece for piece in pieces})
+        body = split_tiles.pointer_paths(body, lambda axis: axis.padded)
+        # descriptors nothing loads or stores through: those of whole padded tiles (each
+        # piece has its own now), and pieces made for an axis that then did not split
+        used = {n.desc for n in ir._nodes(body) if isinstance(n, (ir.DescLoad, ir.DescStore))}
+        made = {p.name for p in self.params.values() if p.kind is ir.ParamKind.DESC} | {
+            d.name for d in ir._nodes(self.prologue) if isinstance(d, ir.DefineDesc)}
+        unused = made - used
+        for name in unused:
+            self.params.pop(name, None)
+        self.prologue = [s for s in self.prologue if not (
+            isinstance(s, ir.Branch) and any(isinstance(d, ir.DefineDesc) and d.name in unused
+                                             for d in s.then))]
+        tested = {n.flag for n in ir._nodes(self.prologue + body) if isinstance(n, ir.Branch)}
+        tested |= {p.source.flag for p in self.params.values()
+                   if isinstance(p.source, ir.HostDesc)}
+        for flag in [f for f in self.flags if f.startswith("TMA_") and f not in tested]:
+            del self.flags[flag]  # (the flag of a descriptor no longer made)
+        return body
+
+    def _piece_axis(self, whole: ir.Axis, size: int) -> ir.Axis:
+        """A power-of-two piece of a split tile axis (in the same place among the axes)."""
+        return ir.Axis(self.fresh(whole.name), size, size, whole.order)
+
+    def _program_ids(self, level: LevelInfo) -> tuple[Sym, ...]:
+        """Bind the variables of the `: block` level to names; the statements that compute
+        them are written by ``_block_ids`` once the body is lowered (their form depends on
+        whether the kernel multiplies matrices). Returns the logical grid."""
+        bounds = level.bounds
+        for bound in bounds:
+            self.use_sym(bound)
+        names = [self.fresh(v.name) for v in level.vars]
+        index: ir.Expr = b.const(0)
+        for sym, name, bound in zip(level.vars, names, bounds):
+            self.env[sym] = Bounded(b.var(name, high=static_high(bound)), bound)
+            index = b.add(b.mul(index, b.sym(bound)), b.var(name))
+        self.program_index = index  # row-major: unique per block whatever the launch order
+        self.block_names = names
+        self.bind_tuple(level)
+        return tuple(bounds)
+
+    def _block_ids(self, body: list[ir.Stmt]) -> tuple[list[ir.Stmt], tuple[Sym, ...]]:
+        """The kernel body with the block variables computed in front, and the launch grid.
+
+        Up to three block axes map to program ids directly. Otherwise the blocks are
+        numbered by one flat tile index: row-major for more than three axes, and for a 2-D
+        grid of an MMA kernel in groups of ``group_m`` rows (the tiles running at the same
+        time then share rows of A and columns of B in the L2 cache). With ``persistent``
+        one program per SM loops over the tile indices (no launch tail of short-lived
+        programs, tensor descriptors made once)."""
+        bounds, names = self.grid, self.block_names
+        options = self.fl.options
+        grouped = len(bounds) == 2 and options.group_m > 1 and self.has_dot
+        persistent = self.has_dot if options.persistent is None else options.persistent
+        if options.stream_k and self.has_dot and not persistent:
+            raise LoweringError("CQ0705", self.root.span, option="stream_k",
+                                reason="it needs a persistent launch (persistent=False)")
+        if not (grouped or persistent or len(bounds) > 3):
+            ids = [ir.Let(None, name, ir.Call((), b.I32, "program_id", (b.const(i),)))
+                   for i, name in enumerate(names)]
+            return ids + body, bounds
+        total = Sym(1)
+        for bound in bounds:
+            total = total * bound
+        tile = self.fresh("tile")
+        ids = (self._grouped_ids(tile, options.group_m) if grouped
+               else self._row_major_ids(tile))
+        program = ir.Call((), b.I32, "program_id", (b.const(0),))
+        if not persistent:
+            return [ir.Let(None, tile, program)] + ids + body, (total,)
+        programs = self.fresh("n_programs")
+        self.params[programs] = ir.KernelParam(programs, ir.ParamKind.INT, ir.DType.I32,
+                                               ir.PROGRAMS)
+        self.persistent_tiles = total
+        loop = ir.For(self.root.span, tile, program, b.sym(total), ids + body,
+                      step=b.var(programs), flatten=options.flatten,
+                      warp_specialize=options.warp_specialize)
+        if options.stream_k and self.has_dot:
+            return self._stream_k(loop, total), (total,)
+        return [loop], (total,)
+
+    def _stream_k(self, loop: ir.For, tiles: Sym) -> list[ir.Stmt]:
+        """The persistent tile loop with its last wave split along K (stream_k.py)."""
+        parts = None if self.fl.options.stream_k is True else int(self.fl.options.stream_k)
+        names = stream_k.Names(self.fresh("workspace_ptr"), self.fresh("counters_ptr"),
+                               self.fresh("STREAM_K"), self.fresh, parts)
+        outer = {s.name for s in self.prologue if isinstance(s, (ir.Let, ir.DefineDesc))}
+        try:
+            stmts, floats = stream_k.split_last_wave(loop, names, outer)
+        except stream_k.NotSplittable as exc:
+            raise LoweringError("CQ0705", self.root.span, option="stream_k",
+                                reason=str(exc)) from None
+        self.params[names.workspace] = ir.KernelParam(names.workspace, ir.ParamKind.POINTER,
+                                                      ir.DType.F32, ir.WORKSPACE)
+        self.params[names.counters] = ir.KernelParam(names.counters, ir.ParamKind.POINTER,
+                                                     ir.DType.I32, ir.COUNTERS)
+        self.stream_k_floats = floats
+        count = tiles.render(ir.dim_var_name)
+        self.flags[names.flag] = f"0 < ({count}) % programs * 2 <= programs"
+        return stmts
+
+    def _row_major_ids(self, tile: str) -> list[ir.Stmt]:
+        ids: list[ir.Stmt] = []
+        rest: ir.Expr = b.var(tile)
+        for name, bound in reversed(list(zip(self.block_names, self.grid))):
+            size = b.sym(bound)
+            ids.insert(0, ir.Let(None, name, b.binary("%", rest, size)))
+            rest = b.binary("//", rest, size)
+        return ids
+
+    def _grouped_ids(self, tile: str, group_m: int) -> list[ir.Stmt]:
+        """Tile ``tile`` of a 2-D grid walked ``group_m`` rows at a time, column by column
+        within the group (the last group may have fewer rows)."""
+        (row, col), (rows, cols) = self.block_names, self.grid
+        t, group = b.var(tile), b.const(group_m)
+        width = self.fresh("group_width")
+        first = self.fresh("first_row")
+        height = self.fresh("group_rows")
+        within = b.binary("%", t, b.var(width))
+        return [
+            ir.Let(None, width, b.mul(group, b.sym(cols))),
+            ir.Let(None, first, b.mul(b.binary("//", t, b.var(width)), group)),
+            ir.Let(None, height, ir.Call((), b.I32, "minimum",
+                                         (b.binary("-", b.sym(rows), b.var(first)), group))),
+            ir.Let(None, row, b.add(b.var(first), b.binary("%", within, b.var(height)))),
+            ir.Let(None, col, b.binary("//", within, b.var(height))),
+        ]
+
+    def _num_stages(self) -> int:
+        if not self.pipelining:  # a loop reads back what it stored: one stage, in order
+            return 1
+        if self.fl.options.num_stages:
+            return self.fl.options.num_stages
+        stages = 3
+        while stages > 1 and stages * self.stage_bytes > SHARED_BUDGET:
+            stages -= 1
+        return stages
+
+    def _num_warps(self) -> int:
+        if self.fl.options.num_warps:
+            return self.fl.options.num_warps
+        threads = threads_per_block(self.level_bounds)
+        warps = max(1, min(16, -(-threads // 32)))
+        warps = b.next_pow2(warps)
+        if not self.has_dot:
+            return min(warps, 8)
+        # a warpgroup at least; more when the accumulator would take over 128 registers a
+        # thread (a 128 x 256 f32 tile: two warpgroups, as measured on the H200)
+        by_registers = b.next_pow2(-(-self.dot_bytes // (32 * 128 * 4)))
+        return max(warps, 4, min(by_registers, 8))
