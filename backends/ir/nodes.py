@@ -467,6 +467,17 @@ def _nodes(body: list[Stmt]):
             stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
 
 
+def stored_to(body: list[Stmt]) -> set[str]:
+    """The pointer arguments and tensor descriptors that ``body`` stores through."""
+    found: set[str] = set()
+    for node in _nodes(body):
+        if isinstance(node, (Store, Atomic)):
+            found.add(node.pointer.base)
+        elif isinstance(node, DescStore):
+            found.add(node.desc)
+    return found
+
+
 def converts_to_fp8(body: list[Stmt]) -> bool:
     """Whether some expression of ``body`` converts a float tensor to an fp8 type."""
     return any(isinstance(node, Cast) and node.dtype in FP8 and node.operand.dtype.is_float

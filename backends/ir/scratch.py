@@ -20,19 +20,15 @@ branch, which would move it on one path only).
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING
-
 from ...frontend import syntax as ast
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
+from .state import KernelState, walk
+from .tiles import load_tile, store_tile
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
-
-if TYPE_CHECKING:
-    from .state import KernelState
 
 
 def element_written(kl: KernelState, sym: object) -> bool:
@@ -62,23 +58,6 @@ def element_written(kl: KernelState, sym: object) -> bool:
                     targets.add(kl.fn.refs.get(id(base)))
         kl.element_targets = targets
     return sym in kl.element_targets
-
-
-def walk(node: object):
-    """Every AST node under ``node`` (statements and expressions)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (list, tuple)):
-            stack.extend(current)
-            continue
-        if not isinstance(current, ast.Node):
-            continue
-        yield current
-        for f in dataclasses.fields(current):
-            value = getattr(current, f.name)
-            if isinstance(value, (ast.Node, list, tuple)):
-                stack.append(value)
 
 
 def store_element(kl: KernelState, buffer: Buffer, target: ast.ElemAccess,
@@ -180,8 +159,6 @@ def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
 def scratch(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     """The buffer's scratch region, allocated (and filled with its current content) on
     first use."""
-    from .tiles import load_tile, store_tile  # tiles imports the lowering, which imports us
-
     if buffer.owned:
         assert isinstance(buffer.content, Region)
         return buffer.content
