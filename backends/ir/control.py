@@ -190,6 +190,13 @@ class Control(KernelState):
                 other = other_scope.body
         finally:
             self.uncertain -= 1
+        inner = then.body[0] if len(then.body) == 1 and not other else None
+        if isinstance(inner, ir.If) and not inner.other:
+            # `if (a) { if (b) ... }` is `if (a && b)`: one branch in the loop body, whose
+            # value Triton keeps in one layout (nested, it converted the scores twice)
+            self.emit(ir.If(stmt.span, b.binary("&", truth(cond), truth(inner.cond), b.I1),
+                            inner.then, []))
+            return
         self.emit(ir.If(stmt.span, cond, then.body, other))
 
     def _yielding_if(self, stmt: ast.If, cond: ir.Expr) -> ir.Expr | None:

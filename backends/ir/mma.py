@@ -445,6 +445,7 @@ def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Exp
             tile = load_tile(kl, region, dims, node.span, base)
             _widen_bf16_on_cpu(kl, tile.expr)
         kl.hoisted[key] = tile
+        kl.resident_bytes += _tile_bytes(tile, region)
     return kl.hoisted[key]
 
 
@@ -453,6 +454,7 @@ def _register_operand(kl: KernelState, tile: Tile, dims: tuple[ir.Axis, ir.Axis]
     """A register tile (``frag f16 [M, K] a {1.0f}``, a computed buffer) as a dot operand:
     the same values laid along the dot's axes. Its padding must match the dot's, and lanes
     past its extent along K must not add anything."""
+    kl.chained_dot = True
     if set(tile.expr.axes) - set(tile.dims) or tile.split:
         raise unsupported(node.span, "an MMA operand held in registers that differs between "
                                      "instances")

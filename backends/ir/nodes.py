@@ -450,7 +450,7 @@ class Function:
 FP8 = (DType.F8E4, DType.F8E5)
 
 
-def _nodes(body: list[Stmt]):
+def nodes_of(body: list[Stmt]):
     """Every IR node under ``body`` (statements, expressions and what they hold)."""
     stack: list[object] = list(body)
     seen: set[int] = set()
@@ -470,7 +470,7 @@ def _nodes(body: list[Stmt]):
 def stored_to(body: list[Stmt]) -> set[str]:
     """The pointer arguments and tensor descriptors that ``body`` stores through."""
     found: set[str] = set()
-    for node in _nodes(body):
+    for node in nodes_of(body):
         if isinstance(node, (Store, Atomic)):
             found.add(node.pointer.base)
         elif isinstance(node, DescStore):
@@ -482,19 +482,19 @@ def converts_to_fp8(body: list[Stmt]) -> bool:
     """Whether some expression of ``body`` converts a float tensor to an fp8 type."""
     return any(isinstance(node, Cast) and node.dtype in FP8 and node.operand.dtype.is_float
                and node.operand.dtype not in FP8 and not isinstance(node.operand, Const)
-               for node in _nodes(body))
+               for node in nodes_of(body))
 
 
 def reads_back(body: list[Stmt]) -> bool:
     """Whether a loop of ``body`` loads from a tensor it also stores to. Triton's software
     pipeliner would issue a later iteration's load before this iteration's store, so such
     a kernel must not be pipelined (a read after the loop, as in an epilogue, is fine)."""
-    for loop in _nodes(body):
+    for loop in nodes_of(body):
         if not isinstance(loop, (For, While)):
             continue
         loaded: set[str] = set()
         stored: set[str] = set()
-        for node in _nodes(loop.body):
+        for node in nodes_of(loop.body):
             if isinstance(node, Load) and node.cache is None:
                 # (an L2 load is the stream-K workspace read, ordered by its counter atomics)
                 loaded.add(node.pointer.base)

@@ -76,6 +76,7 @@ class Options:
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
 # rest is left for the epilogue and layout conversions)
 SHARED_BUDGET = 160 * 1024
+SHARED_LIMIT = 224 * 1024  # (of the 227 KiB, a little for Triton's own barriers)
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ class KernelState(ABC):
         self.split_descs: dict[str, TensorRef] = {}
         self.has_dot = False
         self.dot_bytes = 0  # the largest MMA accumulator tile, in bytes
+        self.chained_dot = False  # an MMA multiplies a tile computed in registers (P·V)
+        self.resident_bytes = 0  # MMA operand tiles loaded once before their loop (mma.py)
         self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
         self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
         self.loop_depth = 0  # sequential loops around the statement being lowered

@@ -6,6 +6,7 @@ the GPU, marked), and its generated Triton is checked for those three properties
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -237,3 +238,97 @@ def test_a_staged_tile_is_not_moved_past_a_store_into_its_tensor() -> None:
     text = croqtile.compile(STORED_BEFORE_THE_LOOP, f32_precision="ieee").grow.triton_source
     loop = text.split("for t in", 1)[1]
     assert "tl.load(w_ptr" in loop or "w_desc.load" in loop
+
+
+# One warpgroup per 32-row query tile, the mask under a runtime flag, [H, S, D] tensors.
+FLAGGED = """
+__co__ void attend(global f16 [H, S, 32] q, global f16 [H, S, 32] k, global f16 [H, S, 32] v,
+                   global f16 [H, S, 32] o, bool causal, float scale) {
+  parallel {qb, h} by [cdiv(S, 32), H] : block {
+    qh = q.subspan(1, S, 32).at(h, 0, 0).sqz();
+    kh = k.subspan(1, S, 32).at(h, 0, 0).sqz();
+    vh = v.subspan(1, S, 32).at(h, 0, 0).sqz();
+    oh = o.subspan(1, S, 32).at(h, 0, 0).sqz();
+    qt = dma.copy.zfill qh.subspan(32, 32).at(qb, 0) => shared;
+    parallel g by 1 : group-4 {
+      frag f32[32] top {-inf};
+      frag f32[32] last;
+      frag f32[32] total {0.0f};
+      frag f32[32] part;
+      frag f16[32, 32] p;
+      acc = mma.fill.f32 0.0f;
+      blocks = causal ? __min(cdiv((qb + 1) * 32, 32), cdiv(S, 32)) : cdiv(S, 32);
+      foreach {kb} in [blocks] {
+        s = mma.fill.f32 0.0f;
+        kt = dma.copy.zfill kh.subspan(32, 32).at(kb, 0) => shared;
+        mma.row.row s, qt, kt;
+        apply {i, j} in s.span {
+          if (kb * 32 + j >= S)
+            s.at(i, j) = -inf;
+        }
+        if (causal) {
+          apply {i, j} in s.span {
+            if (kb * 32 + j > qb * 32 + i)
+              s.at(i, j) = -inf;
+          }
+        }
+        copy(last, top);
+        reduce_max(top, s, 1);
+        apply {i} in top.span
+          top.at(i) = __max(top.at(i), last.at(i));
+        apply {i, j} in s.span
+          s.at(i, j) = __exp2f((s.at(i, j) - top.at(i)) * scale);
+        reduce_sum(part, s, 1);
+        apply {i} in total.span
+          total.at(i) = total.at(i) * __exp2f((last.at(i) - top.at(i)) * scale) + part.at(i);
+        apply {i, j} in acc.span
+          acc.at(i, j) = acc.at(i, j) * __exp2f((last.at(i) - top.at(i)) * scale);
+        apply {i, j} in p.span
+          p.at(i, j) = __to<f16>(s.at(i, j));
+        vt = dma.copy.zfill vh.subspan(32, 32).at(kb, 0) => shared;
+        mma.row.col acc, p, vt;
+      }
+      apply {i, j} in acc.span
+        acc.at(i, j) = acc.at(i, j) / total.at(i);
+      mma.store acc, oh.subspan(32, 32).at(qb, 0);
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_a_mask_under_a_runtime_flag_is_one_branch_of_the_key_loop(causal: bool) -> None:
+    """``if (causal) { ... if (mask) ... }``: one uniform `if` on both conditions in the
+    loop (nested, Triton kept the scores in two layouts and ran 20 % slower)."""
+    mod = croqtile.compile(FLAGGED)
+    h, s = 2, 80
+    q, k, v = (random((h, s, 32), torch.float16) for _ in range(3))
+    out = poison(torch.empty((h, s, 32), dtype=torch.float16))
+    scale = LOG2E / 32 ** 0.5
+    mod.attend(q, k, v, out, causal, scale)
+    expected = reference(q[None].transpose(1, 2), k[None].transpose(1, 2),
+                         v[None].transpose(1, 2), causal, scale)[0].transpose(0, 1)
+    assert_close(out, expected, torch.float16)
+    loop = _kernel(mod)[_kernel(mod).index("for kb in"):]
+    branches = [line.strip() for line in loop.splitlines() if line.strip().startswith("if ")
+                and "ON_CPU" not in line]
+    flagged = [line for line in branches if "causal" in line]
+    assert len(flagged) == 1 and " & " in flagged[0]  # (not `if causal:` around `if mask:`)
+    assert len(branches) == 2  # (and the tail block's mask: `kb * 32 + 31 >= S`)
+
+
+def test_chained_products_launch_a_program_per_tile_and_fill_shared_memory() -> None:
+    """Attention (a product of a computed tile) is not persistent by default and its loop
+    gets three stages where they fit beside the resident query tile (128-row tiles of
+    D = 128: 64 KiB a stage); a GEMM stays persistent."""
+    mod = croqtile.compile(TWO_WARPGROUPS, defines={"WG": 64, "BM": 128, "KB": 128, "D": 128})
+    text = mod.attend.triton_source
+    assert "n_programs" not in text and "num_stages=3" in text
+    gemm = croqtile.load(Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co")
+    assert "n_programs" in gemm.gemm.triton_source
+
+
+def test_warp_specialisation_without_a_tile_loop_goes_on_the_key_loop() -> None:
+    mod = croqtile.compile(TWO_WARPGROUPS, warp_specialize=True)
+    assert "tl.range(0, blocks, warp_specialize=True)" in _kernel(mod).replace("  ", " ")
