@@ -31,9 +31,9 @@ def _space(bucket: dict, sms: int = H200_SMS, text: str = GEMM, function: str = 
     return default_space(mode, probe, function, bucket, sms, defines or {}, options or {})
 
 
-def _all_rounds(space: Descent, best: Config = Config()) -> list[list[Config]]:
-    """Every round's candidates, the best staying ``best``."""
-    return [step(best) for step in space.rounds()]
+def _all_rounds(space: Descent, best: Config | None = None) -> list[list[Config]]:
+    """Every round's candidates, the best staying ``best`` (the defaults when None)."""
+    return [step(best or Config()) for step in space.rounds()]
 
 
 def test_a_tile_over_a_small_dimension_tries_the_size_that_covers_it_first() -> None:
