@@ -131,10 +131,12 @@ def _relative(file: Path, given: Path, inside: Path) -> str:
 
 
 def _revision(file: Path) -> str:
-    """The commit of the git checkout holding ``file``, or "" outside one."""
+    """The last commit of ``file`` in the git checkout holding it; "" for a file git does
+    not track (a copy, perhaps inside another repository) or outside a checkout."""
     try:
-        done = subprocess.run(["git", "-C", str(file.parent), "rev-parse", "--short=12",
-                               "HEAD"], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["git", "-C", str(file.parent), "log", "-1", "--format=%h",
+                               "--abbrev=12", "--", file.name],
+                              capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip() if done.returncode == 0 else ""
