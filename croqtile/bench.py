@@ -485,10 +485,12 @@ def run_cases(cases: Sequence[Case], *, device: str = "cuda", reps: int = 3,
               timer: Timer | None = None, load: KernelLoader | None = None,
               autotune: str = "none", defines: Mapping[str, Any] | None = None,
               progress: TextIO | None = None, host_timer: Timer | None = None,
-              prepare: Preparer = prepare) -> list[Row]:
+              prepare: Preparer = prepare,
+              after_case: Callable[[list[Row]], object] | None = None) -> list[Row]:
     """Run every case. Without a ``timer``, CUDA uses ``do_bench`` and CPU only checks;
     ``host_timer`` (by default ``host_us_per_call`` on CUDA) fills the host-time columns.
-    ``load`` and ``prepare`` default to those of the bench kernels."""
+    ``load`` and ``prepare`` default to those of the bench kernels. ``after_case`` gets
+    the rows so far after each case (to save them: a run cut short keeps its rows)."""
     if timer is None and device != "cpu":
         timer = default_timer
     if host_timer is None and device == "cuda" and timer is default_timer:
@@ -499,6 +501,8 @@ def run_cases(cases: Sequence[Case], *, device: str = "cuda", reps: int = 3,
         if progress is not None:
             show_progress(progress, i, len(cases), case)
         rows.append(run_case(case, load, device, timer, reps, host_timer, prepare))
+        if after_case is not None:
+            after_case(rows)
         if device == "cuda":
             torch.cuda.empty_cache()  # the next case's inputs may be large
     if progress is not None and cases:

@@ -188,14 +188,20 @@ def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", rep
               attention: Mapping[str, Program] | None = None) -> BenchResult:
     """Run, write the files, and build the summary table; ``progress`` is the stream for
     the progress line (the command line passes stderr); ``attention`` the attention
-    kernels' sources (default: ours only)."""
+    kernels' sources (default: ours only). The CSV and JSON files are rewritten after
+    every case, so a run stopped by a time limit leaves the rows it finished."""
     attention = attention if attention is not None else bench_attention.programs()
-    rows = bench.run_cases(cases, device=device, reps=reps, timer=timer,
-                           load=load or kernel_loader(autotune, defines, attention),
-                           progress=progress, host_timer=host_timer, prepare=prepare)
     meta = bench_report.metadata(device, reps, autotune,
                                  timed=timer is not None or device != "cpu")
     meta["defines"] = dict(defines or {})
-    files, messages = bench_report.write_results(rows, out_dir, meta, plot=plot,
-                                                 sweep_meta=sweep_metadata(autotune, attention))
+    extra = sweep_metadata(autotune, attention)
+
+    def save(rows: Sequence[Row], plot: bool = False) -> tuple[list[Path], list[str]]:
+        return bench_report.write_results(rows, out_dir, meta, plot=plot, sweep_meta=extra)
+
+    rows = bench.run_cases(cases, device=device, reps=reps, timer=timer,
+                           load=load or kernel_loader(autotune, defines, attention),
+                           progress=progress, host_timer=host_timer, prepare=prepare,
+                           after_case=save)
+    files, messages = save(rows, plot)
     return BenchResult(rows, files, messages, bench_report.summary_table(rows))

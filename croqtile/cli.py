@@ -6,7 +6,7 @@
     croqtile bench [square|llm|fp8|memory|attention|epilogue|decode|all]... [--dtype ...]
                    [--sizes ...] [--reps N] [--out DIR] [--autotune none|quick|full]
                    [--device cuda|cpu] [--quick] [-D NAME=VALUE]...
-                   [--tutorial PATH] [--upstream PATH]
+                   [--tutorial PATH] [--upstream PATH] [--kernels KERNEL...]
     croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
@@ -149,6 +149,10 @@ def _add_bench_parser(commands: Any) -> None:
     bench.add_argument("--device", choices=("cuda", "cpu"),
                        help="default cuda when available; cpu checks tiny shapes only")
     bench.add_argument("--quick", action="store_true", help="a few shapes per sweep")
+    bench.add_argument("--kernels", nargs="+", metavar="KERNEL",
+                       help="only the cases of these kernels (gemm, attention, "
+                            "tutorial_flash, upstream_flash, linear_silu, matmul, ...): a "
+                            "long sweep in parts")
     bench.add_argument("-D", dest="define", action="append", default=[],
                        metavar="NAME=VALUE",
                        help="override a #define of the bench kernels (TILE_M=128; repeatable)")
@@ -191,6 +195,8 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
         cases = bench_suite.quick_cases(sweeps, args.dtype, kernels)
     else:
         cases = bench_suite.full_cases(sweeps, args.dtype, attention_kernels=kernels)
+    if args.kernels:
+        cases = _only_kernels(cases, args.kernels)
     result = bench_suite.run_bench(cases, Path(args.out), device=device, reps=args.reps,
                                    autotune=args.autotune, defines=_parse_defines(args.define),
                                    progress=err, attention=attention)
@@ -203,6 +209,17 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     print(result.table, file=out)
     print(f"wrote {len(result.files)} files to {args.out}", file=out)
     return 1 if result.failed else 0
+
+
+def _only_kernels(cases: Sequence[Any], kernels: Sequence[str]) -> list[Any]:
+    """The cases of ``kernels``; a name that no case of the chosen sweeps has is a usage
+    error (a typo would otherwise run nothing and look like success)."""
+    present = {c.kernel for c in cases}
+    unknown = [k for k in kernels if k not in present]
+    if unknown:
+        raise UsageError(f"--kernels {unknown[0]!r}: no such kernel in these sweeps; "
+                         f"choose from {', '.join(sorted(present))}")
+    return [c for c in cases if c.kernel in kernels]
 
 
 def _bench_sweeps(names: Sequence[str]) -> list[str]:

@@ -299,6 +299,28 @@ def test_attention_csv_has_the_sequence_length_and_ratio(tmp_path: Path) -> None
     assert long == [["S>=2048", "attention", "f16", "1", "0", "1.000", "1.000"]]
 
 
+def test_a_run_cut_short_keeps_the_rows_it_finished(tmp_path: Path) -> None:
+    cases = [Case("attention", OURS, "f16", B=1, H=1, S=s, D=16, layout="BHSD")
+             for s in (32, 64)]
+
+    def stand_in(case: Case) -> Any:
+        return lambda q, k, v, o, causal, scale: o.copy_(sdpa(q, k, v, causal))
+
+    def limited(fn: Callable[[], object]) -> float:
+        if len(calls) == 2:  # the time limit strikes during the second case
+            raise KeyboardInterrupt
+        calls.append(fn)
+        return 1.0
+
+    calls: list[Callable[[], object]] = []
+    with pytest.raises(KeyboardInterrupt):
+        bench_suite.run_bench(cases, tmp_path, device="cpu", reps=1, timer=limited,
+                              load=stand_in, plot=False)
+    records = bench_report.read_csv(tmp_path / "attention.csv")
+    assert [(r["S"], r["ratio"]) for r in records] == [("32", "1")]
+    assert len(json.loads((tmp_path / "attention.json").read_text())["rows"]) == 1
+
+
 # ----------------------------------------------------------------------------------------
 # programs from pages and files
 # ----------------------------------------------------------------------------------------
@@ -427,9 +449,12 @@ def test_cli_runs_the_checkouts_kernels_and_reports_them_wrong(
 def test_cli_new_sweeps_and_their_usage_errors(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     args = ["bench", "--device", "cpu", "--dtype", "bf16", "--out", str(tmp_path)]
-    assert main([*args, "epilogue"]) == 0
+    assert main([*args, "epilogue", "--kernels", "linear_silu", "linear_relu"]) == 0
     records = bench_report.read_csv(tmp_path / "epilogue.csv")
-    assert len(records) == 3 and {r["dtype"] for r in records} == {"bf16"}
+    assert [(r["kernel"], r["dtype"]) for r in records] == [("linear_relu", "bf16"),
+                                                            ("linear_silu", "bf16")]
+    assert main([*args, "epilogue", "--kernels", "linear_tanh"]) == 2
+    assert "--kernels 'linear_tanh': no such kernel" in capsys.readouterr().err
     assert main([*args, "attention", "--tutorial", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert "--tutorial" in err and "no such file or directory" in err
