@@ -265,15 +265,17 @@ def plot_csv(csv_path: Path, png_path: Path | None = None) -> tuple[Path | None,
         name = " ".join(series)
         top.plot(xs, [_num(r[f"croqtile_{unit}"]) for r in mine], "o-", label=f"croqtile {name}")
         top.plot(xs, [_num(r[f"baseline_{unit}"]) for r in mine], "x--", label=f"torch {name}")
+        bottom.plot(xs, [_num(r["ratio"]) for r in mine], "o-", label=name)
         if "compiled_tflops" in mine[0]:
             top.plot(xs, [_num(r["compiled_tflops"]) for r in mine], "+:",
                      label=f"torch.compile {name}")
-        bottom.plot(xs, [_num(r["ratio"]) for r in mine], "o-", label=name)
+            bottom.plot(xs, [_num(r["compiled_ratio"]) for r in mine], "+:",
+                        label=f"{name} vs torch.compile")
     top.set_ylabel("TFLOP/s (GEMM, attention) or GB/s (memory)")
     top.legend(fontsize=7)
     bottom.axhline(1.0, color="grey", linewidth=0.8)
     bottom.legend(fontsize=7)
-    bottom.set_ylabel("torch time / croqtile time")
+    bottom.set_ylabel("torch time / croqtile time")  # (or torch.compile's, dotted)
     bottom.set_xticks(range(len(labels)))
     bottom.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
     sweeps = ", ".join(dict.fromkeys(r["sweep"] for r in records))
