@@ -253,8 +253,8 @@ class Prepared:
 @dataclass(frozen=True)
 class Program:
     """A kernel's source text and where it came from: ``name``, relative to its checkout,
-    names it in diagnostics; ``revision`` is the checkout's commit ("" if unknown). Never a
-    machine path: both are written into the results."""
+    names it in diagnostics; ``revision`` is the file's last commit ("" if unknown). Never
+    a machine path: both are written into the results."""
 
     text: str
     name: str

@@ -460,3 +460,26 @@ def test_cli_new_sweeps_and_their_usage_errors(tmp_path: Path,
     assert "--tutorial" in err and "no such file or directory" in err
     assert main([*args, "attention", "--upstream", str(tmp_path)]) == 2
     assert "tests/gpu/end2end/flash_atten.co" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------
+# on the GPU: the paths the CPU cannot take (SDPA's kernels, torch.compile, the tuner)
+# ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_the_new_sweeps_time_on_the_gpu(tmp_path: Path) -> None:
+    cases = [*bench_attention.attention_cases([OURS], ("bf16",), (256,), 1, 2, 64),
+             *bench_linear.epilogue_cases(("f16",), (16,), ("silu",), 256, 256),
+             *bench_linear.decode_cases(("bf16",), (1,), (("small", "proj", 512, 256),))]
+    result = bench_suite.run_bench(cases, tmp_path, device="cuda", reps=1, plot=False)
+    for row in result.rows:
+        assert row.ok and row.ratio is not None, (row.case, row.note)
+        assert row.croqtile_host_us is not None
+    epilogue = next(r for r in result.rows if r.case.sweep == "epilogue")
+    assert epilogue.compiled_ratio is not None and epilogue.note == ""
+    decode = next(r for r in result.rows if r.case.sweep == "decode")
+    assert decode.config  # the tuner's choice, or "defaults"
+    assert {p.name for p in result.files} == {"attention.csv", "attention.json",
+                                              "epilogue.csv", "epilogue.json", "decode.csv",
+                                              "decode.json"}
