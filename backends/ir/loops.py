@@ -165,11 +165,14 @@ def _try_collapse(kl: KernelState, stmt: ast.Foreach, loops: tuple[LoopInfo, ...
     """Lower the body once with collapsed indices; on CQ0703 undo and report False."""
     body_len = len(kl.body)
     saved_env = dict(kl.env)
+    names = set()
     for loop in loops:
         for sym, bound in zip(loop.vars, loop.bounds):
+            names.add(sym.name + str(id(sym)))
             kl.env[sym] = Bounded(ir.Collapsed((), b.I32, sym.name + str(id(sym)),
                                                bound.value or 1), bound)
     _bind_tuples(kl, loops)
+    kl.collapsing |= names
     try:
         kl.block(stmt.body)
     except LoweringError as err:
@@ -178,6 +181,8 @@ def _try_collapse(kl: KernelState, stmt: ast.Foreach, loops: tuple[LoopInfo, ...
         del kl.body[body_len:]
         kl.env = saved_env
         return False
+    finally:
+        kl.collapsing -= names
     return True
 
 

@@ -278,7 +278,7 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     shared = set(lin_am.axes) & set(lin_bn.axes)
     if shared:
         raise _fail(stmt.b, "the same parallel index selects rows of A and columns of B")
-    k_total = _collapse_k(lin_ak, lin_bk, ek, stmt)
+    k_total = _collapse_k(kl, lin_ak, lin_bk, ek, stmt)
     em = _register_rows(kl, a, a_m, a_k, stmt.a, lin_am, em)
     _register_rows(kl, bb, -1, -1, stmt.b, lin_bn, en)
     m_parts, m_total, fused = _fuse(kl, lin_am, em, stmt.a, "M")
@@ -507,11 +507,14 @@ def _fail(node: ast.Node, reason: str) -> LoweringError:
     return LoweringError("CQ0703", node.span, reason=reason)
 
 
-def _collapse_k(lin_ak: b.Linear, lin_bk: b.Linear, ek: int, stmt: ast.MmaExec) -> int:
+def _collapse_k(kl: KernelState, lin_ak: b.Linear, lin_bk: b.Linear, ek: int,
+                stmt: ast.MmaExec) -> int:
     """K extent after merging collapsed K-slice loops (each must step both operands by
     whole slices, in mixed radix)."""
     if set(lin_ak.collapsed) != set(lin_bk.collapsed):
         raise _fail(stmt, "a collapsed K loop moves one operand along K but not the other")
+    if kl.collapsing - set(lin_ak.collapsed):  # (then each trip adds the same product)
+        raise _fail(stmt, "a loop around this MMA does not move its operands along K")
     total = ek
     for name, (coef, extent) in sorted(lin_ak.collapsed.items(), key=lambda kv: kv[1][0]):
         if coef != total or lin_bk.collapsed[name][0] != total:

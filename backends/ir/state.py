@@ -180,6 +180,7 @@ class KernelState(ABC):
         self.loop_depth = 0  # sequential loops around the statement being lowered
         self.apply_depth = 0  # inside `apply` blocks (apply.py)
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
+        self.collapsing: set[str] = set()  # K-slice loops being collapsed (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs
         self.grid: tuple[Sym, ...] = (Sym(1),)
         self.program_index: ir.Expr = b.const(0)  # this block's row-major index

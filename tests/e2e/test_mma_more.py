@@ -22,9 +22,10 @@ import pytest
 import torch
 
 import croqtile
+from croqtile.backends.reference import interpret_source
 
 from ..reference.test_interpret import Case, check
-from .checks import poison, random
+from .checks import assert_close, poison, random
 
 ACC_FROM_MEMORY = """
 // C += A·B: each K block reloads the accumulator from the output it was stored to
@@ -689,3 +690,33 @@ def test_mma_store_into_one_shared_element_for_all_warps_is_rejected() -> None:
         croqtile.compile(shared)
     [diag] = info.value.diagnostics
     assert diag.code == "CQ0703" and "its own element" in diag.message
+
+
+REPEATED = """
+__co__ void repeated(global f16 [32, 32] a, global f16 [32, 32] b, global f32 [32, 32] c) {
+  parallel one by 1 : block {
+    parallel g by 1 : group {
+      acc = mma.fill.f32 0.0f;
+      foreach {r} in [3] {
+        ma = mma.load a;
+        mb = mma.load b;
+        mma.row.row acc, ma, mb;
+      }
+      mma.store acc, c;
+    }
+  }
+}
+"""
+
+
+def test_a_loop_whose_index_the_mma_ignores_adds_the_product_each_trip() -> None:
+    """A loop around an MMA collapses into one wider dot only when its index walks the
+    operands along K; here every trip adds the same product (it once came out 1x)."""
+    a, b = random((32, 32), torch.float16), random((32, 32), torch.float16)
+    ours = poison(torch.empty((32, 32)))
+    croqtile.compile(REPEATED)(a, b, ours)
+    theirs = poison(torch.empty((32, 32)))
+    interpret_source(REPEATED, [a, b, theirs], {})
+    expected = 3 * a.double() @ b.double().T
+    assert_close(ours, expected, torch.float32, 1e-3)
+    assert_close(theirs, expected, torch.float32, 1e-3)
