@@ -21,7 +21,6 @@ branch, which would move it on one path only).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from ...frontend import syntax as ast
 from ...frontend.sema.symbolic import Sym
@@ -29,10 +28,8 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
+from .state import KernelState, broadcast
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
-
-if TYPE_CHECKING:
-    from .state import KernelState
 
 
 def element_written(kl: KernelState, sym: object) -> bool:
@@ -104,31 +101,44 @@ def store_element(kl: KernelState, buffer: Buffer, target: ast.ElemAccess,
 
 def _tile_write(kl: KernelState, buffer: Buffer, index: list[ir.Expr],
                 item: ast.Assign, rhs: ir.Expr) -> bool:
-    """Write the whole buffer as a register tile when the indices are its own axes."""
+    """Write the whole buffer as a register tile when the indices are tensor axes that walk
+    its whole dimensions (its own, or those of a vectorised loop over the same shape: an
+    epilogue updating a stored accumulator in place)."""
     content = buffer.content
     if buffer.owned or not (content is None or isinstance(content, Tile)):
         return False
     if kl.scopes[-1] is not buffer.scope:
         return False
     dims = _whole_axes(buffer, index)
-    if dims is None or (isinstance(content, Tile) and content.dims != dims):
+    if dims is None:
         return False
-    if content is None and (item.op != "=" or kl.predicate() is not None):
-        return False  # a partial first write: the other elements would hold nothing
     dtype = b.dtype_of(buffer.elem)
+    predicate = kl.predicate()
+    old: ir.Expr | None = None  # the current content over ``dims``
+    if isinstance(content, Tile):
+        if content.valid is not None and content.dims != dims:
+            return False
+        old = content.expr if content.dims == dims else tile_over(content, list(
+            b.axis_index(d) for d in dims))
+        if old is None:
+            return False
+    elif item.op != "=":
+        return False  # an update of elements that hold nothing yet
+    elif predicate is not None:
+        # a partial first write (one branch of an `if`): the other elements hold nothing
+        # a program may rely on, zeros stand in for them
+        old = ir.Full(ir.sort_axes(dims), dtype, 0)
     if item.op == "=":
         value = b.cast(rhs, dtype)
     else:
-        assert isinstance(content, Tile)
-        value = b.cast(kl.arith(item.op[:-1], content.expr, rhs,
-                                kl.promoted(buffer.elem, item.value)), dtype)
+        assert old is not None
+        value = b.cast(kl.arith(item.op[:-1], old, rhs, kl.promoted(buffer.elem, item.value)),
+                       dtype)
     private = set(dims) | set(buffer.lanes)
     if not set(value.axes) <= private:
         return False  # the value differs along lanes that share this buffer
-    predicate = kl.predicate()
     if predicate is not None:
-        assert isinstance(content, Tile)
-        old = content.expr
+        assert old is not None
         value = ir.Where(b.merged(predicate, value, old), dtype, predicate, value, old)
     axes = ir.sort_axes(tuple(set(value.axes) | set(dims)))
     if axes != value.axes:
@@ -155,15 +165,39 @@ def _whole_axes(buffer: Buffer, index: list[ir.Expr]) -> tuple[ir.Axis, ...] | N
 
 def readable(kl: KernelState, buffer: Buffer, index: list[ir.Expr],
              span: Span | None) -> Region | Tile:
-    """What an element read of ``buffer`` at ``index`` reads from: its tile when the
-    indices are the tile's axes, its scratch otherwise."""
+    """What an element read of ``buffer`` at ``index`` reads from: its register tile when
+    the indices are the tile's axes or walk it the same way (``tile_over``), its scratch
+    otherwise (a transposing or shifted read: the tile moves to scratch here)."""
     content = buffer.content
-    if isinstance(content, Tile) and not all(
-            isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, content.dims)):
-        if element_written(kl, buffer.symbol) and kl.scopes[-1] is buffer.scope:
-            return scratch(kl, buffer, span)
     assert content is not None
+    if isinstance(content, Tile) and not kl.apply_depth and not _own_axes(content, index) \
+            and tile_over(content, index) is None:
+        return scratch(kl, buffer, span)
     return content
+
+
+def _own_axes(tile: Tile, index: list[ir.Expr]) -> bool:
+    return all(isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, tile.dims))
+
+
+def tile_over(tile: Tile, index: list[ir.Expr]) -> ir.Expr | None:
+    """A register tile read at the lanes of other axes of the same sizes, one per dimension
+    in the same order (``foreach {i, j} in [TM, TN] ... acc_s.at(i, j)`` after
+    ``mma.store mc, acc_s``: an epilogue on the accumulator): the tile itself, relabelled.
+    None when the index is anything else."""
+    axes = [i.axis for i in index if isinstance(i, ir.AxisIndex)]
+    if len(axes) != len(index) or len(axes) != len(tile.dims) or len(set(axes)) != len(axes):
+        return None
+    if tile.split or set(tile.expr.axes) - set(tile.dims):
+        return None  # differs between instances
+    if any(a.size != d.size or a.extent != d.extent for a, d in zip(axes, tile.dims)):
+        return None
+    mapping = dict(zip(tile.dims, axes))
+    value = broadcast(tile.expr, ir.sort_axes(tile.dims))
+    renamed = tuple(mapping[a] for a in value.axes)
+    if renamed != ir.sort_axes(renamed):
+        return None  # the index transposes the tile
+    return ir.Relabel(renamed, value.dtype, value)
 
 
 def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
@@ -187,9 +221,10 @@ def scratch(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
         return buffer.content
     content = buffer.content
     if content is not None and kl.scopes[-1] is not buffer.scope:
-        raise unsupported(span, f"writing single elements of '{buffer.symbol.name}' inside a "
-                                "loop or branch when its content was made outside it",
-                          "write the buffer in the block where it is filled, or fill it "
+        raise unsupported(span, f"accessing single elements of '{buffer.symbol.name}' that "
+                                "its register tile cannot give, inside a loop or branch, when "
+                                "its content was made outside it",
+                          "access the buffer in the block where it is filled, or fill it "
                           "element by element as well")
     region = _allocate(kl, buffer, span)
     if content is not None:
@@ -229,8 +264,9 @@ def _allocate(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     origin = (kl.program_index, *(b.axis_index(a) for a in buffer.lanes),
               *(b.const(0) for _ in buffer.shape))
     first = 1 + len(lanes)
-    return Region(tensor, origin, buffer.shape, tuple((b.sym(d),) for d in dims),
-                  axes=tuple(range(first, len(dims))))
+    # (the program index is below the program count by construction: no mask for it)
+    limits = ((), *((b.sym(d),) for d in dims[1:]))
+    return Region(tensor, origin, buffer.shape, limits, axes=tuple(range(first, len(dims))))
 
 
 def private_lanes(kl: KernelState, storage: str | None) -> tuple[ir.Axis, ...]:
