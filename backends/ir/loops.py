@@ -39,8 +39,6 @@ def lower_foreach(kl: KernelState, stmt: ast.Foreach) -> None:
                 lanes.append(axis)
             else:
                 sequential.append((sym, loop, i))
-    if sequential:
-        _scratch_for_scalar_access(kl, stmt, [sym for sym, _, _ in sequential])
     if not lanes:
         _lower_loops(kl, stmt, loops, sequential)
         return
@@ -59,12 +57,13 @@ def lower_foreach(kl: KernelState, stmt: ast.Foreach) -> None:
 def _lower_loops(kl: KernelState, stmt: ast.Foreach, loops: tuple[LoopInfo, ...],
                  sequential: list[tuple[Symbol, LoopInfo, int]]) -> None:
     """The loop over its sequential variables (its vector ones are bound already)."""
-    if _exits(stmt):
-        _lower_exiting(kl, stmt, sequential, loops)
-        return
-    accumulation = _promotable(kl, stmt, [s for s, _, _ in sequential])
+    accumulation = None if _exits(stmt) else _promotable(kl, stmt, [s for s, _, _ in sequential])
     if accumulation is not None:
         _lower_accumulation(kl, stmt, sequential, loops, accumulation)
+        return
+    _scratch_for_scalar_access(kl, stmt, sequential)
+    if _exits(stmt):
+        _lower_exiting(kl, stmt, sequential, loops)
         return
     _emit_loops(kl, sequential, loops, lambda: kl.block(stmt.body), stmt)
 
@@ -215,10 +214,13 @@ def _vectorizable(kl: KernelState, stmt: ast.Foreach,
     loops. Every iteration must touch its own elements: each written element access is
     injective in the variable, and an element that is also read (an in-place update, a
     compound assignment) is read and written at one and the same index."""
-    targets = _element_targets(kl, stmt.body)
-    if not targets:
+    nodes = _nodes(stmt.body)
+    stmts = [node for node in nodes if isinstance(node, ast.Stmt)]
+    local = _locals(kl, stmts)
+    if local is None:
         return set()
-    if not _own_elements(kl, stmt.body, targets):
+    targets = _element_targets(kl, stmts, local, nodes)
+    if not targets or not _own_elements(kl, targets, local, nodes):
         return set()
     chosen: set[Symbol] = set()
     for loop in loops:
@@ -237,14 +239,13 @@ def _vectorizable(kl: KernelState, stmt: ast.Foreach,
 _LANE_KINDS = (SymKind.SCALAR, SymKind.BOUNDED)
 
 
-def _element_targets(kl: KernelState, body: ast.Block) -> list[ast.Assign] | None:
-    """The element assignments of a body that is nothing but element assignments,
-    temporaries and ``if``s (None otherwise)."""
-    local = _locals(kl, body)
-    if local is None:
-        return None
+def _element_targets(kl: KernelState, stmts: list[ast.Stmt], local: set[Symbol],
+                     nodes: list[ast.Node]) -> list[ast.Assign] | None:
+    """The element assignments of a body (its statements ``stmts``, its nodes ``nodes``)
+    that is nothing but element assignments, temporaries (``local``) and ``if``s (None
+    otherwise)."""
     targets: list[ast.Assign] = []
-    for inner in iter_stmts(body):
+    for inner in stmts:
         if isinstance(inner, (ast.Block, ast.Empty, ast.Foreach, ast.If, ast.ScalarDecl)):
             continue
         if not isinstance(inner, ast.AssignStmt):
@@ -256,15 +257,16 @@ def _element_targets(kl: KernelState, body: ast.Block) -> list[ast.Assign] | Non
                       and kl.fn.refs.get(id(item.target)) in local):
                 return None  # a variable that lives on after the iteration
     if any(isinstance(node, (ast.Unary, ast.Postfix)) and node.op in ("++", "--") and
-           kl.fn.refs.get(id(node.operand)) not in local for node in _nodes(body)):
+           kl.fn.refs.get(id(node.operand)) not in local for node in nodes):
         return None
     return targets
 
 
-def _locals(kl: KernelState, body: ast.Block) -> set[Symbol] | None:
-    """The scalars declared in ``body`` (None when it declares anything else)."""
+def _locals(kl: KernelState, stmts: list[ast.Stmt]) -> set[Symbol] | None:
+    """The scalars the statements ``stmts`` declare (None when they declare anything
+    else)."""
     local: set[Symbol] = set()
-    for inner in iter_stmts(body):
+    for inner in stmts:
         if isinstance(inner, ast.Foreach):
             continue  # (its variables are bound by the loop)
         for sym in kl.fn.decls.get(id(inner), []):
@@ -274,7 +276,8 @@ def _locals(kl: KernelState, body: ast.Block) -> set[Symbol] | None:
     return local
 
 
-def _own_elements(kl: KernelState, body: ast.Block, targets: list[ast.Assign]) -> bool:
+def _own_elements(kl: KernelState, targets: list[ast.Assign], local: set[Symbol],
+                  nodes: list[ast.Node]) -> bool:
     """Whether every written root that the body also reads is accessed at one index only
     (the same element in every statement of an iteration), an index no temporary of the
     body changes."""
@@ -282,10 +285,9 @@ def _own_elements(kl: KernelState, body: ast.Block, targets: list[ast.Assign]) -
     if None in roots:
         return False
     stores = {id(item.target) for item in targets if item.op == "="}
-    local = _locals(kl, body) or set()
     keys: dict[Symbol, set[object]] = {}
     read: set[Symbol] = set()
-    for node in _nodes(body):
+    for node in nodes:
         if not isinstance(node, ast.ElemAccess):
             continue
         root = _root(kl, node)
@@ -300,11 +302,16 @@ def _own_elements(kl: KernelState, body: ast.Block, targets: list[ast.Assign]) -
     return all(len(keys[root]) == 1 for root in read)
 
 
-def _nodes(node: ast.Node):
-    """Every AST node under ``node``, itself included."""
-    yield node
-    for child in children(node):
-        yield from _nodes(child)
+def _nodes(node: ast.Node) -> list[ast.Node]:
+    """Every AST node under ``node``, itself included (a stack, not recursion: loops nest
+    hundreds deep)."""
+    found: list[ast.Node] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(children(current))
+    return found
 
 
 def _key(kl: KernelState, node: object) -> object:
@@ -356,10 +363,15 @@ def _injective(kl: KernelState, expr: ast.Expr, sym: Symbol) -> bool:
 
 
 def _scratch_for_scalar_access(kl: KernelState, stmt: ast.Foreach,
-                               sequential: list[Symbol]) -> None:
+                               loop_vars: list[tuple[Symbol, LoopInfo, int]]) -> None:
     """A buffer held as a register tile that a sequential loop reads or writes at single
     elements (an index with a loop variable) moves to scratch memory before the loop, where
-    its content was made: the tile cannot give one element at a runtime position."""
+    its content was made: the tile cannot give one element at a runtime position. (Inside
+    ``apply``, elements of register tiles are read along the tile's own axes: apply.py.)"""
+    sequential = [sym for sym, _, _ in loop_vars]
+    if not sequential or kl.apply_depth or not any(
+            isinstance(v, Buffer) and isinstance(v.content, Tile) for v in kl.env.values()):
+        return
     for node in _nodes(stmt.body):
         if not isinstance(node, ast.ElemAccess):
             continue
@@ -418,6 +430,7 @@ def _lower_accumulation(kl: KernelState, stmt: ast.Foreach,
     if _reducible(sequential, pointer):
         accumulate(_reduced_value(kl, sequential, loops, item, b.dtype_of(wide)))
     else:
+        _scratch_for_scalar_access(kl, stmt, sequential)
         _emit_loops(kl, sequential, loops, lambda: accumulate(kl.value(item.value)), stmt)
     store_mask = kl.guarded(b.and_(mask, padding_mask(b.merged(pointer, current))))
     kl.emit(ir.Store(item.span, pointer, current, store_mask))
