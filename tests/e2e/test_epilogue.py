@@ -25,13 +25,13 @@ from .checks import DEVICES, assert_close, poison
 # intermediate values reach on purpose: exp of a large argument, the log of a negative)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-LINEAR = """
+# the tiles and the K loop of every kernel below: x [M, K] times w [N, K]^T into mc (f32)
+TILES = """
 #define TM 64
 #define TN 64
 #define TK 32
-__co__ void linear(global f16 [M, K] x, global f16 [N, K] w, global f32 [N] bias,
-                   global f16 [M, N] y, f32 alpha) {
-  parallel {bm, bn} by [cdiv(M, TM), cdiv(N, TN)] : block {
+"""
+K_LOOP = """
     mc = mma.fill.f32 0.0f;
     foreach {kk} in [cdiv(K, TK)] {
       xs = dma.copy x.subspan(TM, TK).at(bm, kk) => shared;
@@ -42,6 +42,13 @@ __co__ void linear(global f16 [M, K] x, global f16 [N, K] w, global f32 [N] bias
         mma.row.row mc, ma, mb;
       }
     }
+"""
+BLOCKS = "  parallel {bm, bn} by [cdiv(M, TM), cdiv(N, TN)] : block {"
+
+LINEAR = TILES + """
+__co__ void linear(global f16 [M, K] x, global f16 [N, K] w, global f32 [N] bias,
+                   global f16 [M, N] y, f32 alpha) {
+""" + BLOCKS + K_LOOP + """
     shared f32 [TM, TN] acc_s;
     mma.store mc, acc_s;
     shared f16 [TM, TN] out_s;
@@ -96,23 +103,10 @@ def test_the_epilogue_stays_in_registers_and_fuses_into_the_store() -> None:
 
 # A linear layer y = epilogue(x @ w^T) with a column vector (bias), a row vector
 # (rowscale) and a scalar (alpha); IN is the operand type, OUT the output type.
-TEMPLATE = """
-#define TM 64
-#define TN 64
-#define TK 32
+TEMPLATE = TILES + """
 __co__ void linear(global IN [M, K] x, global IN [N, K] w, global f32 [N] bias,
                    global f32 [M] rowscale, global OUT [M, N] y, f32 alpha) {
-  parallel {bm, bn} by [cdiv(M, TM), cdiv(N, TN)] : block {
-    mc = mma.fill.f32 0.0f;
-    foreach {kk} in [cdiv(K, TK)] {
-      xs = dma.copy x.subspan(TM, TK).at(bm, kk) => shared;
-      ws = dma.copy w.subspan(TN, TK).at(bn, kk) => shared;
-      parallel p by 1 : group-4 {
-        ma = mma.load xs.data;
-        mb = mma.load ws.data;
-        mma.row.row mc, ma, mb;
-      }
-    }
+""" + BLOCKS + K_LOOP + """
 EPILOGUE
   }
 }
@@ -366,24 +360,9 @@ BUILTINS: dict[str, tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = {
                     lambda u: torch.floor(torch.trunc(u.abs() * 256) / 8) * 8),
 }
 
-MATH = """
-#define TM 64
-#define TN 64
-#define TK 32
+MATH = TILES + """
 __co__ void math(global f16 [M, K] x, global f16 [N, K] w, global f32 [F, M, N] ys) {
-  parallel {bm, bn} by [cdiv(M, TM), cdiv(N, TN)] : block {
-    mc = mma.fill.f32 0.0f;
-    foreach {kk} in [cdiv(K, TK)] {
-      xs = dma.copy x.subspan(TM, TK).at(bm, kk) => shared;
-      ws = dma.copy w.subspan(TN, TK).at(bn, kk) => shared;
-      parallel p by 1 : group-4 {
-        ma = mma.load xs.data;
-        mb = mma.load ws.data;
-        mma.row.row mc, ma, mb;
-      }
-    }
-    shared f32 [TM, TN] acc_s;
-    mma.store mc, acc_s;
+""" + BLOCKS + K_LOOP + STAGED + """
     foreach {i, j} in [TM, TN] {
       u = acc_s.at(i, j) * 0.0625f;
 BODY
