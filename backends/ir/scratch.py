@@ -28,7 +28,8 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
-from .state import KernelState, broadcast
+from .state import KernelState, broadcast, var_names
+from .tiles import load_tile, store_tile
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
 
 
@@ -213,19 +214,46 @@ def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
 
 def scratch(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     """The buffer's scratch region, allocated (and filled with its current content) on
-    first use."""
-    from .tiles import load_tile, store_tile  # tiles imports the lowering, which imports us
-
+    first use. The content moves where it was made: in the current block, or -- for a
+    register tile made in an enclosing block -- at the end of that block so far, that is
+    just before the loop or branch being lowered (on every path)."""
     if buffer.owned:
         assert isinstance(buffer.content, Region)
         return buffer.content
     content = buffer.content
-    if content is not None and kl.scopes[-1] is not buffer.scope:
+    if content is None or kl.scopes[-1] is buffer.scope:
+        return _move(kl, buffer, span)
+    depth = _made_in_enclosing_block(kl, buffer)
+    if depth is None:
         raise unsupported(span, f"accessing single elements of '{buffer.symbol.name}' that "
                                 "its register tile cannot give, inside a loop or branch, when "
                                 "its content was made outside it",
                           "access the buffer in the block where it is filled, or fill it "
                           "element by element as well")
+    scopes, kl.scopes = kl.scopes, kl.scopes[:depth + 1]
+    try:
+        return _move(kl, buffer, span)
+    finally:
+        kl.scopes = scopes
+
+
+def _made_in_enclosing_block(kl: KernelState, buffer: Buffer) -> int | None:
+    """The depth of the enclosing block the buffer's register tile was made in, when every
+    name the tile reads is defined there or further out (so that the tile can be stored
+    at the end of that block); None otherwise."""
+    content = buffer.content
+    depth = next((d for d, scope in enumerate(kl.scopes) if scope is buffer.scope), None)
+    if depth is None or not isinstance(content, Tile):
+        return None
+    defined = {stmt.name for scope in [kl.prologue, *kl.scopes[:depth + 1]] for stmt in scope
+               if isinstance(stmt, ir.Let)}
+    names = var_names(content.expr) | (var_names(content.valid) if content.valid else set())
+    return depth if names <= defined | set(kl.params) else None
+
+
+def _move(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
+    """Allocate the buffer's scratch region here and store its current content into it."""
+    content = buffer.content
     region = _allocate(kl, buffer, span)
     if content is not None:
         if isinstance(content, Region):
