@@ -6,7 +6,8 @@ Every form a linear layer's epilogue takes is checked against a float64 referenc
 poisoned outputs (shapes that are not tile multiples, f16 and bf16), and its generated
 Triton is checked to keep the whole epilogue in registers, with the plain GEMM's K loop
 and one store of the output. Forms whose reads a register tile cannot give (a transposing
-read, an in-place update in sequential order) go through per-program scratch memory."""
+read, an in-place update in sequential order) and epilogue loops under a branch that every
+lane takes alike go through per-program scratch memory, and are correct."""
 
 from __future__ import annotations
 
@@ -437,6 +438,17 @@ TRANSPOSING = STAGED + """
       out_s.at(i, j) = __to<OUT>(acc_s.at(j, i) + bias.at(bn # j));
 """ + COPY_OUT
 
+# epilogue loops under a branch every lane takes alike: the branch writes the output tile
+# on one path only, and reads the accumulator transposed on that path
+BRANCHED = STAGED + """
+    shared OUT [TM, TN] out_s;
+    if (alpha > 0.0f) {
+      foreach {i, j} in [TM, TN] out_s.at(i, j) = __to<OUT>(acc_s.at(j, i) * alpha);
+    } else {
+      foreach {i, j} in [TM, TN] out_s.at(i, j) = __to<OUT>(acc_s.at(i, j) + bias.at(bn # j));
+    }
+""" + COPY_OUT
+
 # an in-place update in sequential order that reads elements written by earlier iterations
 # (the lower triangle ends up mirrored onto the upper one): no lane-parallel form exists
 SEQUENTIAL = STAGED + """
@@ -469,7 +481,7 @@ def _sequential_transpose(block: torch.Tensor) -> torch.Tensor:
 
 def _run_scratch(epilogue: str, tile: int, shape: tuple[int, int, int],
                  reference: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                 device: str) -> str:
+                 device: str, alpha: float = 1.0) -> str:
     source = _source(epilogue).replace("#define TM 64", f"#define TM {tile}").replace(
         "#define TN 64", f"#define TN {tile}")
     mod = croqtile.compile(source)
@@ -479,7 +491,7 @@ def _run_scratch(epilogue: str, tile: int, shape: tuple[int, int, int],
     w = torch.randn(n, k, generator=gen).half()
     bias = torch.randn(n, generator=gen)
     y = poison(torch.empty(m, n, dtype=torch.float16, device=device))
-    mod.linear(x.to(device), w.to(device), bias.to(device), torch.randn(m).to(device), y, 1.0)
+    mod.linear(x.to(device), w.to(device), bias.to(device), torch.randn(m).to(device), y, alpha)
     assert_close(y, reference(x.double() @ w.double().T, bias.double()), torch.float16)
     return mod.linear.triton_source
 
@@ -497,6 +509,19 @@ def test_a_sequential_in_place_update_goes_through_scratch(device: str) -> None:
     text = _run_scratch(SEQUENTIAL, 16, (13, 11, 40),
                         lambda acc, bias: _tiled(acc, 16, _sequential_transpose), device)
     assert "acc_s_scratch" in text and "for i in range" in text
+
+
+@pytest.mark.parametrize("alpha", [0.5, -0.5])
+@pytest.mark.parametrize("device", DEVICES)
+def test_epilogue_loops_under_a_uniform_branch_go_through_scratch(device: str,
+                                                                  alpha: float) -> None:
+    def reference(acc: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return _tiled(acc, 64, lambda t: t.T) * alpha if alpha > 0 else acc + bias
+
+    text = _run_scratch(BRANCHED, 64, (99, 69, 80), reference, device, alpha)
+    kernel = _kernel(text)
+    # the accumulator moves to scratch before the branch, on both paths
+    assert kernel.index("tl.store(acc_s_scratch_ptr") < kernel.index("if (alpha > 0.0)")
 
 
 # ------------------------------------------------------------------------ the bench GEMM
@@ -561,3 +586,4 @@ def _run_bench_silu(dt: str, device: str) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 def test_a_bias_silu_epilogue_on_the_bench_gemm(dt: str, device: str) -> None:
     _run_bench_silu(dt, device)
+
