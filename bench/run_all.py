@@ -1,5 +1,6 @@
-"""Every benchmark sweep (square, llm, fp8, memory) into bench/results/h200/: the same as
-`croqtile bench all`, for a checkout where the console script is not on PATH.
+"""Every benchmark sweep (square, llm, fp8, memory, attention, epilogue, decode) into
+bench/results/h200/: the same as `croqtile bench all`, for a checkout where the console
+script is not on PATH.
 
     python bench/run_all.py [SWEEP...] [--quick] [--autotune quick] [--device cpu] ...
 """

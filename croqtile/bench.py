@@ -3,8 +3,12 @@
 Each ``Case`` is one kernel at one shape. ``run_cases`` builds its inputs, poisons the
 output, runs the croqtile kernel and compares every element with a float64 reference; only
 a correct case is timed, croqtile and baseline interleaved in the same run so that clock and
-thermal drift hit both alike. ``write_results`` writes a CSV and a JSON per sweep (and a PNG
-when matplotlib is importable; ``plot_csv`` draws one later from the CSV on any machine).
+thermal drift hit both alike.
+
+This module holds the cases, the checks and the timing, and the sweeps of the project's own
+bench kernels (square, llm, fp8, memory). ``bench_attention`` and ``bench_linear`` add the
+sweeps of user-style kernels, ``bench_report`` writes the files (CSV, JSON, PNG) and the
+summary, and ``bench_suite`` puts them together for ``croqtile bench``.
 
 On CPU tensors the kernels run through Triton's interpreter: correctness only, no timing,
 unless a ``timer`` is passed (tests pass a fake one to check the arithmetic).
@@ -16,11 +20,7 @@ calls without synchronisation): when a kernel is shorter than the host path of i
 
 from __future__ import annotations
 
-import csv
-import datetime
-import json
-import math
-import platform
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass
@@ -51,37 +51,53 @@ DTYPES: Mapping[str, torch.dtype] = {
 # Relative Frobenius error allowed: f32 accumulation leaves only the output rounding for
 # f16/bf16; fp8 is compared with a reference from the same quantised inputs.
 TOLERANCES: Mapping[str, float] = {"gemm": 1e-2, "gemm_fp8": 5e-2, "copy": 0.0, "add": 0.0}
-NO_MATPLOTLIB = ("matplotlib is not importable here: no plot drawn; the CSV can be plotted "
-                 "later (on any machine) with `croqtile bench --plot CSV`")
 
 Timer = Callable[[Callable[[], object]], float]  # milliseconds for one call of fn
 
 
 @dataclass(frozen=True)
 class Case:
-    """One kernel at one shape. GEMMs: ``M, N, K``; memory kernels: an [M, N] tensor and
-    ``K == 0``. ``label`` names the shape in plots and tables (an LLM projection)."""
+    """One kernel at one shape. GEMMs (and linear layers): ``M, N, K``; memory kernels: an
+    [M, N] tensor and ``K == 0``; attention: ``B`` batches of ``H`` heads of ``S`` positions
+    of ``D`` features, ``causal`` or not, the tensors laid out as ``layout`` says ("BHSD" or
+    "BSHD"). ``label`` names the shape in plots and tables (an LLM projection)."""
 
     sweep: str
-    kernel: str  # gemm, gemm_fp8, copy, add
+    kernel: str  # gemm, gemm_fp8, copy, add; user-style kernels: bench_attention, bench_linear
     dtype: str
-    M: int
-    N: int
+    M: int = 0
+    N: int = 0
     K: int = 0
     label: str = ""
+    B: int = 0
+    H: int = 0
+    S: int = 0
+    D: int = 0
+    causal: bool = False
+    layout: str = ""
 
     @property
     def is_gemm(self) -> bool:
-        return self.kernel.startswith("gemm")
+        return self.K > 0
+
+    @property
+    def is_attention(self) -> bool:
+        return self.S > 0
 
     @property
     def flops(self) -> float:
+        if self.is_attention:
+            # q k^T and p v, 2 S^2 D each per head; a causal mask leaves half of them
+            full = 4.0 * self.B * self.H * self.S * self.S * self.D
+            return full / 2 if self.causal else full
         return 2.0 * self.M * self.N * self.K if self.is_gemm else 0.0
 
     @property
     def bytes(self) -> float:
         """Bytes that must cross DRAM at least once: what GB/s is computed from."""
         size = DTYPES[self.dtype].itemsize
+        if self.is_attention:
+            return 4.0 * self.B * self.H * self.S * self.D * size  # q, k, v and o
         if self.kernel == "gemm_fp8":
             return (self.M + self.N) * self.K * size + self.M * self.N * 2
         if self.is_gemm:
@@ -91,7 +107,11 @@ class Case:
 
     @property
     def shape(self) -> str:
-        dims = f"{self.M}x{self.N}x{self.K}" if self.is_gemm else f"{self.M}x{self.N}"
+        if self.is_attention:
+            mask = " causal" if self.causal else ""
+            dims = f"B{self.B} H{self.H} S{self.S} D{self.D}{mask}"
+        else:
+            dims = f"{self.M}x{self.N}x{self.K}" if self.is_gemm else f"{self.M}x{self.N}"
         return f"{self.label} {dims}" if self.label else dims
 
     def describe(self) -> str:
@@ -111,6 +131,7 @@ class Row:
     note: str = ""
     croqtile_host_us: float | None = None  # host time of one call (CUDA rows)
     baseline_host_us: float | None = None
+    compiled_ms: float | None = None  # torch.compile of the baseline, where a case has one
 
     @property
     def ratio(self) -> float | None:
@@ -119,17 +140,18 @@ class Row:
             return self.baseline_ms / self.croqtile_ms
         return None
 
+    @property
+    def compiled_ratio(self) -> float | None:
+        """The compiled baseline's time over croqtile's."""
+        if self.croqtile_ms and self.compiled_ms:
+            return self.compiled_ms / self.croqtile_ms
+        return None
+
     def tflops(self, ms: float | None) -> float | None:
         return self.case.flops / ms * 1e-9 if ms and self.case.flops else None
 
     def gbps(self, ms: float | None) -> float | None:
         return self.case.bytes / ms * 1e-6 if ms else None
-
-
-CSV_COLUMNS = ("sweep", "kernel", "dtype", "M", "N", "K", "label", "croqtile_tflops",
-               "baseline_tflops", "ratio", "croqtile_ms", "baseline_ms", "croqtile_gbps",
-               "baseline_gbps", "copy_fraction", "ok", "rel_error", "config",
-               "croqtile_host_us", "baseline_host_us", "note")
 
 
 # ----------------------------------------------------------------------------------------
@@ -215,15 +237,36 @@ def full_cases(sweeps: Iterable[str], dtypes: Sequence[str] = ("f16", "bf16"),
 
 @dataclass(frozen=True)
 class Prepared:
-    """A case ready to run: ``ours`` writes ``output``; ``reference`` is float64."""
+    """A case ready to run: ``ours`` writes ``output`` (or, when ``output`` is None,
+    returns the result); ``reference`` is float64. ``compiled`` is a second baseline timed
+    beside the first (``torch.compile`` of it); ``tolerance`` replaces the kernel's entry
+    of ``TOLERANCES``."""
 
     ours: Callable[[], object]
     baseline: Callable[[], object]
-    output: torch.Tensor
+    output: torch.Tensor | None
     reference: Callable[[], torch.Tensor]
+    compiled: Callable[[], object] | None = None
+    tolerance: float | None = None
+
+
+@dataclass(frozen=True)
+class Program:
+    """A kernel's source text and where it came from: ``name``, relative to its checkout,
+    names it in diagnostics; ``revision`` is the file's last commit ("" if unknown). Never
+    a machine path: both are written into the results."""
+
+    text: str
+    name: str
+    revision: str = ""
+
+    @property
+    def origin(self) -> str:
+        return f"{self.name} at {self.revision}" if self.revision else self.name
 
 
 KernelLoader = Callable[[Case], Any]  # returns the croqtile Function for a case
+Preparer = Callable[[Case, Any, str], Prepared]  # (case, the Function, device)
 
 
 # Launch options used when not autotuning: the compiler's own defaults (two warpgroups
@@ -260,19 +303,35 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
     return load
 
 
-def prepare(case: Case, fn: Any, device: str, seed: int = 0) -> Prepared:
-    """Inputs, the croqtile call, the torch baseline and the float64 reference of a case."""
+def random_tensors(case: Case, device: str, seed: int = 0
+                   ) -> Callable[..., torch.Tensor]:
+    """``randn(*shape)``: standard normal values of the case's element type, the same for
+    every run of the case."""
     gen = torch.Generator(device=device).manual_seed(seed)
     dtype = DTYPES[case.dtype]
 
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(shape, generator=gen, device=device).to(dtype)
 
+    return randn
+
+
+def prepare_gemm(case: Case, fn: Any, device: str) -> Prepared:
+    """y[M, N] = x[M, K] @ w[N, K]^T written by ``fn(x, w, y)``, beside ``torch.matmul``."""
+    randn = random_tensors(case, device)
+    a, b = randn(case.M, case.K), randn(case.N, case.K)
+    out = torch.empty((case.M, case.N), dtype=DTYPES[case.dtype], device=device)
+    return Prepared(lambda: fn(a, b, out), lambda: torch.matmul(a, b.T), out,
+                    lambda: a.double() @ b.double().T, tolerance=TOLERANCES["gemm"])
+
+
+def prepare(case: Case, fn: Any, device: str) -> Prepared:
+    """Inputs, the croqtile call, the torch baseline and the float64 reference of a case
+    of the bench kernels."""
+    randn = random_tensors(case, device)
+    dtype = DTYPES[case.dtype]
     if case.kernel == "gemm":
-        a, b = randn(case.M, case.K), randn(case.N, case.K)
-        out = torch.empty((case.M, case.N), dtype=dtype, device=device)
-        return Prepared(lambda: fn(a, b, out), lambda: torch.matmul(a, b.T), out,
-                        lambda: a.double() @ b.double().T)
+        return prepare_gemm(case, fn, device)
     if case.kernel == "gemm_fp8":
         a, b = randn(case.M, case.K), randn(case.N, case.K)
         sa = torch.tensor([0.5], device=device)
@@ -306,14 +365,22 @@ def poison(out: torch.Tensor) -> None:
 
 
 def check(case: Case, prepared: Prepared) -> tuple[bool, float | None, str]:
-    """Run croqtile once on a poisoned output; (ok, relative error, note)."""
-    poison(prepared.output)
+    """Run croqtile once on a poisoned output; (ok, relative error, note). A kernel that
+    returns its result allocates it itself (zero-filled), so only that cannot be poisoned:
+    an element it never writes reads 0 and counts through the error only."""
+    if prepared.output is not None:
+        poison(prepared.output)
     try:
-        prepared.ours()
+        result = prepared.ours()
     except Exception as exc:  # a kernel that fails to run is a failed row, not a crash
         return False, None, _describe(exc)
-    err = relative_error(prepared.output, prepared.reference())
-    ok = err <= TOLERANCES[case.kernel]  # False for NaN
+    out = prepared.output if prepared.output is not None else result
+    if not isinstance(out, torch.Tensor):
+        return False, None, f"the kernel returned {type(out).__name__}, not a tensor"
+    err = relative_error(out, prepared.reference())
+    tolerance = (prepared.tolerance if prepared.tolerance is not None
+                 else TOLERANCES[case.kernel])
+    ok = err <= tolerance  # False for NaN
     return ok, err, "" if ok else "wrong result"
 
 
@@ -336,16 +403,22 @@ def host_us_per_call(fn: Callable[[], object], calls: int = 50) -> float:
     return elapsed / calls * 1e6
 
 
+def time_interleaved(fns: Sequence[Callable[[], object]], timer: Timer, reps: int
+                     ) -> list[float]:
+    """Median of ``reps`` medians each, interleaved a, b, c, a, b, c...: every function
+    sees the same clocks and temperature."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, mine in zip(fns, times):
+            mine.append(timer(fn))
+    return [statistics.median(mine) for mine in times]
+
+
 def time_pair(ours: Callable[[], object], baseline: Callable[[], object],
               timer: Timer, reps: int) -> tuple[float, float]:
-    """Median of ``reps`` medians each, interleaved ours, baseline, ours, baseline...: both
-    see the same clocks and temperature."""
-    mine: list[float] = []
-    theirs: list[float] = []
-    for _ in range(reps):
-        mine.append(timer(ours))
-        theirs.append(timer(baseline))
-    return statistics.median(mine), statistics.median(theirs)
+    """``time_interleaved`` of croqtile and its baseline."""
+    mine, theirs = time_interleaved((ours, baseline), timer, reps)
+    return mine, theirs
 
 
 def config_string(fn: Any) -> str:
@@ -362,11 +435,13 @@ def config_string(fn: Any) -> str:
             parts += [f"{k}={v}" for k, v in sorted(value.items())]
         else:
             parts.append(f"{key}={value}")
-    return ";".join(parts)
+    # tuned, and the source's own values won: say so rather than leave the cell empty
+    return ";".join(parts) or "defaults"
 
 
 def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
-             reps: int, host_timer: Timer | None = None) -> Row:
+             reps: int, host_timer: Timer | None = None,
+             prepare: Preparer = prepare) -> Row:
     """Check one case and, when it is correct and a timer is given, time it. A failure
     (compile error, out of memory, an unsupported baseline) becomes a row with a note, so
     that one bad case does not lose the rest of a long sweep."""
@@ -381,15 +456,23 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
         return Row(case, False, None, note="check: " + _describe(exc))
     if not ok or timer is None:
         return Row(case, ok, err, config=config_string(fn), note=note)
+    sides = [prepared.ours, prepared.baseline]
+    if prepared.compiled is not None:
+        try:  # compiled (and warmed up) here, outside the timing
+            prepared.compiled()
+            sides.append(prepared.compiled)
+        except Exception as exc:  # the other baseline is still timed
+            note = "torch.compile: " + _describe(exc)
     try:
-        ours_ms, base_ms = time_pair(prepared.ours, prepared.baseline, timer, reps)
+        ours_ms, base_ms, *compiled = time_interleaved(sides, timer, reps)
     except Exception as exc:  # correct, but not timed: still ok
         return Row(case, ok, err, config=config_string(fn), note="timing: " + _describe(exc))
+    row = Row(case, ok, err, ours_ms, base_ms, config_string(fn), note,
+              compiled_ms=compiled[0] if compiled else None)
     if host_timer is None:
-        return Row(case, ok, err, ours_ms, base_ms, config_string(fn))
-    return Row(case, ok, err, ours_ms, base_ms, config_string(fn),
-               croqtile_host_us=host_timer(prepared.ours),
-               baseline_host_us=host_timer(prepared.baseline))
+        return row
+    return dataclasses.replace(row, croqtile_host_us=host_timer(prepared.ours),
+                               baseline_host_us=host_timer(prepared.baseline))
 
 
 def _describe(exc: BaseException) -> str:
@@ -401,9 +484,13 @@ def _describe(exc: BaseException) -> str:
 def run_cases(cases: Sequence[Case], *, device: str = "cuda", reps: int = 3,
               timer: Timer | None = None, load: KernelLoader | None = None,
               autotune: str = "none", defines: Mapping[str, Any] | None = None,
-              progress: TextIO | None = None, host_timer: Timer | None = None) -> list[Row]:
+              progress: TextIO | None = None, host_timer: Timer | None = None,
+              prepare: Preparer = prepare,
+              after_case: Callable[[list[Row]], object] | None = None) -> list[Row]:
     """Run every case. Without a ``timer``, CUDA uses ``do_bench`` and CPU only checks;
-    ``host_timer`` (by default ``host_us_per_call`` on CUDA) fills the host-time columns."""
+    ``host_timer`` (by default ``host_us_per_call`` on CUDA) fills the host-time columns.
+    ``load`` and ``prepare`` default to those of the bench kernels. ``after_case`` gets
+    the rows so far after each case (to save them: a run cut short keeps its rows)."""
     if timer is None and device != "cpu":
         timer = default_timer
     if host_timer is None and device == "cuda" and timer is default_timer:
@@ -413,7 +500,9 @@ def run_cases(cases: Sequence[Case], *, device: str = "cuda", reps: int = 3,
     for i, case in enumerate(cases):
         if progress is not None:
             show_progress(progress, i, len(cases), case)
-        rows.append(run_case(case, load, device, timer, reps, host_timer))
+        rows.append(run_case(case, load, device, timer, reps, host_timer, prepare))
+        if after_case is not None:
+            after_case(rows)
         if device == "cuda":
             torch.cuda.empty_cache()  # the next case's inputs may be large
     if progress is not None and cases:
@@ -436,245 +525,8 @@ def show_progress(stream: TextIO, done: int, total: int, case: Case | None) -> N
     stream.flush()
 
 
-# ----------------------------------------------------------------------------------------
-# summaries and files
-# ----------------------------------------------------------------------------------------
-
-
-def geomean(values: Iterable[float]) -> float | None:
-    vals = [v for v in values if v and v > 0]
-    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
-
-
-def copy_fractions(rows: Sequence[Row]) -> dict[Case, float]:
-    """Each timed memory case's GB/s over torch's device-to-device copy GB/s at the same
-    shape and type (the copy case's baseline): how much of the practical bandwidth it got."""
-    copy_bw = {(r.case.dtype, r.case.M, r.case.N): r.gbps(r.baseline_ms)
-               for r in rows if r.case.kernel == "copy" and r.baseline_ms}
-    fractions: dict[Case, float] = {}
-    for r in rows:
-        peak = copy_bw.get((r.case.dtype, r.case.M, r.case.N))
-        ours = r.gbps(r.croqtile_ms)
-        if r.case.sweep == "memory" and peak and ours:
-            fractions[r.case] = ours / peak
-    return fractions
-
-
-def geomeans(rows: Sequence[Row]) -> dict[str, float | None]:
-    """Geometric-mean ratio per sweep, and per ``sweep/kernel/dtype`` group."""
-    groups: dict[str, list[float]] = {}
-    for r in rows:
-        keys = (r.case.sweep, f"{r.case.sweep}/{r.case.kernel}/{r.case.dtype}")
-        for key in keys:
-            groups.setdefault(key, [])
-            if r.ratio is not None:
-                groups[key].append(r.ratio)
-    return {key: geomean(vals) for key, vals in groups.items()}
-
-
-def _fmt(value: float | None, digits: int = 4) -> str:
-    return "" if value is None else f"{value:.{digits}g}"
-
-
-def csv_record(row: Row, fraction: float | None = None) -> dict[str, str]:
-    c = row.case
-    return {
-        "sweep": c.sweep, "kernel": c.kernel, "dtype": c.dtype, "M": str(c.M), "N": str(c.N),
-        "K": str(c.K) if c.is_gemm else "", "label": c.label,
-        "croqtile_tflops": _fmt(row.tflops(row.croqtile_ms)),
-        "baseline_tflops": _fmt(row.tflops(row.baseline_ms)),
-        "ratio": _fmt(row.ratio), "croqtile_ms": _fmt(row.croqtile_ms, 6),
-        "baseline_ms": _fmt(row.baseline_ms, 6),
-        "croqtile_gbps": "" if c.is_gemm else _fmt(row.gbps(row.croqtile_ms)),
-        "baseline_gbps": "" if c.is_gemm else _fmt(row.gbps(row.baseline_ms)),
-        "copy_fraction": _fmt(fraction), "ok": str(row.ok),
-        "rel_error": _fmt(row.rel_error, 3), "config": row.config,
-        "croqtile_host_us": _fmt(row.croqtile_host_us),
-        "baseline_host_us": _fmt(row.baseline_host_us), "note": row.note,
-    }
-
-
-def json_record(row: Row, fraction: float | None = None) -> dict[str, Any]:
-    """The CSV columns with numbers as numbers and ``null`` for what was not measured."""
-    c = row.case
-    return {
-        "sweep": c.sweep, "kernel": c.kernel, "dtype": c.dtype, "M": c.M, "N": c.N,
-        "K": c.K if c.is_gemm else None, "label": c.label,
-        "croqtile_tflops": row.tflops(row.croqtile_ms),
-        "baseline_tflops": row.tflops(row.baseline_ms), "ratio": row.ratio,
-        "croqtile_ms": row.croqtile_ms, "baseline_ms": row.baseline_ms,
-        "croqtile_gbps": None if c.is_gemm else row.gbps(row.croqtile_ms),
-        "baseline_gbps": None if c.is_gemm else row.gbps(row.baseline_ms),
-        "copy_fraction": fraction, "ok": row.ok, "rel_error": row.rel_error,
-        "config": row.config, "croqtile_host_us": row.croqtile_host_us,
-        "baseline_host_us": row.baseline_host_us, "note": row.note,
-    }
-
-
-def metadata(device: str, reps: int, autotune: str, timed: bool = True) -> dict[str, Any]:
-    """Where and with what the figures were measured."""
-    import triton
-
-    import croqtile
-
-    gpu = torch.cuda.get_device_name() if device == "cuda" else "none (CPU interpreter)"
-    return {
-        "gpu": gpu, "device": device, "torch": torch.__version__,
-        "triton": triton.__version__, "croqtile": croqtile.__version__,
-        "python": platform.python_version(), "reps": reps, "autotune": autotune,
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "timing": "median of reps medians, croqtile and baseline interleaved"
-                  if timed else "none (correctness only)",
-    }
-
-
-def write_results(rows: Sequence[Row], out_dir: Path, meta: Mapping[str, Any],
-                  plot: bool = True) -> tuple[list[Path], list[str]]:
-    """``<sweep>.csv`` and ``<sweep>.json`` per sweep (and ``<sweep>.png``); returns the
-    files written and messages for the user (a plot that could not be drawn)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fractions = copy_fractions(rows)
-    written: list[Path] = []
-    messages: list[str] = []
-    for sweep in dict.fromkeys(r.case.sweep for r in rows):
-        mine = [r for r in rows if r.case.sweep == sweep]
-        records = [csv_record(r, fractions.get(r.case)) for r in mine]
-        typed = [json_record(r, fractions.get(r.case)) for r in mine]
-        csv_path = out_dir / f"{sweep}.csv"
-        write_csv(records, csv_path)
-        json_path = out_dir / f"{sweep}.json"
-        doc = {"metadata": {**meta, "sweep": sweep, "geomean_ratio": geomeans(mine)},
-               "rows": typed}
-        json_path.write_text(json.dumps(doc, indent=2) + "\n")
-        written += [csv_path, json_path]
-        if plot and any(r.ratio is not None for r in mine):
-            png, message = plot_csv(csv_path)
-            written += [png] if png else []
-            messages += [message] if message and message not in messages else []
-    return written, messages
-
-
-def write_csv(records: Sequence[Mapping[str, str]], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
-        writer.writeheader()
-        writer.writerows(records)
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def summary_table(rows: Sequence[Row]) -> str:
-    """Fixed-width: per sweep, kernel and type, the cases, failures and geomean ratio."""
-    means = geomeans(rows)
-    header = f"{'sweep':<8} {'kernel':<9} {'dtype':<5} {'cases':>5} {'failed':>6} " \
-             f"{'geomean ratio':>13}"
-    lines = [header, "-" * len(header)]
-    groups = dict.fromkeys((r.case.sweep, r.case.kernel, r.case.dtype) for r in rows)
-    for sweep, kernel, dtype in groups:
-        mine = [r for r in rows if (r.case.sweep, r.case.kernel, r.case.dtype)
-                == (sweep, kernel, dtype)]
-        mean = means.get(f"{sweep}/{kernel}/{dtype}")
-        lines.append(f"{sweep:<8} {kernel:<9} {dtype:<5} {len(mine):>5} "
-                     f"{sum(not r.ok for r in mine):>6} "
-                     f"{'-' if mean is None else f'{mean:.3f}':>13}")
-    for sweep in dict.fromkeys(r.case.sweep for r in rows):
-        mean = means.get(sweep)
-        lines.append(f"{sweep:<8} {'all':<9} {'':<5} "
-                     f"{sum(r.case.sweep == sweep for r in rows):>5} "
-                     f"{sum(r.case.sweep == sweep and not r.ok for r in rows):>6} "
-                     f"{'-' if mean is None else f'{mean:.3f}':>13}")
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------------
-# plots
-# ----------------------------------------------------------------------------------------
-
-
-def plot_csv(csv_path: Path, png_path: Path | None = None) -> tuple[Path | None, str]:
-    """Draw throughput (TFLOP/s, or GB/s for memory kernels) of croqtile and baseline, and
-    their ratio, against the case; returns (PNG path, "") or (None, why not)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None, NO_MATPLOTLIB
-    records = read_csv(csv_path)
-    png_path = png_path or csv_path.with_suffix(".png")
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7), sharex=True)
-    labels = list(dict.fromkeys(_x_label(r) for r in records))
-    for series in dict.fromkeys((r["kernel"], r["dtype"]) for r in records):
-        mine = [r for r in records if (r["kernel"], r["dtype"]) == series]
-        xs = [labels.index(_x_label(r)) for r in mine]
-        unit = "gbps" if mine[0]["K"] == "" else "tflops"
-        name = " ".join(series)
-        top.plot(xs, [_num(r[f"croqtile_{unit}"]) for r in mine], "o-", label=f"croqtile {name}")
-        top.plot(xs, [_num(r[f"baseline_{unit}"]) for r in mine], "x--", label=f"torch {name}")
-        bottom.plot(xs, [_num(r["ratio"]) for r in mine], "o-", label=name)
-    top.set_ylabel("TFLOP/s (GEMM) or GB/s (memory)")
-    top.legend(fontsize=7)
-    bottom.axhline(1.0, color="grey", linewidth=0.8)
-    bottom.legend(fontsize=7)
-    bottom.set_ylabel("torch time / croqtile time")
-    bottom.set_xticks(range(len(labels)))
-    bottom.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
-    sweeps = ", ".join(dict.fromkeys(r["sweep"] for r in records))
-    top.set_title(f"croqtile vs torch: {sweeps}")
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    plt.close(fig)
-    return png_path, ""
-
-
-def _x_label(record: Mapping[str, str]) -> str:
-    dims = "x".join(record[d] for d in ("M", "N", "K") if record[d])
-    return f"{record['label']} {dims}".strip()
-
-
-def _num(text: str) -> float:
-    return float(text) if text else math.nan
-
-
-# ----------------------------------------------------------------------------------------
-# the whole run
-# ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BenchResult:
-    rows: list[Row]
-    files: list[Path]
-    messages: list[str]
-    table: str
-
-    @property
-    def failed(self) -> int:
-        return sum(not r.ok for r in self.rows)
-
-
-def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", reps: int = 3,
-              autotune: str = "none", timer: Timer | None = None,
-              load: KernelLoader | None = None, defines: Mapping[str, Any] | None = None,
-              progress: TextIO | None = None, plot: bool = True,
-              host_timer: Timer | None = None) -> BenchResult:
-    """Run, write the files, and build the summary table; ``progress`` is the stream for
-    the progress line (the command line passes stderr)."""
-    rows = run_cases(cases, device=device, reps=reps, timer=timer, load=load,
-                     autotune=autotune, defines=defines, progress=progress,
-                     host_timer=host_timer)
-    meta = metadata(device, reps, autotune, timed=timer is not None or device != "cpu")
-    meta["defines"] = dict(defines or {})
-    files, messages = write_results(rows, out_dir, meta, plot=plot)
-    return BenchResult(rows, files, messages, summary_table(rows))
-
-
 __all__ = [
-    "Case", "Row", "BenchResult", "square_cases", "llm_cases", "fp8_cases", "memory_cases",
-    "tiny_cases", "quick_cases", "full_cases", "run_cases", "run_bench", "write_results",
-    "plot_csv", "summary_table", "geomeans", "progress_line", "kernel_loader",
+    "Case", "Row", "Prepared", "square_cases", "llm_cases", "fp8_cases", "memory_cases",
+    "tiny_cases", "quick_cases", "full_cases", "run_cases", "run_case", "kernel_loader",
+    "prepare", "prepare_gemm", "check", "time_pair", "time_interleaved", "progress_line",
 ]

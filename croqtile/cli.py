@@ -3,9 +3,10 @@
 
     croqtile check [--format text|json|full] [-D NAME[=VALUE]]... PATH...
     croqtile explain CODE
-    croqtile bench [square|llm|fp8|memory|all]... [--dtype ...] [--sizes ...] [--reps N]
-                   [--out DIR] [--autotune none|quick|full] [--device cuda|cpu] [--quick]
-                   [-D NAME=VALUE]...
+    croqtile bench [square|llm|fp8|memory|attention|epilogue|decode|all]... [--dtype ...]
+                   [--sizes ...] [--reps N] [--out DIR] [--autotune none|quick|full]
+                   [--device cuda|cpu] [--quick] [-D NAME=VALUE]...
+                   [--tutorial PATH] [--upstream PATH] [--kernels KERNEL...]
     croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
@@ -20,8 +21,10 @@ wrong and a fixed program when the optional module ``croqtile.frontend.code_exam
 has them (``EXAMPLES[code]``: an ``Example`` with ``.bad`` and ``.fixed``, or a
 ``(bad, fixed)`` pair). ``ERRORS.md`` is the same reference as one document.
 
-``bench`` runs the sweeps of ``croqtile.bench`` (see ``bench/README.md``): every case is
-checked against a float64 reference before it is timed; exit status 1 when a case is wrong.
+``bench`` runs the sweeps of ``croqtile.bench_suite`` (see ``bench/README.md``): every case
+is checked against a float64 reference before it is timed; exit status 1 when a case is
+wrong. ``--tutorial`` and ``--upstream`` name checkouts of the Croqtile tutorial and of the
+reference repository whose flash-attention kernels the attention sweep adds.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_BENCH_SWEEPS = ("square", "llm", "fp8", "memory", "all")
+_BENCH_SWEEPS = ("square", "llm", "fp8", "memory", "attention", "epilogue", "decode", "all")
 _BENCH_DTYPES = ("f16", "bf16")
 
 
@@ -127,52 +130,76 @@ def _add_bench_parser(commands: Any) -> None:
         description="Check each case against a float64 reference, then time croqtile and "
                     "torch interleaved; write CSV, JSON (and PNG plots) per sweep.")
     bench.add_argument("sweeps", nargs="*", metavar="SWEEP", default=["all"],
-                       help="square, llm, fp8, memory or all (default all)")
+                       help="square, llm, fp8, memory, attention, epilogue, decode or all "
+                            "(default all)")
     bench.add_argument("--dtype", nargs="+", default=list(_BENCH_DTYPES),
-                       choices=_BENCH_DTYPES, help="GEMM element types (default f16 bf16); "
-                       "the memory sweep uses the first")
+                       choices=_BENCH_DTYPES, help="element types (default f16 bf16); the "
+                       "memory sweep uses the first; the published attention kernels run "
+                       "in their own type")
     bench.add_argument("--sizes", nargs="+", type=int, metavar="S",
-                       help="square and fp8 GEMM sizes, memory tensor sides [S, S]")
+                       help="square and fp8 GEMM sizes, memory tensor sides [S, S], "
+                            "attention sequence lengths, epilogue and decode token counts M")
     bench.add_argument("--reps", type=int, default=3,
                        help="do_bench repetitions per kernel; the median is kept (default 3)")
     bench.add_argument("--out", default=str(Path("bench", "results", "h200")),
                        help="output directory (default bench/results/h200)")
     bench.add_argument("--autotune", choices=("none", "quick", "full"), default="none",
-                       help="passed to croqtile.load when not none")
+                       help="passed to croqtile.compile when not none (the decode sweep "
+                            "tunes with quick when this is none)")
     bench.add_argument("--device", choices=("cuda", "cpu"),
                        help="default cuda when available; cpu checks tiny shapes only")
     bench.add_argument("--quick", action="store_true", help="a few shapes per sweep")
+    bench.add_argument("--kernels", nargs="+", metavar="KERNEL",
+                       help="only the cases of these kernels (gemm, attention, "
+                            "tutorial_flash, upstream_flash, linear_silu, matmul, ...): a "
+                            "long sweep in parts")
     bench.add_argument("-D", dest="define", action="append", default=[],
                        metavar="NAME=VALUE",
                        help="override a #define of the bench kernels (TILE_M=128; repeatable)")
     bench.add_argument("--plot", metavar="CSV",
                        help="only draw the PNG of an existing CSV (next to it)")
+    bench.add_argument("--tutorial", metavar="PATH", type=Path,
+                       help="a checkout of the Croqtile tutorial (or its page "
+                            "optimization/flash-attention-causal-prefill.md): the attention "
+                            "sweep adds the page's flash_atten kernel, compiled as written")
+    bench.add_argument("--upstream", metavar="PATH", type=Path,
+                       help="a checkout of the reference Croqtile repository (or its "
+                            "tests/gpu/end2end/flash_atten.co): the attention sweep adds "
+                            "that kernel, compiled as written")
 
 
 def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``croqtile bench``: run the sweeps, write the files, print the summary table."""
-    from . import bench  # torch and triton load only for this command
+    # torch and triton load only for this command
+    from . import bench_attention, bench_suite
 
     if args.plot:
         return _plot_only(Path(args.plot), out, err)
     sweeps = _bench_sweeps(args.sweeps)
     if args.reps < 1:
         raise UsageError("--reps must be at least 1")
+    try:
+        attention = bench_attention.programs(args.tutorial, args.upstream)
+    except bench_attention.SourceError as exc:
+        raise UsageError(str(exc)) from None
     device = args.device or ("cuda" if _cuda_available() else "cpu")
     if device == "cuda" and not _cuda_available():
         raise UsageError("--device cuda: no CUDA device here (use --device cpu to check "
                          "correctness through the interpreter)")
+    kernels = list(attention)
     if args.sizes:
-        cases = bench.full_cases(sweeps, args.dtype, args.sizes)
+        cases = bench_suite.full_cases(sweeps, args.dtype, args.sizes, kernels)
     elif device == "cpu":
-        cases = bench.tiny_cases(sweeps, args.dtype)
+        cases = bench_suite.tiny_cases(sweeps, args.dtype, kernels)
     elif args.quick:
-        cases = bench.quick_cases(sweeps, args.dtype)
+        cases = bench_suite.quick_cases(sweeps, args.dtype, kernels)
     else:
-        cases = bench.full_cases(sweeps, args.dtype)
-    result = bench.run_bench(cases, Path(args.out), device=device, reps=args.reps,
-                             autotune=args.autotune, defines=_parse_defines(args.define),
-                             progress=err)
+        cases = bench_suite.full_cases(sweeps, args.dtype, attention_kernels=kernels)
+    if args.kernels:
+        cases = _only_kernels(cases, args.kernels)
+    result = bench_suite.run_bench(cases, Path(args.out), device=device, reps=args.reps,
+                                   autotune=args.autotune, defines=_parse_defines(args.define),
+                                   progress=err, attention=attention)
     for row in result.rows:
         if not row.ok:
             print(f"FAILED {row.case.describe()}: {row.note} (rel_error "
@@ -182,6 +209,17 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     print(result.table, file=out)
     print(f"wrote {len(result.files)} files to {args.out}", file=out)
     return 1 if result.failed else 0
+
+
+def _only_kernels(cases: Sequence[Any], kernels: Sequence[str]) -> list[Any]:
+    """The cases of ``kernels``; a name that no case of the chosen sweeps has is a usage
+    error (a typo would otherwise run nothing and look like success)."""
+    present = {c.kernel for c in cases}
+    unknown = [k for k in kernels if k not in present]
+    if unknown:
+        raise UsageError(f"--kernels {unknown[0]!r}: no such kernel in these sweeps; "
+                         f"choose from {', '.join(sorted(present))}")
+    return [c for c in cases if c.kernel in kernels]
 
 
 def _bench_sweeps(names: Sequence[str]) -> list[str]:
@@ -195,11 +233,11 @@ def _bench_sweeps(names: Sequence[str]) -> list[str]:
 
 
 def _plot_only(csv_path: Path, out: TextIO, err: TextIO) -> int:
-    from . import bench
+    from . import bench_report
 
     if not csv_path.is_file():
         raise UsageError(f"no such CSV file: {str(csv_path)!r}")
-    png, message = bench.plot_csv(csv_path)
+    png, message = bench_report.plot_csv(csv_path)
     if png is None:
         print(message, file=err)
         return 1

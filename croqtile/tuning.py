@@ -2,19 +2,31 @@
 
 ``croqtile.compile(src, autotune="quick" | "full", tunables=..., tune_budget_s=...)`` returns
 functions that, on the first call with a new *shape bucket* (each dimension rounded up to
-a power of two or 1.5 times one), compile every candidate configuration, run it on copies
+a power of two or 1.5 times one), compile candidate configurations, run each on copies
 of the arguments, check that it computes what the default configuration computes, time
-it, and keep the fastest. Candidates within 3 % of the fastest are timed twice more, in
-turn, and the median of each one's timings decides (one timing drifts with the GPU's
-clocks). The choice is stored as JSON in the cache directory (``CROQTILE_CACHE_DIR``),
-keyed by the source, the function, the GPU, the shape bucket and the versions of
-croqtile, Triton and torch, so later processes skip the search. Then the call runs with
-that choice.
+it, and keep the fastest. Without ``tunables=`` the candidates come from a search that
+starts at the untuned configuration and changes one thing at a time: the ``#define``s the
+program uses as tile extents (found by the checker, whatever their names, see
+``croqtile.tile_defines``) over values chosen for the shape, the launch options, and
+stream-K where the output tiles leave SMs idle (``croqtile.tuning_space``).
 
-Candidates the checker rejects (a shared-memory budget, an MMA shape) are pruned before
-anything is compiled by Triton; candidates that Triton cannot compile or that compute a
-different result are pruned with the reason. Knobs given as fixed values (``num_warps=8``,
-``defines={"TILE_M": 64}``) are never searched; with every knob fixed nothing is tuned.
+The default configuration -- the written defines and the default options, what a call
+without ``autotune`` runs -- is always timed first (its result is the reference) and
+always takes part in the final round: the candidates within 3 % of the fastest (three
+at most) and the default are timed twice more, in turn, and the median of each one's
+timings decides (one timing drifts with the GPU's clocks). A candidate replaces the
+default only when its median is at least 1 % below the default's, so tuning never
+returns something slower than not tuning, within the noise of one run. The choice, and
+what the default measured, are stored as JSON in the cache directory
+(``CROQTILE_CACHE_DIR``), keyed by the source, the function, the GPU, the shape bucket
+and the versions of croqtile, Triton and torch, so later processes skip the search.
+
+Candidates the checker rejects (a shared-memory budget, an MMA shape) or the lowering
+refuses (CQ0705: stream-K for a kernel that cannot be split) are pruned before anything
+is compiled by Triton; candidates that Triton cannot compile or that compute a
+different result are pruned with the reason. Knobs given as fixed values
+(``num_warps=8``, ``defines={"TILE_M": 64}``) are never searched; with every knob fixed
+nothing is tuned.
 
 Timing needs a GPU: on CPU tensors (Triton's interpreter) the default configuration runs
 and a warning says that nothing was tuned.
@@ -24,10 +36,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import itertools
 import json
 import math
-import re
 import statistics
 import sys
 import time
@@ -39,166 +49,32 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from . import settings
+from .backends.triton.launcher import sm_count
 from .errors import ArgumentError, CompileError
+from .tile_defines import TileProbe
+from .tuning_space import (MODES, Config, Plan, Space, Tunables, default_space, search_space,
+                           shape_bucket, source_defines)
 
-MODES = ("none", "quick", "full")
+__all__ = ["MODES", "Config", "Space", "Tunables", "TunedFunction", "SearchTimer", "TuneReport",
+           "make_tuned", "search_space", "shape_bucket", "source_defines"]
 
-# The compile options a search may vary, with their candidate values per mode.
-_OPTION_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
-    "quick": {"num_warps": (4, 8), "num_stages": (3, 4), "persistent": (False, True)},
-    "full": {"num_warps": (4, 8), "num_stages": (2, 3, 4, 5), "persistent": (False, True),
-             "group_m": (1, 8)},
-}
-_TUNABLE_OPTIONS = ("num_warps", "num_stages", "persistent", "group_m", "flatten",
-                    "warp_specialize", "descriptors", "epilogue_split", "stream_k",
-                    "split_tiles", "backend")
 # Time budget of one search (seconds), per mode.
 _BUDGET = {"quick": 30.0, "full": 300.0}
 # Candidates timed within this share of the fastest are timed again, in turn, this many
-# rounds (at most _FINALISTS of them), and the median decides: one timing each drifts with
-# the GPU's clocks and temperature between candidates, and the fastest single timing of
-# many favours a lucky one.
+# rounds (at most _FINALISTS of them, and the default besides), and the median decides:
+# one timing each drifts with the GPU's clocks and temperature between candidates, and
+# the fastest single timing of many favours a lucky one.
 _FINAL_MARGIN = 0.03
 _FINALISTS = 3
 _FINAL_ROUNDS = 2
-# In "full" mode, #define constants named like tile sizes are searched at half and twice
-# their value too (powers of two between 16 and 256).
-_TILE_NAME = re.compile(r"(TILE|BLOCK|WARP)_?[MNK]?\b|_(M|N|K)$")
-_DEFINE_LINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(\S.*?)\s*$", re.MULTILINE)
+# The final round's fastest replaces the default only when its median is this much
+# below the default's: repeated timings of one configuration differ by a few percent
+# (see graph_timer), so a smaller lead is as likely noise as speed, and choosing on noise
+# is how a search once kept 0.952x cuBLAS where the default measured 0.999x.
+_DEFAULT_EDGE = 0.01
 
 Timer = Callable[[Callable[[], Any]], float]
-
-
-@dataclass(frozen=True)
-class Config:
-    """One point of the search: ``#define`` values and compile options."""
-
-    defines: tuple[tuple[str, Any], ...] = ()
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"defines": dict(self.defines), **dict(self.options)}
-
-    def describe(self) -> str:
-        """The config as the arguments a user pastes into ``croqtile.compile``."""
-        parts = [f"defines={dict(self.defines)!r}"] if self.defines else []
-        parts += [f"{name}={value!r}" for name, value in self.options]
-        return ", ".join(parts) or "(the defaults)"
-
-
-@dataclass(frozen=True)
-class Space:
-    """The candidates of a search: the product of ``knobs`` (name -> values, the first value
-    the default), or an ``explicit`` list of configurations."""
-
-    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ()
-    explicit: tuple[Config, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return not self.knobs and not self.explicit
-
-    def configs(self) -> list[Config]:
-        """Every candidate: an explicit list in its order; a product with the all-defaults
-        combination first, then by how many knobs differ from the defaults (so a search cut
-        short by its budget has tried the nearest)."""
-        if self.explicit:
-            return list(self.explicit)
-        names = [name for name, _ in self.knobs]
-        combos = list(itertools.product(*(values for _, values in self.knobs)))
-        combos.sort(key=lambda combo: sum(i != 0 for i in _indices(self.knobs, combo)))
-        return [_config(names, combo) for combo in combos]
-
-    def key(self) -> list[Any]:
-        """A JSON-able description (part of the cache key)."""
-        return [[[n, list(v)] for n, v in self.knobs], [c.as_dict() for c in self.explicit]]
-
-
-def _indices(knobs: Sequence[tuple[str, tuple[Any, ...]]], combo: Sequence[Any]) -> list[int]:
-    return [values.index(v) for (_, values), v in zip(knobs, combo)]
-
-
-def _config(names: Sequence[str], combo: Sequence[Any]) -> Config:
-    defines = tuple((n, v) for n, v in zip(names, combo) if n not in _TUNABLE_OPTIONS)
-    options = tuple((n, v) for n, v in zip(names, combo) if n in _TUNABLE_OPTIONS)
-    return Config(defines, options)
-
-
-def source_defines(text: str) -> dict[str, str]:
-    """``#define NAME VALUE`` lines of a source (the value as written)."""
-    return {m.group(1): m.group(2) for m in _DEFINE_LINE.finditer(text)}
-
-
-Tunables = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
-
-
-def search_space(mode: str, text: str, tunables: Tunables | None,
-                 fixed_defines: Mapping[str, Any], fixed_options: Mapping[str, Any]) -> Space:
-    """The candidates of a ``mode`` search. ``tunables`` replaces the default knobs when
-    given: a mapping name -> candidate values (every combination), or a list of mappings
-    name -> value (exactly these configurations); names are tunable compile options or
-    ``#define``s of the source. Values the caller fixed are not searched."""
-    defined = source_defines(text)
-    fixed = set(fixed_options) | set(fixed_defines)
-
-    def check(name: str) -> None:
-        if name not in _TUNABLE_OPTIONS and name not in defined:
-            raise ValueError(f"tunable {name!r} is neither a tunable compile option "
-                             f"({', '.join(_TUNABLE_OPTIONS)}) nor a #define of the source")
-
-    if tunables is not None and not isinstance(tunables, Mapping):
-        configs: list[Config] = []
-        for entry in tunables:
-            if not isinstance(entry, Mapping):
-                raise ValueError("tunables: expected a mapping name -> values, or a list of "
-                                 f"mappings name -> value; got an item {entry!r}")
-            for name in entry:
-                check(name)
-            names = [n for n in entry if n not in fixed]
-            config = _config(names, [entry[n] for n in names])
-            if config not in configs:
-                configs.append(config)
-        if not configs:
-            raise ValueError("tunables: the list of configurations is empty")
-        return Space(explicit=tuple(configs)) if configs != [Config()] else Space()
-    knobs: dict[str, tuple[Any, ...]] = {}
-    if tunables:
-        for name, values in tunables.items():
-            values = tuple(values)
-            if not values:
-                raise ValueError(f"tunable {name!r} has no candidate values")
-            check(name)
-            knobs[name] = values
-    else:
-        knobs.update(_OPTION_SPACE[mode])
-        if mode == "full":
-            for name, value in defined.items():
-                candidates = _tile_candidates(name, value)
-                if candidates:
-                    knobs[name] = candidates
-    return Space(tuple((n, v) for n, v in knobs.items() if n not in fixed))
-
-
-def _tile_candidates(name: str, value: str) -> tuple[int, ...]:
-    if not _TILE_NAME.search(name) or not value.isdigit():
-        return ()
-    size = int(value)
-    if size < 16 or size & (size - 1):
-        return ()
-    return tuple(v for v in (size, size // 2, size * 2) if 16 <= v <= 256)
-
-
-def shape_bucket(dims: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
-    """Each dimension rounded up to the next power of two or 1.5 times one (..., 2048,
-    3072, 4096, 6144, ...): shapes in one bucket share a choice. Half-octave steps keep a
-    3072^3 GEMM from choosing for a 4096^3 one (their best tiles differ)."""
-    return tuple((name, _round_up(int(value))) for name, value in sorted(dims.items()))
-
-
-def _round_up(value: int) -> int:
-    power = 1 << max(0, value - 1).bit_length()  # the next power of two
-    half_step = power // 2 + power // 4  # 1.5 times the power below
-    return half_step if power >= 4 and value <= half_step else power
+Spaces = Callable[[dict[str, int], int], Plan]  # (the shape bucket, the SM count) -> candidates
 
 
 # ------------------------------------------------------------------------------ the cache
@@ -212,7 +88,7 @@ def _versions() -> dict[str, str]:
     return {"croqtile": __version__, "triton": triton.__version__, "torch": torch.__version__}
 
 
-def cache_key(text: str, function: str, fixed: Mapping[str, Any], space: Space,
+def cache_key(text: str, function: str, fixed: Mapping[str, Any], space: Plan,
               device: str, bucket: Sequence[tuple[str, int]]) -> str:
     payload = json.dumps({"source": text, "function": function, "fixed": fixed,
                           "space": space.key(), "device": device,
@@ -230,8 +106,8 @@ def _cache_path(key: str) -> Path:
 def load_choice(key: str) -> Config | None:
     try:
         data = json.loads(_cache_path(key).read_text())
-        return Config(tuple(sorted(data["config"]["defines"].items())),
-                      tuple((k, v) for k, v in data["config"].items() if k != "defines"))
+        return Config.of(data["config"]["defines"],
+                         {k: v for k, v in data["config"].items() if k != "defines"})
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None  # absent or unreadable: search again
 
@@ -330,12 +206,13 @@ class TuneReport:
     device: str
     best: Config
     best_ms: float
-    default_ms: float | None
+    default_ms: float | None  # the default's median in the final round, else its timing
     tried: int = 0
     pruned: list[tuple[str, str]] = field(default_factory=list)  # (config, reason)
     timings: list[tuple[dict[str, Any], float]] = field(default_factory=list)  # (config, ms)
-    # the final round: (config, every timing of it), when candidates came close
+    # the final round: (config, every timing of it), the default among them
     finals: list[tuple[dict[str, Any], list[float]]] = field(default_factory=list)
+    decision: str = ""  # why the choice was made (a sentence)
     seconds: float = 0.0
     complete: bool = True  # False when the budget ran out first
     timing: str = ""  # how candidates were timed, when the GPU timed them
@@ -347,20 +224,22 @@ class TuneReport:
                 "pruned": [list(p) for p in self.pruned], "seconds": self.seconds,
                 "timings": [[config, ms] for config, ms in self.timings],
                 "finals": [[config, times] for config, times in self.finals],
-                "complete": self.complete, "timing": self.timing, "versions": _versions()}
+                "decision": self.decision, "complete": self.complete, "timing": self.timing,
+                "versions": _versions()}
 
 
 class TunedFunction:
     """A ``__co__`` function whose configuration is chosen per shape bucket (see module
     docstring). Callable like ``croqtile.Function``."""
 
-    def __init__(self, name: str, text: str, mode: str, space: Callable[[dict[str, int]], Space],
+    def __init__(self, name: str, text: str, mode: str, space: Spaces,
                  compiler: Compiler, fixed: Mapping[str, Any], budget_s: float | None) -> None:
         self.name = name
         self.mode = mode
-        self.space_for = space  # the shape bucket -> the candidates
+        self.space_for = space  # (the shape bucket, the SM count) -> the candidates
         self.budget_s = budget_s if budget_s is not None else _BUDGET[mode]
         self.timer: Timer | None = None  # None: the GPU timer on CUDA, no tuning on the CPU
+        self.sm_count: int | None = None  # None: the device's (decides stream-K candidates)
         self.verbose = True
         self.cache = True  # False: search every bucket afresh, store nothing (calibration)
         self.reports: list[TuneReport] = []
@@ -430,7 +309,8 @@ class TunedFunction:
         memo = (bucket, device)
         if memo in self._choices:
             return self._choices[memo]
-        space = self.space_for(dict(bucket))
+        sms = self.sm_count or sm_count(bound.device)
+        space = self.space_for(dict(bucket), sms)
         if space.empty:
             self._choices[memo] = self._default
             return self._default
@@ -455,34 +335,51 @@ class TunedFunction:
         self._choices[memo] = choice
         return choice
 
-    def _search(self, space: Space, args: Sequence[Any], timer: Timer, bucket: Any,
+    def _search(self, space: Plan, args: Sequence[Any], timer: Timer, bucket: Any,
                 device: str) -> TuneReport:
+        """Time the default, then the candidates of each round of ``space`` (a round's
+        candidates follow from the fastest configuration so far), until the rounds or the
+        budget run out; then the final round decides."""
         start = time.perf_counter()
-        configs = space.configs()
         report = TuneReport(self.name, bucket, device, self._default, math.inf, None)
         shape = " ".join(f"{n}={v}" for n, v in bucket)
         if self.verbose and not sys.stderr.isatty():  # a log: one line now, one at the end
-            print(f"croqtile: tuning {self.name} for {shape}: {len(configs)} candidates, "
-                  f"budget {self.budget_s:g} s", file=sys.stderr)
+            print(f"croqtile: tuning {self.name} for {shape}: budget {self.budget_s:g} s",
+                  file=sys.stderr)
         reference: list[torch.Tensor] | None = None
+        against = "the default configuration"  # what the reference is
         timed: list[tuple[Config, float]] = []
-        for i, config in enumerate(configs):
-            if time.perf_counter() - start > self.budget_s and report.best_ms < math.inf:
-                report.complete = False
+        seen: set[Config] = set()
+        rounds = iter(space.rounds())
+        candidates = [self._default]  # first: the reference, and the untuned speed
+        while candidates is not None:
+            for config in candidates:
+                if config in seen:
+                    continue
+                if time.perf_counter() - start > self.budget_s and report.best_ms < math.inf:
+                    report.complete = False
+                    break
+                seen.add(config)
+                self._progress(f"tuning {self.name} [{shape}] {len(seen)} "
+                               f"best {report.best_ms:.4g} ms")
+                outcome = self._try(config, args, timer, reference, against)
+                if isinstance(outcome, str):
+                    report.pruned.append((config.describe(), outcome))
+                    continue
+                ms, outputs = outcome
+                timed.append((config, ms))
+                if reference is None:
+                    reference = outputs
+                    if config != self._default:  # the default failed for this shape
+                        against = f"the first configuration that ran ({config.describe()})"
+                if config == self._default:
+                    report.default_ms = ms
+                if ms < report.best_ms:
+                    report.best, report.best_ms = config, ms
+            if not report.complete:
                 break
-            self._progress(f"tuning {self.name} [{shape}] {i + 1}/{len(configs)} "
-                           f"best {report.best_ms:.4g} ms")
-            outcome = self._try(config, args, timer, reference)
-            if isinstance(outcome, str):
-                report.pruned.append((config.describe(), outcome))
-                continue
-            ms, outputs = outcome
-            timed.append((config, ms))
-            if reference is None:
-                reference = outputs
-                report.default_ms = ms if config == self._default else None
-            if ms < report.best_ms:
-                report.best, report.best_ms = config, ms
+            step = next(rounds, None)
+            candidates = None if step is None else step(report.best)
         if report.best_ms == math.inf:
             raise RuntimeError(f"croqtile: {self.name}: no configuration of the autotune search "
                                f"ran; reasons: {report.pruned[:3]}")
@@ -497,11 +394,18 @@ class TunedFunction:
 
     def _final_round(self, report: TuneReport, timed: Sequence[tuple[Config, float]],
                      args: Sequence[Any], timer: Timer) -> None:
-        """Time the candidates that came within ``_FINAL_MARGIN`` of the fastest again, in
-        turn, and choose by the median of each one's timings."""
+        """Time the candidates that came within ``_FINAL_MARGIN`` of the fastest, and the
+        default, again in turn; the fastest by median wins if it beats the default's
+        median by ``_DEFAULT_EDGE``, else the default stays."""
         limit = report.best_ms * (1 + _FINAL_MARGIN)
         close = sorted((t for t in timed if t[1] <= limit), key=lambda t: t[1])[:_FINALISTS]
+        default = next((t for t in timed if t[0] == self._default), None)
+        if default is not None and default not in close:
+            close.append(default)
         if len(close) < 2:
+            report.decision = (f"the default: no candidate came within {_FINAL_MARGIN:.0%} of it"
+                               if default is not None
+                               else "the fastest candidate (the default did not run)")
             return
         copies = _copies(args)  # (shared: a candidate's writes do not change its time)
         runs = [functools.partial(self._function(config), *copies) for config, _ in close]
@@ -513,10 +417,27 @@ class TunedFunction:
         medians = [statistics.median(mine) for mine in times]
         best = medians.index(min(medians))
         report.best, report.best_ms = close[best][0], medians[best]
+        if default is None:
+            report.decision = "the fastest finalist by median (the default did not run)"
+            return
+        mine = medians[close.index(default)]
+        report.default_ms = mine
+        if report.best == self._default:
+            report.decision = "the default: the fastest by median in the final round"
+        elif report.best_ms > mine * (1 - _DEFAULT_EDGE):
+            report.decision = (f"the default: the fastest finalist ({report.best.describe()}, "
+                               f"{report.best_ms:.4g} ms) was not {_DEFAULT_EDGE:.0%} faster "
+                               "by median in the final round")
+            report.best, report.best_ms = self._default, mine
+        else:
+            report.decision = (f"{mine / report.best_ms:.3f}x the default's speed by median in "
+                               "the final round")
 
     def _try(self, config: Config, args: Sequence[Any], timer: Timer,
-             reference: list[torch.Tensor] | None) -> tuple[float, list[torch.Tensor]] | str:
-        """Time ``config`` on copies of ``args``; a string says why it was pruned."""
+             reference: list[torch.Tensor] | None,
+             against: str) -> tuple[float, list[torch.Tensor]] | str:
+        """Time ``config`` on copies of ``args``; a string says why it was pruned (a
+        result other than ``reference``, the outputs of ``against``, among the reasons)."""
         try:
             fn = self._function(config)
         except CompileError as err:
@@ -537,12 +458,9 @@ class TunedFunction:
             outputs.append(torch.tensor(result))
         if reference is not None and not all(
                 same_result(got, want) for got, want in zip(outputs, reference)):
-            return "computes a different result than the first configuration"
+            return f"computes a different result than {against}"
 
-        def run() -> None:
-            fn(*copies)
-
-        return timer(run), outputs
+        return timer(functools.partial(fn, *copies)), outputs
 
     def _progress(self, text: str | None) -> None:
         if not self.verbose or not sys.stderr.isatty():
@@ -554,8 +472,12 @@ class TunedFunction:
         if not self.verbose:
             return
         shape = " ".join(f"{n}<={v}" for n, v in report.bucket)
-        gain = (f", {report.default_ms / report.best_ms:.2f}x the default"
-                if report.default_ms else "")
+        if report.best == self._default:
+            gain = ", the default kept" if report.tried > 1 else ""
+        elif report.default_ms:
+            gain = f", {report.default_ms / report.best_ms:.2f}x the default's speed"
+        else:
+            gain = ""
         budget = "" if report.complete else " (time budget reached)"
         again = f", {len(report.finals)} timed again" if report.finals else ""
         if report.timing.startswith("cuda graph"):
@@ -592,16 +514,20 @@ def make_tuned(names: Iterable[str], text: str, mode: str,
     whole source for a config and returns its functions by name."""
     if mode not in MODES or mode == "none":
         raise ValueError(f"autotune={mode!r}: expected one of {', '.join(map(repr, MODES))}")
-    if callable(tunables):
-        chooser = tunables
+    # a caller's space is checked now (a mistake fails at compile(), not at a call)
+    static = (search_space(mode, text, tunables, defines, options)
+              if tunables is not None and not callable(tunables) else Space())
+    probe = TileProbe(text, source_defines(text), defines)  # (probes at the first search)
 
-        def space(bucket: dict[str, int]) -> Space:
-            return search_space(mode, text, chooser(bucket), defines, options)
-    else:
-        static = search_space(mode, text, tunables, defines, options)
-
-        def space(bucket: dict[str, int]) -> Space:
-            return static
+    def spaces_for(name: str) -> Spaces:
+        if callable(tunables):
+            chooser = tunables
+            return lambda bucket, sms: search_space(mode, text, chooser(bucket), defines,
+                                                    options)
+        if tunables is not None:
+            return lambda bucket, sms: static
+        return lambda bucket, sms: default_space(mode, probe, name, bucket, sms, defines,
+                                                 options)
     modules: dict[Config, Mapping[str, Any]] = {}
 
     def compiler_for(name: str) -> Compiler:
@@ -615,5 +541,5 @@ def make_tuned(names: Iterable[str], text: str, mode: str,
         return compile_one
 
     fixed = {"defines": dict(defines), **dict(options)}
-    return [TunedFunction(name, text, mode, space, compiler_for(name), fixed, budget_s)
-            for name in names]
+    return [TunedFunction(name, text, mode, spaces_for(name), compiler_for(name), fixed,
+                          budget_s) for name in names]

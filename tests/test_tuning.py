@@ -13,7 +13,7 @@ import torch
 
 import croqtile
 from croqtile import tuning
-from croqtile.tuning import Space, search_space, shape_bucket
+from croqtile.tuning import Config, Space, shape_bucket
 
 DATA = Path(__file__).resolve().parent / "data"
 GEMM = (DATA / "seed000_sm90_gemm.co").read_text()
@@ -48,6 +48,30 @@ def _timer(times: dict[str, float], calls: list[str]) -> Callable[[Callable[[], 
     return timer
 
 
+class Stopwatch:
+    """A fake timer that knows what it times: runs the candidate once and returns the
+    next time listed for its configuration (by ``Config.describe()``, the last one
+    repeating), ``other`` ms for a configuration not listed. ``order`` records what was
+    timed."""
+
+    def __init__(self, fn: Any, times: dict[str, list[float]], other: float = 10.0) -> None:
+        self.fn, self.times, self.other = fn, times, other
+        self.order: list[str] = []
+
+    def __call__(self, run: Callable[[], Any]) -> float:
+        run()
+        # the search times functools.partial(function, *arguments) of its configurations
+        function = run.func  # type: ignore[attr-defined]
+        config = next(c for c, f in self.fn._functions.items() if f is function)
+        name = config.describe()
+        listed = self.times.get(name, [self.other])
+        self.order.append(name)
+        return listed[min(self.order.count(name), len(listed)) - 1]
+
+
+DEFAULT = "(the defaults)"
+
+
 def _compile(**kwargs: Any) -> croqtile.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # CQ0310 (masked last tile)
@@ -66,76 +90,142 @@ def _check(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
     assert ((c.double() - ref).norm() / ref.norm()).item() < 1e-2
 
 
+def _record(cache: Path) -> dict[str, Any]:
+    (record,) = [json.loads(p.read_text()) for p in (cache / "tuning").glob("*.json")]
+    return record
+
+
 def test_the_fastest_candidate_runs_and_is_printed_as_pasteable_arguments(
         capsys: pytest.CaptureFixture[str], _cache: Path) -> None:
     tunables = {"MATMUL_WARP_M": [32, 64], "num_stages": [2, 3]}
     fn = _compile(autotune="full", tunables=tunables).matmul
-    calls: list[str] = []
-    fn.timer = _timer({"1": 5.0, "2": 4.0, "3": 1.5, "4": 3.0}, calls)
+    best = "defines={'MATMUL_WARP_M': 64}, num_stages=2"
+    fn.timer = watch = Stopwatch(fn, {DEFAULT: [5.0], best: [1.5]}, other=3.0)
     a, b, c = _gemm_args()
     fn(a, b, c)
     _check(a, b, c)
-    assert len(calls) == 4  # every combination timed once
-    # order: defaults first, then one knob changed (num_stages=3; WARP_M=64), then both
+    # the default first, then the combinations, nearest first; then the fastest and the
+    # default twice more each, in turn
+    assert watch.order == [DEFAULT, "defines={'MATMUL_WARP_M': 32}, num_stages=2",
+                           "defines={'MATMUL_WARP_M': 32}, num_stages=3", best,
+                           "defines={'MATMUL_WARP_M': 64}, num_stages=3",
+                           best, DEFAULT, best, DEFAULT]
     assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 64}, "num_stages": 2}
     err = capsys.readouterr().err
-    assert "tuning matmul for K=64 M=128 N=96: 4 candidates, budget 300 s" in err
-    assert "tuned matmul for K<=64 M<=128 N<=96 on cpu: 1.5 ms" in err
-    assert "defines={'MATMUL_WARP_M': 64}, num_stages=2" in err
-    assert "[4 run, 0 pruned" in err
-    (record,) = [json.loads(p.read_text()) for p in (_cache / "tuning").glob("*.json")]
+    assert "tuning matmul for K=64 M=128 N=96: budget 300 s" in err
+    assert ("tuned matmul for K<=64 M<=128 N<=96 on cpu: 1.5 ms, 3.33x the default's speed "
+            f"with {best} [5 run, 0 pruned, 2 timed again") in err
+    record = _record(_cache)
     assert record["config"] == {"defines": {"MATMUL_WARP_M": 64}, "num_stages": 2}
     assert record["time_ms"] == 1.5 and record["bucket"] == {"K": 64, "M": 128, "N": 96}
+    assert record["default_ms"] == 5.0
+    assert record["decision"] == "3.333x the default's speed by median in the final round"
     assert set(record["versions"]) == {"croqtile", "triton", "torch"}
 
 
 def test_close_candidates_are_timed_again_in_turn_and_the_median_decides(
         capsys: pytest.CaptureFixture[str], _cache: Path) -> None:
-    tunables = {"MATMUL_WARP_M": [32, 64]}
-    fn = _compile(autotune="quick", tunables=tunables).matmul
-    calls: list[str] = []
-    # first pass: the default 1.00 ms, WARP_M=64 1.02 ms (within 3 %); then in turn
-    # default, 64, default, 64: the default's 1.00 was a lucky timing
-    fn.timer = _timer({"1": 1.0, "2": 1.02, "3": 1.1, "4": 1.0, "5": 1.1, "6": 1.0}, calls)
+    fn = _compile(autotune="quick", tunables={"MATMUL_WARP_M": [32, 64]}).matmul
+    wide = "defines={'MATMUL_WARP_M': 64}"
+    # the default's first 1.00 ms was a lucky timing; WARP_M=64 (1.02 ms, within 3 %)
+    # takes 1.00 ms twice in the final round, the default 1.10
+    fn.timer = Stopwatch(fn, {DEFAULT: [1.0, 1.1], wide: [1.02, 1.0],
+                              "defines={'MATMUL_WARP_M': 32}": [2.0]})
     a, b, c = _gemm_args()
     fn(a, b, c)
     _check(a, b, c)
-    assert len(calls) == 6
     assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 64}}
-    assert "[2 run, 0 pruned, 2 timed again" in capsys.readouterr().err
+    assert "[3 run, 0 pruned, 2 timed again" in capsys.readouterr().err
     (report,) = fn.reports
-    assert report.best_ms == 1.0
-    assert report.finals == [({"defines": {"MATMUL_WARP_M": 32}}, [1.0, 1.1, 1.1]),
+    assert report.best_ms == 1.0 and report.default_ms == 1.1
+    assert report.finals == [({"defines": {}}, [1.0, 1.1, 1.1]),
                              ({"defines": {"MATMUL_WARP_M": 64}}, [1.02, 1.0, 1.0])]
-    (record,) = [json.loads(p.read_text()) for p in (_cache / "tuning").glob("*.json")]
-    assert record["finals"] == [[{"defines": {"MATMUL_WARP_M": 32}}, [1.0, 1.1, 1.1]],
+    record = _record(_cache)
+    assert record["finals"] == [[{"defines": {}}, [1.0, 1.1, 1.1]],
                                 [{"defines": {"MATMUL_WARP_M": 64}}, [1.02, 1.0, 1.0]]]
     assert record["config"] == {"defines": {"MATMUL_WARP_M": 64}}
 
 
-def test_the_final_round_takes_at_most_three_candidates() -> None:
+def test_the_final_round_takes_three_candidates_and_the_default() -> None:
     tunables = {"MATMUL_WARP_M": [32, 64], "num_stages": [2, 3]}
     fn = _compile(autotune="full", tunables=tunables).matmul
-    calls: list[str] = []
-    # four candidates within 3 %: the three fastest (1st, 4th, 2nd) are timed again
-    fn.timer = _timer({"1": 1.0, "2": 1.01, "3": 1.02, "4": 1.0,
-                       "5": 1.2, "6": 1.2, "7": 0.9, "8": 1.2, "9": 1.2, "10": 0.9}, calls)
+    names = ["defines={'MATMUL_WARP_M': 32}, num_stages=2",
+             "defines={'MATMUL_WARP_M': 32}, num_stages=3",
+             "defines={'MATMUL_WARP_M': 64}, num_stages=2",
+             "defines={'MATMUL_WARP_M': 64}, num_stages=3"]
+    # four candidates within 3 %, the default 2 ms: the three fastest and the default
+    # are timed again, and the third of them turns out fastest
+    fn.timer = watch = Stopwatch(fn, {DEFAULT: [2.0], names[0]: [1.0, 1.2],
+                                      names[1]: [1.01, 0.9], names[2]: [1.02, 1.2],
+                                      names[3]: [1.0, 1.2]})
     a, b, c = _gemm_args()
     fn(a, b, c)
     _check(a, b, c)
-    assert len(calls) == 10
     (report,) = fn.reports
-    firsts = [config for config, _ in report.timings]
-    assert [config for config, _ in report.finals] == [firsts[0], firsts[3], firsts[1]]
-    assert [times for _, times in report.finals] == [[1.0, 1.2, 1.2], [1.0, 1.2, 1.2],
-                                                     [1.01, 0.9, 0.9]]
-    assert fn.tuned_config == firsts[1] and report.best_ms == 0.9
+    assert len(watch.order) == 5 + 4 * 2
+    assert report.finals == [
+        ({"defines": {"MATMUL_WARP_M": 32}, "num_stages": 2}, [1.0, 1.2, 1.2]),
+        ({"defines": {"MATMUL_WARP_M": 64}, "num_stages": 3}, [1.0, 1.2, 1.2]),
+        ({"defines": {"MATMUL_WARP_M": 32}, "num_stages": 3}, [1.01, 0.9, 0.9]),
+        ({"defines": {}}, [2.0, 2.0, 2.0])]
+    assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 32}, "num_stages": 3}
+    assert report.best_ms == 0.9 and report.default_ms == 2.0
+
+
+def test_the_default_is_kept_when_a_lucky_candidate_is_slower_in_the_final_round(
+        capsys: pytest.CaptureFixture[str], _cache: Path) -> None:
+    fn = _compile(autotune="quick", tunables={"MATMUL_WARP_M": [64]}).matmul
+    lucky = "defines={'MATMUL_WARP_M': 64}"
+    fn.timer = watch = Stopwatch(fn, {DEFAULT: [1.0], lucky: [0.8, 1.05]})
+    a, b, c = _gemm_args()
+    fn(a, b, c)
+    _check(a, b, c)
+    assert watch.order == [DEFAULT, lucky, lucky, DEFAULT, lucky, DEFAULT]
+    assert fn.tuned_config == {"defines": {}}
+    (report,) = fn.reports
+    assert report.best == Config() and report.best_ms == 1.0 and report.default_ms == 1.0
+    assert "the default kept with (the defaults)" in capsys.readouterr().err
+    record = _record(_cache)
+    assert record["config"] == {"defines": {}} and record["default_ms"] == 1.0
+    assert record["decision"] == "the default: the fastest by median in the final round"
+    # a later process reads the default from the cache, without a search
+    again = _compile(autotune="quick", tunables={"MATMUL_WARP_M": [64]}).matmul
+    calls: list[str] = []
+    again.timer = _timer({}, calls)
+    again(*_gemm_args())
+    assert calls == [] and again.tuned_config == {"defines": {}}
+
+
+def test_a_finalist_less_than_one_percent_faster_does_not_replace_the_default(
+        _cache: Path) -> None:
+    fn = _compile(autotune="quick", tunables={"MATMUL_WARP_M": [64]}).matmul
+    close = "defines={'MATMUL_WARP_M': 64}"
+    fn.timer = Stopwatch(fn, {DEFAULT: [1.0], close: [0.995]})
+    fn(*_gemm_args())
+    (report,) = fn.reports
+    assert report.best == Config() and report.best_ms == 1.0
+    assert report.decision == (f"the default: the fastest finalist ({close}, 0.995 ms) was "
+                               "not 1% faster by median in the final round")
+    assert _record(_cache)["config"] == {"defines": {}}
+
+
+def test_the_default_joins_the_final_round_however_slow_its_first_timing() -> None:
+    fn = _compile(autotune="quick", tunables={"MATMUL_WARP_M": [64]}).matmul
+    fast = "defines={'MATMUL_WARP_M': 64}"
+    # a default timed 3 ms once (a clock dip) but 1.0 ms in the final round beats a
+    # candidate at 1.2 ms
+    fn.timer = Stopwatch(fn, {DEFAULT: [3.0, 1.0], fast: [1.2]})
+    fn(*_gemm_args())
+    (report,) = fn.reports
+    assert [config for config, _ in report.finals] == [{"defines": {"MATMUL_WARP_M": 64}},
+                                                       {"defines": {}}]
+    assert report.best == Config() and report.default_ms == 1.0
 
 
 def test_a_later_process_reads_the_choice_from_the_cache() -> None:
     tunables = {"MATMUL_WARP_M": [32, 64]}
     first = _compile(autotune="quick", tunables=tunables).matmul
-    first.timer = _timer({"1": 9.0, "2": 1.0}, [])
+    first.timer = Stopwatch(first, {DEFAULT: [9.0], "defines={'MATMUL_WARP_M': 64}": [1.0]})
     first(*_gemm_args())
     again = _compile(autotune="quick", tunables=tunables).matmul
     calls: list[str] = []
@@ -153,9 +243,11 @@ def test_one_search_per_shape_bucket() -> None:
     fn.timer = _timer({}, calls)
     fn(*_gemm_args(100, 72, 64))
     fn(*_gemm_args(120, 70, 60))  # same bucket (M 128, N 96, K 64)
-    assert len(calls) == 2 and len(fn.reports) == 1
+    assert len(calls) == 3 and len(fn.reports) == 1  # the default and two candidates
+    # (the default timed 10 ms, the others 20 and 30: no final round)
+    assert fn.reports[0].decision == "the default: no candidate came within 3% of it"
     fn(*_gemm_args(300, 72, 64))  # M bucket 512: a new search
-    assert len(calls) == 4 and len(fn.reports) == 2
+    assert len(calls) == 6 and len(fn.reports) == 2
 
 
 def test_candidates_the_checker_rejects_are_pruned_with_the_reason(
@@ -167,7 +259,7 @@ def test_candidates_the_checker_rejects_are_pruned_with_the_reason(
     fn(a, b, c)
     _check(a, b, c)
     (report,) = fn.reports
-    assert report.tried == 1 and len(report.pruned) == 1
+    assert report.tried == 2 and len(report.pruned) == 1  # the default and WARP_N = 32 ran
     config, reason = report.pruned[0]
     assert "'MATMUL_WARP_N': 1024" in config and reason.startswith("rejected by the checker")
     assert "1 pruned" in capsys.readouterr().err
@@ -183,13 +275,16 @@ def test_a_candidate_computing_something_else_is_pruned() -> None:
     assert torch.equal(y, x)
     (report,) = fn.reports
     assert report.pruned == [("defines={'SCALE': 2}",
-                              "computes a different result than the first configuration")]
+                              "computes a different result than the default configuration")]
 
 
 def test_fixed_values_are_not_searched_and_a_fixed_config_never_tunes() -> None:
-    space = search_space("quick", GEMM, None, {}, {"num_warps": 8})
-    assert [name for name, _ in space.knobs] == ["num_stages", "persistent"]
-    fn = _compile(autotune="quick", num_warps=4, num_stages=3, persistent=False).matmul
+    tiles = {"MATMUL_WARP_M": 64, "MATMUL_WARP_N": 64, "MATMUL_TILE_K": 32,
+             "MATMUL_WARP_K": 16}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn = croqtile.compile(GEMM, defines=tiles, autotune="quick", num_warps=4,
+                              num_stages=3, persistent=False).matmul
     calls: list[str] = []
     fn.timer = _timer({}, calls)
     a, b, c = _gemm_args()
@@ -198,13 +293,48 @@ def test_fixed_values_are_not_searched_and_a_fixed_config_never_tunes() -> None:
     assert calls == [] and fn.reports == []
 
 
-def test_full_mode_searches_tile_defines_at_half_and_twice_their_value() -> None:
-    space = search_space("full", GEMM, None, SMALL, {})
-    knobs = dict(space.knobs)
-    assert knobs["MATMUL_WARP_M"] == (128, 64, 256)
-    assert knobs["MATMUL_WARP_K"] == (16, 32)
-    assert "MATMUL_TILE_K" not in knobs  # fixed by defines=
-    assert knobs["num_stages"] == (2, 3, 4, 5)
+def test_the_quick_search_varies_the_tile_defines_of_a_user_kernel(_cache: Path) -> None:
+    # 16 rows (a decode GEMM): one 128 x 256 tile on a device of 132 SMs. The search
+    # tries stream-K on it, then the row tile at sizes covering 16 rows first
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CQ0310 (masked last tile)
+        fn = croqtile.compile(GEMM, autotune="quick").matmul
+    fn.sm_count = 132
+    small = "defines={'MATMUL_WARP_M': 16}"
+    fn.timer = watch = Stopwatch(fn, {DEFAULT: [1.0], small: [0.5]}, other=2.0)
+    a, b, c = _gemm_args(16, 72, 64)
+    fn(a, b, c)
+    _check(a, b, c)
+    assert watch.order[:5] == [DEFAULT, "persistent=True, stream_k=True", small,
+                               "defines={'MATMUL_WARP_M': 32}",
+                               "defines={'MATMUL_WARP_M': 64}"]
+    # the next rounds start from WARP_M = 16: WARP_N over 96 columns (128, which covers
+    # them), the K step, the K slice, then the launch options
+    assert watch.order[5:8] == ["defines={'MATMUL_WARP_M': 16, 'MATMUL_WARP_N': 128}",
+                                "defines={'MATMUL_TILE_K': 128, 'MATMUL_WARP_M': 16}",
+                                "defines={'MATMUL_TILE_K': 32, 'MATMUL_WARP_M': 16}"]
+    assert watch.order[9] == (f"{small}, num_warps=4, num_stages=3, persistent=False")
+    # finally stream-K on the best (1 tile of 16 x 256 still leaves SMs idle)
+    assert f"{small}, persistent=True, stream_k=True" in watch.order
+    assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 16}}
+    (report,) = fn.reports
+    assert report.complete and not report.pruned and report.default_ms == 1.0
+    assert _record(_cache)["config"] == {"defines": {"MATMUL_WARP_M": 16}}
+
+
+def test_stream_k_is_tried_only_where_the_grid_leaves_sms_idle() -> None:
+    orders = []
+    for sms in (132, 1):  # one tile on 132 SMs; one tile on one SM (a full wave)
+        fn = _compile(autotune="quick").matmul
+        fn.sm_count = sms
+        fn.cache = False
+        fn.timer = watch = Stopwatch(fn, {DEFAULT: [1.0]}, other=2.0)
+        a, b, c = _gemm_args(16, 72, 64)
+        fn(a, b, c)
+        _check(a, b, c)
+        orders.append(watch.order)
+    assert sum("stream_k=True" in name for name in orders[0]) == 1  # (the best stayed)
+    assert not any("stream_k" in name for name in orders[1])
 
 
 def test_search_order_tries_the_defaults_first_then_nearest() -> None:
@@ -256,13 +386,14 @@ def test_an_explicit_list_of_configurations_is_searched_in_its_order() -> None:
                {"MATMUL_WARP_M": 64, "num_warps": 4}]  # (a repeat is tried once)
     fn = _compile(autotune="quick", tunables=configs).matmul
     calls: list[str] = []
-    fn.timer = _timer({"1": 3.0, "2": 2.0}, calls)
+    fn.timer = _timer({"1": 5.0, "2": 3.0, "3": 2.0}, calls)
     a, b, c = _gemm_args()
     fn(a, b, c)
     _check(a, b, c)
-    assert len(calls) == 2
+    assert len(calls) == 3 + 2 * 2  # the default first
     assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 32}, "num_stages": 2}
     assert [t[0] for t in fn.reports[0].timings] == [
+        {"defines": {}},
         {"defines": {"MATMUL_WARP_M": 64}, "num_warps": 4},
         {"defines": {"MATMUL_WARP_M": 32}, "num_stages": 2}]
 
@@ -275,16 +406,19 @@ def test_a_space_per_shape_bucket_from_a_function() -> None:
         return {"MATMUL_WARP_M": [16]} if bucket["M"] <= 16 else {"MATMUL_WARP_M": [64, 32]}
 
     fn = _compile(autotune="quick", tunables=space).matmul
-    calls: list[str] = []
-    fn.timer = _timer({}, calls)
+    fn.timer = watch = Stopwatch(fn, {DEFAULT: [1.0], "defines={'MATMUL_WARP_M': 16}": [0.5]})
     a, b, c = _gemm_args(16, 72, 64)
     fn(a, b, c)
     _check(a, b, c)
-    assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 16}} and len(calls) == 1
+    assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 16}}
+    assert watch.order == [DEFAULT, "defines={'MATMUL_WARP_M': 16}"] + [
+        "defines={'MATMUL_WARP_M': 16}", DEFAULT] * 2
     a, b, c = _gemm_args(100, 72, 64)
     fn(a, b, c)
     _check(a, b, c)
-    assert len(calls) == 3 and seen == [{"K": 64, "M": 16, "N": 96},
+    assert watch.order[6:] == [DEFAULT, "defines={'MATMUL_WARP_M': 64}",
+                               "defines={'MATMUL_WARP_M': 32}"]
+    assert seen == [{"K": 64, "M": 16, "N": 96},
                                         {"K": 64, "M": 128, "N": 96}]
 
 
@@ -314,7 +448,7 @@ __co__ f32 [N] twice(f32 [N] x) {
     x = torch.randn(16)
     assert torch.equal(fn(x), x * 2)
     assert fn.reports[0].pruned == [("defines={'SCALE': 3}",
-                                     "computes a different result than the first configuration")]
+                                     "computes a different result than the default configuration")]
 
 
 def test_without_the_cache_every_function_searches_and_nothing_is_stored(
@@ -367,12 +501,15 @@ def test_a_candidate_that_cannot_be_captured_is_timed_without_a_graph() -> None:
 def test_the_timing_method_is_recorded_and_printed(capsys: pytest.CaptureFixture[str],
                                                    _cache: Path) -> None:
     fn = _compile(autotune="quick", tunables={"MATMUL_WARP_M": [32, 64]}).matmul
-    calls: list[str] = []
-    fn.timer = tuning.SearchTimer(_timer({"1": 0.05}, calls), _timer({"2": 0.04, "3": 0.02}, calls))
+    long = Stopwatch(fn, {DEFAULT: [0.05]})
+    graphs = Stopwatch(fn, {DEFAULT: [0.04], "defines={'MATMUL_WARP_M': 32}": [0.03],
+                            "defines={'MATMUL_WARP_M': 64}": [0.02]})
+    fn.timer = tuning.SearchTimer(long, graphs)
     a, b, c = _gemm_args()
     fn(a, b, c)
     _check(a, b, c)
     assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 64}}
     assert "timed in CUDA graphs" in capsys.readouterr().err
-    (record,) = [json.loads(p.read_text()) for p in (_cache / "tuning").glob("*.json")]
+    assert long.order == [DEFAULT] and len(graphs.order) == 3 + 2 * 2
+    record = _record(_cache)
     assert record["timing"] == "cuda graph" and record["time_ms"] == 0.02

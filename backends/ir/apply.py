@@ -11,13 +11,14 @@ rows. ``reduce_max/reduce_sum(dst, src, dim)`` are ``tl.max/tl.sum`` along ``dim
 from __future__ import annotations
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import Level, Symbol
+from ...frontend.sema.model import Symbol
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
+from .instances import refuse_mixing
 from .mma import start_layout
-from .state import KernelState, broadcast, iter_stmts
+from .state import KernelState, broadcast
 from .values import Acc, Bounded, Buffer, Tile, padding_mask
 
 
@@ -26,58 +27,15 @@ def lower_apply(kl: KernelState, stmt: ast.Apply) -> None:
     loop = kl.fn.loops[id(stmt)][0]
     dims = span_axes(kl, sym, stmt.span)
     for index, axis, bound in zip(loop.vars, dims, loop.bounds):
-        kl.env[index] = Bounded(b.axis_index(axis), bound)
+        position: ir.Expr = b.axis_index(axis)
+        if kl.fused is not None and axis is kl.fused.axis:
+            position = kl.fused.row()  # (an index over one instance's rows)
+        kl.env[index] = Bounded(position, bound)
     kl.apply_depth += 1
     try:
         kl.block(stmt.body)
     finally:
         kl.apply_depth -= 1
-
-
-def runs_in_turn(kl: KernelState, stmt: ast.Parallel) -> bool:
-    """Whether the warp(-group) instances of ``stmt`` run one after the other. The MMA
-    lowering merges the accumulators of side-by-side instances into one tile, but the
-    ``frag`` vectors and row indices of element-wise code belong to one instance each;
-    instances that share nothing but read-only data give the same result in turn."""
-    levels = kl.fn.parallels[id(stmt)]
-    if not any(level.level in (Level.GROUP4, Level.GROUP) for level in levels):
-        return False
-    if all((bound.value or 1) == 1 for level in levels for bound in level.bounds):
-        return False
-    return any(isinstance(inner, ast.Apply) for inner in iter_stmts(stmt.body))
-
-
-def lower_in_turn(kl: KernelState, stmt: ast.Parallel) -> None:
-    """The body once per instance, in a loop over each level variable."""
-    loops: list[tuple[str, int]] = []
-    for level in kl.fn.parallels[id(stmt)]:
-        total = 1
-        for sym, bound in zip(level.vars, level.bounds):
-            extent = bound.value or 1
-            total *= extent
-            if extent == 1:
-                kl.env[sym] = Bounded(b.const(0), bound)
-                continue
-            name = kl.fresh(sym.name)
-            kl.env[sym] = Bounded(b.var(name, high=extent - 1), bound)
-            loops.append((name, extent))
-        kl.level_bounds[level.level] = max(kl.level_bounds.get(level.level, 1), total)
-    kl.bodies.add(id(stmt.body))
-    _nest(kl, stmt, loops)
-
-
-def _nest(kl: KernelState, stmt: ast.Parallel, loops: list[tuple[str, int]]) -> None:
-    if not loops:
-        kl.block(stmt.body)
-        return
-    name, extent = loops[0]
-    with kl.nested() as inner:
-        kl.loop_depth += 1
-        try:
-            _nest(kl, stmt, loops[1:])
-        finally:
-            kl.loop_depth -= 1
-    kl.emit(ir.For(stmt.span, name, b.const(0), b.const(extent), inner.body, pipelined=False))
 
 
 def span_axes(kl: KernelState, sym: Symbol, span: Span) -> tuple[ir.Axis, ...]:
@@ -105,7 +63,7 @@ def _buffer_tile(kl: KernelState, buffer: Buffer, span: Span) -> Tile:
     """A ``frag`` buffer's register tile; one that holds nothing yet starts as zeros."""
     content = buffer.content
     if content is None:
-        dims = tuple(kl.tile_axis(d, buffer.symbol.name, span) for d in buffer.shape)
+        dims = kl.register_axes(buffer.symbol, buffer.shape, span)
         dtype = b.dtype_of(buffer.elem)
         content = Tile(kl.let(buffer.symbol.name, ir.Full(ir.sort_axes(dims), dtype, 0)),
                        dims, buffer.elem)
@@ -135,10 +93,15 @@ def relabelled(value: ir.Expr, mapping: dict[ir.Axis, ir.Axis]) -> ir.Expr:
     return ir.Relabel(tuple(mapping.get(a, a) for a in value.axes), value.dtype, value)
 
 
-def _matching(have: tuple[ir.Axis, ...], want: list[ir.Expr], span: Span) -> dict:
-    """The renaming from a tile's axes to the apply axes its element indices name."""
+def _matching(kl: KernelState, have: tuple[ir.Axis, ...], want: list[ir.Expr],
+              span: Span) -> dict:
+    """The renaming from a tile's axes to the apply axes its element indices name (the
+    rows of side-by-side instances are named by their index within the instance)."""
     mapping: dict[ir.Axis, ir.Axis] = {}
     for dim, index in zip(have, want):
+        if kl.fused is not None and dim is kl.fused.axis and kl.fused.is_row(index):
+            mapping[dim] = dim
+            continue
         if not isinstance(index, ir.AxisIndex) or index.axis.size != dim.size or \
                 index.axis.extent != dim.extent:
             raise unsupported(span, "element access of a register tile at positions other "
@@ -147,9 +110,9 @@ def _matching(have: tuple[ir.Axis, ...], want: list[ir.Expr], span: Span) -> dic
     return mapping
 
 
-def read_element(tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
+def read_element(kl: KernelState, tile: Tile, index: list[ir.Expr], span: Span) -> ir.Expr:
     """``x.at(i, j)`` inside ``apply``: the tile laid along the apply axes."""
-    return relabelled(tile.expr, _matching(tile.dims, index, span))
+    return relabelled(tile.expr, _matching(kl, tile.dims, index, span))
 
 
 def store_element(kl: KernelState, sym: Symbol, target: ast.ElemAccess,
@@ -157,7 +120,7 @@ def store_element(kl: KernelState, sym: Symbol, target: ast.ElemAccess,
     """``x.at(i, j) op= v`` inside ``apply``: a new value for the whole tile."""
     tile = register_tile(kl, sym, target.span)
     index = kl.element_index(target)
-    mapping = _matching(tile.dims, index, target.span)
+    mapping = _matching(kl, tile.dims, index, target.span)
     old = relabelled(_full_over(tile.expr, tile.dims), mapping)
     rhs = kl.value(item.value)
     dtype = b.dtype_of(tile.elem)
@@ -217,6 +180,7 @@ def lower_call(kl: KernelState, call: ast.CallExpr, span: Span) -> None:
         dim = kl.fn.exprs[id(call.args[2])].static
         assert dim is not None and dim.value is not None  # (checked)
         axis = src.dims[dim.value]
+        refuse_mixing(kl, (axis,), call.span, f"'{call.name}'")
         value = _reduced(_full_over(src.expr, src.dims), axis, _REDUCTIONS[call.name])
         kept = tuple(a for a in src.dims if a is not axis)
     mapping = dict(zip(kept, tile.dims))

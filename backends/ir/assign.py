@@ -56,7 +56,7 @@ class Assignments(KernelState):
         value = self.value(init)
         if value.axes:
             raise unsupported(init.span, "a buffer initialiser that differs between threads")
-        dims = tuple(self.tile_axis(d, buffer.symbol.name, init.span) for d in buffer.shape)
+        dims = self.register_axes(buffer.symbol, buffer.shape, init.span)
         dtype = b.dtype_of(buffer.elem)
         fill = value.value if isinstance(value, ir.Const) else None
         if fill is None:

@@ -3,7 +3,7 @@ affine index expressions can be split into per-axis coefficients (``linearize``)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.symbolic import Sym
@@ -166,47 +166,78 @@ def sym_names(value: Sym) -> set[str]:
 @dataclass(frozen=True)
 class Linear:
     """``sum(coef * leaf) + rest``: leaves are axis indices and collapsed loop indices
-    that occur linearly with constant coefficients; ``rest`` has none of them."""
+    that occur linearly with constant coefficients; ``rest`` has none of them. With
+    ``groups`` asked for, ``axis // size`` is a leaf too (the instance that owns a lane of
+    a fused row axis, see ``state.FusedRows``), keyed by ``(axis, size)``; with
+    ``residues``, so is ``axis % size`` (a lane's row within its instance)."""
 
     axes: dict[ir.Axis, int]
     collapsed: dict[str, tuple[int, int]]  # name -> (coefficient, extent)
     rest: ir.Expr
+    groups: dict[tuple[ir.Axis, int], int] = field(default_factory=dict)
+    residues: dict[tuple[ir.Axis, int], int] = field(default_factory=dict)
 
     def has_leaves(self) -> bool:
-        return bool(self.axes or self.collapsed)
+        return bool(self.axes or self.collapsed or self.groups or self.residues)
+
+    def upper_bound(self) -> ir.Expr | None:
+        """The largest value over every valid lane (leaves range from 0 up: an axis index
+        to its extent, a group to its count, a residue to its size), or None when the rest
+        differs between lanes or a loop is collapsed."""
+        if self.collapsed or self.rest.axes or self.rest.dtype.is_float:
+            return None
+        top = 0
+        ranges = [(coef, axis.extent - 1) for axis, coef in self.axes.items()]
+        ranges += [(coef, -(-axis.extent // size) - 1) for (axis, size), coef in self.groups.items()]
+        ranges += [(coef, size - 1) for (_, size), coef in self.residues.items()]
+        for coef, high in ranges:
+            top += max(coef * high, 0)
+        return add(self.rest, const(top, self.rest.dtype))
 
 
-def linearize(e: ir.Expr) -> Linear | None:
+def linearize(e: ir.Expr, groups: bool = False, residues: bool = False) -> Linear | None:
     """Split ``e`` into leaves and rest; None when a leaf occurs non-linearly."""
-    axes: dict[ir.Axis, int] = {}
-    collapsed: dict[str, tuple[int, int]] = {}
-    rest = _linear(e, 1, axes, collapsed)
+    found = Linear({}, {}, const(0), {}, {})
+    rest = _linear(e, 1, found, groups, residues)
     if rest is None or _has_leaf(rest):
         return None
-    return Linear(axes, collapsed, rest)
+    return replace(found, rest=rest)
 
 
-def _linear(e: ir.Expr, scale: int, axes: dict[ir.Axis, int],
-            collapsed: dict[str, tuple[int, int]]) -> ir.Expr | None:
+def _part(e: ir.Expr, op: str) -> tuple[ir.Axis, int] | None:
+    """``(axis, size)`` when ``e`` is ``axis op size`` (``//`` or ``%``)."""
+    if isinstance(e, ir.Binary) and e.op == op and isinstance(e.lhs, ir.AxisIndex) \
+            and isinstance(e.rhs, ir.Const):
+        return e.lhs.axis, int(e.rhs.value)
+    return None
+
+
+def _linear(e: ir.Expr, scale: int, found: Linear, groups: bool,
+            residues: bool) -> ir.Expr | None:
     if isinstance(e, ir.AxisIndex):
-        axes[e.axis] = axes.get(e.axis, 0) + scale
+        found.axes[e.axis] = found.axes.get(e.axis, 0) + scale
         return const(0)
     if isinstance(e, ir.Collapsed):
-        coef, _ = collapsed.get(e.name, (0, e.extent))
-        collapsed[e.name] = (coef + scale, e.extent)
+        coef, _ = found.collapsed.get(e.name, (0, e.extent))
+        found.collapsed[e.name] = (coef + scale, e.extent)
         return const(0)
+    for wanted, op, leaves in ((groups, "//", found.groups), (residues, "%", found.residues)):
+        part = _part(e, op) if wanted else None
+        if part is not None:
+            leaves[part] = leaves.get(part, 0) + scale
+            return const(0)
     if isinstance(e, ir.Binary) and e.op in ("+", "-"):
-        lhs = _linear(e.lhs, scale, axes, collapsed)
-        rhs = _linear(e.rhs, scale if e.op == "+" else -scale, axes, collapsed)
+        lhs = _linear(e.lhs, scale, found, groups, residues)
+        rhs = _linear(e.rhs, scale if e.op == "+" else -scale, found, groups, residues)
         if lhs is None or rhs is None:
             return None
         return binary(e.op, lhs, rhs)
     if isinstance(e, ir.Binary) and e.op == "*":
         if isinstance(e.rhs, ir.Const) and _has_leaf(e.lhs):
-            inner = _linear(e.lhs, scale * int(e.rhs.value), axes, collapsed)
+            inner = _linear(e.lhs, scale * int(e.rhs.value), found, groups, residues)
             return None if inner is None else mul(inner, e.rhs)
         if isinstance(e.lhs, ir.Const) and _has_leaf(e.rhs):
-            inner = _linear(e.rhs, scale * int(e.lhs.value), axes, collapsed)
+            inner = _linear(e.rhs, scale * int(e.lhs.value), found, groups, residues)
             return None if inner is None else mul(e.lhs, inner)
     if _has_leaf(e):
         return None

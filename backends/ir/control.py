@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from ...frontend import syntax as ast
 from ...frontend.sema.model import Level
-from . import apply, roles
+from . import instances, roles
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .state import KernelState, broadcast, iter_stmts, truth
-from .values import Bounded, padding_mask
+from .values import Acc, Bounded, Buffer, Scalar, Tile, padding_mask
 
 
 class Control(KernelState):
@@ -100,8 +100,7 @@ class Control(KernelState):
         for level in levels:
             if level.level is Level.BLOCK:
                 raise LoweringError("CQ0609", stmt.span, inner="block", outer="block")
-        if apply.runs_in_turn(self, stmt):
-            apply.lower_in_turn(self, stmt)
+        if instances.lower_instances(self, stmt):
             return
         with self.nested_levels(levels):
             self.bodies.add(id(stmt.body))
@@ -116,6 +115,8 @@ class Control(KernelState):
         self.block(stmt.body)
 
     def lower_if(self, stmt: ast.If) -> None:
+        if self._guarded_if(stmt):
+            return
         cond = self._snapshot(truth(self.value(stmt.cond)))
         continuing = self._yielding_if(stmt, cond)
         exits = self._exiting_if(stmt)
@@ -125,6 +126,52 @@ class Control(KernelState):
         if exits is not None:
             continuing = self._after_exit(cond, exits)
         self.continuing = continuing  # applies after the branches
+
+    def _guarded_if(self, stmt: ast.If) -> bool:
+        """An ``if`` without ``else`` or exits inside a loop: when its condition differs
+        between lanes but is affine in them, some trips of the loop may have no lane where
+        it holds (the blocks of a causal attention loop off the diagonal). The masked
+        statements then sit in a uniform ``if`` on whether any lane can hold it (a bound of
+        the condition over the lanes), so that those trips skip them. False: not such an
+        ``if``, lowered as usual."""
+        if not self.loop_depth or stmt.other is not None or any(
+                isinstance(s, (ast.YieldStmt, ast.BreakStmt, ast.ContinueStmt))
+                for s in iter_stmts(stmt.then)):
+            return False
+        with self.nested() as inner:
+            raw = truth(self.value(stmt.cond))
+            cond = self._snapshot(raw)
+            carried = self._carried()
+            if cond.axes:
+                self._predicated(cond, stmt.then)
+        guard = lane_guard(raw) if cond.axes else None
+        if guard is not None and (self._carried() != carried or
+                                  not self.readable_at(len(self.scopes) - 1, guard)):
+            guard = None  # (the body gave a value a new name: it must be made on every trip)
+        if guard is None:
+            for inner_stmt in inner.body:
+                self.emit(inner_stmt)
+            if not cond.axes:
+                self._if(stmt, cond)
+        else:
+            self.emit(ir.If(stmt.span, guard, inner.body, []))
+        self.continuing = None
+        return True
+
+    def _carried(self) -> set[tuple[int, object]]:
+        """The variables that hold the current values of accumulators, register buffers and
+        mutable scalars (a statement that renames one cannot be skipped)."""
+        names: set[tuple[int, object]] = set()
+        for sym, value in self.env.items():
+            if isinstance(value, Acc):
+                names.add((id(sym), (value.name, value.part)))
+            elif isinstance(value, Buffer):
+                content = value.content
+                expr = content.expr if isinstance(content, Tile) else None
+                names.add((id(sym), expr.name if isinstance(expr, ir.Var) else id(content)))
+            elif isinstance(value, Scalar) and isinstance(value.expr, ir.Var):
+                names.add((id(sym), value.expr.name))
+        return names
 
     def _if(self, stmt: ast.If, cond: ir.Expr) -> None:
         # differs between threads (or sits in a vectorised loop, whose body is element-wise
@@ -145,6 +192,13 @@ class Control(KernelState):
                 other = other_scope.body
         finally:
             self.uncertain -= 1
+        inner = then.body[0] if len(then.body) == 1 and not other else None
+        if isinstance(inner, ir.If) and not inner.other:
+            # `if (a) { if (b) ... }` is `if (a && b)`: one branch in the loop body, whose
+            # value Triton keeps in one layout (nested, it converted the scores twice)
+            self.emit(ir.If(stmt.span, b.binary("&", truth(cond), truth(inner.cond), b.I1),
+                            inner.then, []))
+            return
         self.emit(ir.If(stmt.span, cond, then.body, other))
 
     def _yielding_if(self, stmt: ast.If, cond: ir.Expr) -> ir.Expr | None:
@@ -281,6 +335,31 @@ class Control(KernelState):
         label = " ".join(a.value for a in stmt.args if isinstance(a, ast.StrLit)) or "croqtile"
         values = [self.value(a) for a in args]
         self.emit(ir.Print(stmt.span, label, tuple(values)))
+
+
+def lane_guard(cond: ir.Expr) -> ir.Expr | None:
+    """A uniform condition that is false only where ``cond`` is false on every lane, or
+    None when that is not known: comparisons of integers affine in the lane indices (and
+    in the instance and row of fused instances) are bounded over the lanes; ``&&`` keeps
+    the conjuncts it can bound, ``||`` needs both."""
+    if not cond.axes:
+        return cond
+    if isinstance(cond, ir.Binary) and cond.op in ("&", "|") and cond.dtype == b.I1:
+        lhs, rhs = lane_guard(cond.lhs), lane_guard(cond.rhs)
+        if cond.op == "&":
+            return rhs if lhs is None else lhs if rhs is None else b.binary("&", lhs, rhs, b.I1)
+        return None if lhs is None or rhs is None else b.binary("|", lhs, rhs, b.I1)
+    if not (isinstance(cond, ir.Binary) and cond.op in ("<", "<=", ">", ">=")) or \
+            cond.lhs.dtype.is_float or cond.rhs.dtype.is_float:
+        return None
+    above = cond.op in (">", ">=")  # lhs - rhs > 0 (or >= 0), else rhs - lhs
+    diff = b.binary("-", cond.lhs, cond.rhs) if above else b.binary("-", cond.rhs, cond.lhs)
+    lin = b.linearize(diff, groups=True, residues=True)
+    top = lin.upper_bound() if lin is not None else None
+    if top is None:
+        return None
+    strict = cond.op in (">", "<")
+    return b.binary(">" if strict else ">=", top, b.const(0, top.dtype), b.I1)
 
 
 def _is_role(stmt: ast.Stmt) -> bool:

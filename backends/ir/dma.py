@@ -19,7 +19,7 @@ from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .state import BufferSlot, KernelState
 from .tiles import load_tile, store_tile
-from .values import Buffer, Region, Tile
+from .values import Buffer, Region, Staging, Tile
 
 
 def lower_dma(kl: KernelState, stmt: ast.DmaStmt) -> None:
@@ -35,7 +35,7 @@ def lower_dma(kl: KernelState, stmt: ast.DmaStmt) -> None:
     if isinstance(dst, ast.StorageDest):
         # (a fresh global buffer belongs to the program that copies into it, as a shared
         # one does: both hold what the source held)
-        content = staged(source, stmt)
+        content = _made_here(kl, staged(source, stmt))
         shape = source.extents if isinstance(source, Region) else tuple(
             Sym(d.extent) for d in source.dims)
         elem = source.tensor.elem if isinstance(source, Region) else source.elem
@@ -55,7 +55,7 @@ def lower_dma(kl: KernelState, stmt: ast.DmaStmt) -> None:
             kl.env[future] = target.buffer
         return
     if isinstance(target, BufferSlot):
-        target.buffer.content = _fill_buffer(target, source, stmt)
+        target.buffer.content = _made_here(kl, _fill_buffer(target, source, stmt))
         scratch.settle(kl, target.buffer, stmt.span)
         if future is not None and target.buffer.owned:
             kl.env[future] = target.buffer  # its elements are written: one storage for both
@@ -84,6 +84,13 @@ def staged(source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
             a.name == "zfill" for a in stmt.attrs)):
         return source.clipped(source.extents, True)
     return source
+
+
+def _made_here(kl: KernelState, content: Region | Tile) -> Region | Tile:
+    """A copy's content, marked with where the copy runs (``tiles.staging_scope``)."""
+    if isinstance(content, Region):
+        return replace(content, staged=Staging(kl.scopes[-1], len(kl.scopes[-1]), kl.loop_depth))
+    return content
 
 
 def _whole_tile_store(target: Region, tile: Tile, stmt: ast.DmaStmt) -> Region:

@@ -79,7 +79,7 @@ class Expressions(KernelState):
         if relabelled is not None:
             return relabelled
         if self.apply_depth:
-            return apply.read_element(tile, index, span)
+            return apply.read_element(self, tile, index, span)
         raise unsupported(span, "reading single elements of a register-resident buffer at "
                                 "computed positions",
                           "read the data from where it was copied from, or use whole-tile code")

@@ -143,7 +143,7 @@ def _emit_loops(kl: KernelState, sequential: list[tuple[Symbol, LoopInfo, int]],
     if (loop.upper and loop.upper[i] is not None) or (loop.lower and loop.lower[i] is not None):
         high = None  # (a runtime trip count stays below the bound: `high` holds)
     kl.env[sym] = Bounded(b.var(name, high=high), bound)
-    with kl.nested() as inner:
+    with kl.nested(binds=(name,)) as inner:
         if len(sequential) == 1:
             _carry_futures(kl, stmt, name, start, step)
         kl.loop_depth += 1

@@ -21,7 +21,7 @@ from ...frontend.sema import dtypes
 from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Symbol, SymKind
 from ...frontend.source import Span
-from . import apply, builtins, dma, loops, mma, scratch
+from . import apply, builtins, dma, loops, mma
 from . import build as b
 from . import nodes as ir
 from .assign import Assignments
@@ -29,7 +29,7 @@ from .control import Control
 from .errors import LoweringError, NeedsSpecialization, unsupported
 from .exprs import Expressions
 from .kernel import KernelAssembly
-from .state import FunctionState, HostScalar, Options, describe
+from .state import FunctionState, HostScalar, Options, describe, walk
 from .values import Region, Scalar, TensorRef
 from .views import Views
 
@@ -99,7 +99,7 @@ class FunctionLowering(FunctionState):
             return
         if isinstance(stmt, ast.Parallel):
             index = len(self.kernels)
-            kernel = KernelLowering(self, stmt, f"{self.fn.node.name}_k{index}").lower()
+            kernel = self._kernel(stmt, f"{self.fn.node.name}_k{index}")
             self.kernels.append(kernel)
             self.body.append(ir.HostLaunch(kernel))
             return
@@ -143,6 +143,22 @@ class FunctionLowering(FunctionState):
         raise unsupported(stmt.span, f"the host statement '{type(stmt).__name__}'",
                           "host code may allocate buffers, launch parallel blocks and return")
 
+    def _kernel(self, root: ast.Parallel | ast.Block, name: str) -> ir.Kernel:
+        """One kernel. Warpgroup instances over row slices are lowered side by side where
+        they can be (instances.py); when that meets a construct that would mix their rows,
+        the kernel is lowered again with the instances in turn (what the first try added
+        to the host program is taken back first)."""
+        body, written, tensors = len(self.body), set(self.written), dict(self.tensors)
+        lowering = KernelLowering(self, root, name)
+        try:
+            return lowering.lower()
+        except LoweringError:
+            if not lowering.fusion_tried:
+                raise
+        del self.body[body:]
+        self.written, self.tensors = written, tensors
+        return KernelLowering(self, root, name, fuse_instances=False).lower()
+
     def _host_scalar(self, sym: Symbol, init: ast.Expr | None, span: Span) -> None:
         if sym.value is not None and not sym.mutable:
             return  # known from constants and sizes: uses are folded by the checker
@@ -166,7 +182,7 @@ class FunctionLowering(FunctionState):
         span = stmts[0].span.join(stmts[-1].span)
         block = ast.Block(span, tuple(stmts))
         index = len(self.kernels)
-        kernel = KernelLowering(self, block, f"{self.fn.node.name}_k{index}").lower()
+        kernel = self._kernel(block, f"{self.fn.node.name}_k{index}")
         self.kernels.append(kernel)
         self.body.append(ir.HostLaunch(kernel))
         stmts.clear()
@@ -204,7 +220,7 @@ def _from_scalars(expr: ast.Expr) -> bool:
     """Whether ``expr`` reads no data (only names, literals, operators and math)."""
     allowed = (ast.Ident, ast.IntLit, ast.FloatLit, ast.BoolLit, ast.Binary, ast.Unary,
                ast.Ternary, ast.Cast)
-    for node in scratch.walk(expr):
+    for node in walk(expr):
         if isinstance(node, ast.CallExpr) and node.name in builtins.SUPPORTED:
             continue
         if isinstance(node, ast.Expr) and not isinstance(node, allowed):
@@ -216,7 +232,7 @@ def _touches_data(stmt: ast.Stmt) -> bool:
     """Host statements that run as a one-thread program: loops, branches, element
     writes and atomics (what only computes views, shapes or constants stays on the host;
     a loop that launches parallel blocks is not one program)."""
-    if any(isinstance(node, ast.Parallel) for node in scratch.walk(stmt)):
+    if any(isinstance(node, ast.Parallel) for node in walk(stmt)):
         return False
     if isinstance(stmt, (ast.Foreach, ast.If, ast.While, ast.ExprStmt)):
         return True

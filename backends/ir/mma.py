@@ -30,7 +30,7 @@ from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, static_extent, unsupported
 from .state import BufferSlot, KernelState, broadcast, iter_stmts
-from .tiles import load_tile, store_tile
+from .tiles import load_tile, staging_scope, store_tile
 from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
                      padding_mask)
 
@@ -207,13 +207,13 @@ def _load_accumulator(kl: KernelState, stmt: ast.MmaLoad, sym: Symbol) -> None:
     acc = _acc(kl, sym, 0, stmt.target)
     row_t, col_t = source.axis_of(0), source.axis_of(1)
     em, en = _static(source.extents[0], stmt.src), _static(source.extents[1], stmt.src)
-    lin_row = _linear(source.origin[row_t], stmt.src)
-    lin_col = _linear(source.origin[col_t], stmt.src)
+    lin_row = _linear(kl, source.origin[row_t], stmt.src)
+    lin_col = _linear(kl, source.origin[col_t], stmt.src)
     if lin_row.collapsed or lin_col.collapsed:
         raise _fail(stmt.src, "a collapsed K loop selects the accumulator tile")
-    m_parts, m_total = _fuse(lin_row, em, stmt.src, "M")
-    n_parts, n_total = _fuse(lin_col, en, stmt.src, "N")
-    layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
+    m_parts, m_total, fused = _fuse(kl, lin_row, em, stmt.src, "M")
+    n_parts, n_total, _ = _fuse(kl, lin_col, en, stmt.src, "N")
+    layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt, fused)
     region = replace(source, origin=_replace(source.origin, {row_t: lin_row.rest,
                                                              col_t: lin_col.rest}),
                      extents=(Sym(m_total), Sym(n_total)), fill=0, filled=True)
@@ -250,6 +250,7 @@ def _accumulator_tile(acc: Acc, node: ast.Expr) -> Tile:
     if layout.m_parts or layout.n_parts:
         raise _fail(node, "this accumulator is split between instances, and each instance "
                           "would multiply only its own part")
+    # (fused rows of side-by-side instances are checked as a register operand's rows)
     dims = (layout.m, layout.n)
     return Tile(ir.Var(dims, b.dtype_of(acc.elem), acc.name), dims, acc.elem)
 
@@ -266,21 +267,23 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     b_n, b_k = (0, 1) if stmt.layout_b == "row" else (1, 0)
     em, ek = _static(_extent(a, a_m), stmt.a), _static(_extent(a, a_k), stmt.a)
     en = _static(_extent(bb, b_n), stmt.b)
-    lin_am, lin_ak = _origin(a, a_m, stmt.a), _origin(a, a_k, stmt.a)
-    lin_bn, lin_bk = _origin(bb, b_n, stmt.b), _origin(bb, b_k, stmt.b)
+    lin_am, lin_ak = _origin(kl, a, a_m, stmt.a), _origin(kl, a, a_k, stmt.a)
+    lin_bn, lin_bk = _origin(kl, bb, b_n, stmt.b), _origin(kl, bb, b_k, stmt.b)
     for lin, what, node in ((lin_am, "M", stmt.a), (lin_bn, "N", stmt.b)):
         if lin.collapsed:
             raise _fail(node, f"the loop index of a collapsed K loop selects {what} here")
     for lin, node in ((lin_ak, stmt.a), (lin_bk, stmt.b)):
-        if lin.axes:
+        if lin.axes or lin.groups:
             raise _fail(node, "a parallel index selects the K dimension of this operand")
     shared = set(lin_am.axes) & set(lin_bn.axes)
     if shared:
         raise _fail(stmt.b, "the same parallel index selects rows of A and columns of B")
     k_total = _collapse_k(lin_ak, lin_bk, ek, stmt)
-    m_parts, m_total = _fuse(lin_am, em, stmt.a, "M")
-    n_parts, n_total = _fuse(lin_bn, en, stmt.b, "N")
-    layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt)
+    em = _register_rows(kl, a, a_m, a_k, stmt.a, lin_am, em)
+    _register_rows(kl, bb, -1, -1, stmt.b, lin_bn, en)
+    m_parts, m_total, fused = _fuse(kl, lin_am, em, stmt.a, "M")
+    n_parts, n_total, _ = _fuse(kl, lin_bn, en, stmt.b, "N")
+    layout = _layout(kl, acc, m_parts, n_parts, em, en, m_total, n_total, stmt, fused)
     # tl.dot needs K >= 32 for one-byte operands (int8, fp8) and >= 16 otherwise
     a_elem = a.elem if isinstance(a, Tile) else a.tensor.elem
     k_min = 32 if a_elem.bits == 8 else DOT_MIN
@@ -372,11 +375,11 @@ def _scale_factor(kl: KernelState, sa: ast.Expr, sb: ast.Expr, layout: AccLayout
                           "pass a view of the global or staged scales")
     rows = 1 if region.extents[0] == Sym(1) and region.extents[1] != Sym(1) else 0
     row_t, other_t = region.axis_of(rows), region.axis_of(1 - rows)
-    lin = _linear(region.origin[row_t], sa)
-    other = _linear(region.origin[other_t], sa)
+    lin = _linear(kl, region.origin[row_t], sa)
+    other = _linear(kl, region.origin[other_t], sa)
     if lin.collapsed or other.has_leaves():
         raise _fail(sa, "the scales change along the K slices of one MMA")
-    _unfuse(lin, layout.m_parts, layout.tile_m, sa, "rows")
+    _unfuse(kl, lin, layout.m_parts, layout.tile_m, sa, "rows", layout.fused)
     origin = _replace(region.origin, {row_t: lin.rest})
     index: list[ir.Expr] = [b.const(0), b.const(0)]
     index[rows] = b.axis_index(layout.m)
@@ -395,12 +398,28 @@ def _extent(source: Region | Tile, dim: int) -> Sym:
     return Sym(source.dims[dim].extent) if isinstance(source, Tile) else source.extents[dim]
 
 
-def _origin(source: Region | Tile, dim: int, node: ast.Expr) -> b.Linear:
+def _origin(kl: KernelState, source: Region | Tile, dim: int, node: ast.Expr) -> b.Linear:
     """Where an operand starts along ``dim``, split into instance and loop leaves; a
     register tile is whole and the same for every instance."""
     if isinstance(source, Tile):
         return b.Linear({}, {}, b.const(0))
-    return _linear(source.origin_of(dim), node)
+    return _linear(kl, source.origin_of(dim), node)
+
+
+def _register_rows(kl: KernelState, source: Region | Tile, m: int, k: int, node: ast.Expr,
+                   lin: b.Linear, extent: int) -> int:
+    """An operand's tile height along ``m`` (-1: an operand with no M dimension, B). A
+    register tile laid along the fused rows of side-by-side instances is one instance's
+    rows per instance, like a view the instance index selects (``lin`` records that as a
+    group leaf); the fused rows anywhere else would mix instances."""
+    fused = kl.fused
+    if fused is None or not isinstance(source, Tile) or fused.axis not in source.dims:
+        return extent
+    if m < 0 or source.dims[m] is not fused.axis or source.dims[k] is fused.axis:
+        raise _fail(node, "the rows of warpgroup instances lowered side by side would mix "
+                          "in this MMA")
+    lin.groups[(fused.axis, fused.rows)] = fused.rows
+    return fused.rows
 
 
 def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Expr],
@@ -413,10 +432,21 @@ def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Exp
     extents = tuple(Sym(d.extent) for d in dims)
     origin = _replace(source.origin, {source.axis_of(d): r for d, r in rest.items()})
     region = replace(source, origin=origin, extents=extents, fill=0, filled=True)
-    tile = load_tile(kl, region, dims, node.span, base)
-    _widen_bf16_on_cpu(kl, tile.expr)
-    kl.stage_bytes += _tile_bytes(tile, region)
-    return tile
+    scope = staging_scope(kl, region)
+    if scope is None:
+        tile = load_tile(kl, region, dims, node.span, base)
+        _widen_bf16_on_cpu(kl, tile.expr)
+        kl.stage_bytes += _tile_bytes(tile, region)  # (a stage of the loop's pipeline)
+        return tile
+    # loaded once where it was staged (before the loop), kept in registers
+    key = (id(scope), region.key(), tuple(id(d) for d in dims))
+    if key not in kl.hoisted:
+        with kl.emitting_into(scope, region.staged.loop_depth if region.staged else 0):
+            tile = load_tile(kl, region, dims, node.span, base)
+            _widen_bf16_on_cpu(kl, tile.expr)
+        kl.hoisted[key] = tile
+        kl.resident_bytes += _tile_bytes(tile, region)
+    return kl.hoisted[key]
 
 
 def _register_operand(kl: KernelState, tile: Tile, dims: tuple[ir.Axis, ir.Axis],
@@ -424,6 +454,7 @@ def _register_operand(kl: KernelState, tile: Tile, dims: tuple[ir.Axis, ir.Axis]
     """A register tile (``frag f16 [M, K] a {1.0f}``, a computed buffer) as a dot operand:
     the same values laid along the dot's axes. Its padding must match the dot's, and lanes
     past its extent along K must not add anything."""
+    kl.chained_dot = True
     if set(tile.expr.axes) - set(tile.dims) or tile.split:
         raise unsupported(node.span, "an MMA operand held in registers that differs between "
                                      "instances")
@@ -463,8 +494,9 @@ def _static(extent: Sym, node: ast.Node) -> int:
     return static_extent(extent, node.span)
 
 
-def _linear(expr: ir.Expr, node: ast.Expr) -> b.Linear:
-    lin = b.linearize(expr)
+def _linear(kl: KernelState, expr: ir.Expr, node: ast.Expr) -> b.Linear:
+    """``expr`` split into leaves (with group leaves inside side-by-side instances)."""
+    lin = b.linearize(expr, groups=kl.fused is not None)
     if lin is None:
         raise _fail(node, "its offset is not an affine function of the parallel and loop "
                           "indices")
@@ -488,8 +520,18 @@ def _collapse_k(lin_ak: b.Linear, lin_bk: b.Linear, ek: int, stmt: ast.MmaExec) 
     return total
 
 
-def _fuse(lin: b.Linear, tile: int, node: ast.Expr, what: str) -> tuple[tuple[ir.Axis, ...], int]:
-    """Vector axes merged into the M (or N) dimension, outermost first, and its extent."""
+def _fuse(kl: KernelState, lin: b.Linear, tile: int, node: ast.Expr,
+          what: str) -> tuple[tuple[ir.Axis, ...], int, bool]:
+    """Vector axes merged into the M (or N) dimension, outermost first, and its extent;
+    or the fused row axis of side-by-side instances, when each instance's slice starts at
+    its own rows (True last)."""
+    if lin.groups:
+        rows = kl.fused
+        if what != "M" or rows is None or lin.axes or tile != rows.rows or \
+                lin.groups != {(rows.axis, rows.rows): rows.rows}:
+            raise _fail(node, f"the instance index selects {what} here other than by whole "
+                              "slices of rows of one tile")
+        return (), rows.axis.extent, True
     parts = []
     total = tile
     for axis, coef in sorted(lin.axes.items(), key=lambda kv: kv[1]):
@@ -499,23 +541,24 @@ def _fuse(lin: b.Linear, tile: int, node: ast.Expr, what: str) -> tuple[tuple[ir
                               "side by side")
         parts.append(axis)
         total *= axis.extent
-    return tuple(reversed(parts)), total
+    return tuple(reversed(parts)), total, False
 
 
 def _layout(kl: KernelState, acc: Acc, m_parts: tuple[ir.Axis, ...],
             n_parts: tuple[ir.Axis, ...], em: int, en: int, m_total: int, n_total: int,
-            stmt: ast.Node) -> AccLayout:
+            stmt: ast.Node, fused: bool = False) -> AccLayout:
     layout = acc.layout
     if layout is None:
-        m = kl.axis(object(), m_total, "m", DOT_MIN)
+        m = kl.fused.axis if fused and kl.fused else kl.axis(object(), m_total, "m", DOT_MIN)
         n = kl.axis(object(), n_total, "n", DOT_MIN)
-        layout = AccLayout(m, n, m_parts, n_parts, em, en)
+        layout = AccLayout(m, n, m_parts, n_parts, em, en, fused)
         acc.layout = layout
         for body, index, name, dtype, value in acc.pending:
             body[index] = ir.Let(body[index].span, name, ir.Full((m, n), dtype, value))
         acc.pending.clear()
         return layout
-    if (layout.m_parts, layout.n_parts, layout.tile_m, layout.tile_n) != (m_parts, n_parts, em, en):
+    if (layout.m_parts, layout.n_parts, layout.tile_m, layout.tile_n, layout.fused) != (
+            m_parts, n_parts, em, en, fused):
         raise _fail(stmt, "this MMA splits the accumulator differently from an earlier one")
     return layout
 
@@ -528,6 +571,10 @@ def start_layout(kl: KernelState, acc: Acc, span: Span) -> AccLayout:
     if shape is None or len(shape) != 2:
         raise unsupported(span, "an accumulator whose shape no MMA gives")
     m, n = (static_extent(d, span) for d in shape)
+    rows = kl.fused
+    if rows is not None and acc.symbol in rows.locals and m == rows.rows:
+        # an accumulator of each side-by-side instance: its rows lie along the fused axis
+        return _layout(kl, acc, (), (), m, n, rows.axis.extent, n, acc.symbol.decl_node, True)
     return _layout(kl, acc, (), (), m, n, m, n, acc.symbol.decl_node)
 
 
@@ -550,17 +597,17 @@ def lower_store(kl: KernelState, stmt: ast.MmaStore) -> None:
     if isinstance(target, Tile):
         raise unsupported(stmt.dst.span, "storing into a register-resident buffer twice")
     if isinstance(target, BufferSlot) and target.buffer.index is not None and (
-            layout.m_parts or layout.n_parts):
+            layout.m_parts or layout.n_parts or layout.fused):
         _store_to_elements(kl, stmt, acc, target, transposed)
         return
     if isinstance(target, BufferSlot):
         origin, row_t, col_t = target.offsets, row, col
     else:
         origin, row_t, col_t = target.origin, target.axis_of(row), target.axis_of(col)
-    lin_row = _linear(origin[row_t], stmt.dst)
-    lin_col = _linear(origin[col_t], stmt.dst)
-    _unfuse(lin_row, layout.m_parts, layout.tile_m, stmt.dst, "rows")
-    _unfuse(lin_col, layout.n_parts, layout.tile_n, stmt.dst, "columns")
+    lin_row = _linear(kl, origin[row_t], stmt.dst)
+    lin_col = _linear(kl, origin[col_t], stmt.dst)
+    _unfuse(kl, lin_row, layout.m_parts, layout.tile_m, stmt.dst, "rows", layout.fused)
+    _unfuse(kl, lin_col, layout.n_parts, layout.tile_n, stmt.dst, "columns")
     dims = (layout.n, layout.m) if transposed else (layout.m, layout.n)
     dst_elem = target.buffer.elem if isinstance(target, BufferSlot) else target.tensor.elem
     tile = _converted(kl, acc, dst_elem, dims, stmt.span)
@@ -593,6 +640,9 @@ def _store_to_elements(kl: KernelState, stmt: ast.MmaStore, acc: Acc, slot: Buff
     later copy of ``out_s[g0]`` stores every instance's part at once."""
     layout = acc.layout
     assert layout is not None
+    if layout.fused:
+        raise unsupported(stmt.dst.span, "storing the rows of warpgroup instances lowered "
+                                         "side by side into elements of an array of buffers")
     parts = [(layout.m_parts, layout.tile_m), (layout.n_parts, layout.tile_n)]
     if transposed:
         parts.reverse()
@@ -633,16 +683,22 @@ def _row_col_guard(kl: KernelState, stmt: ast.MmaStore, layout: AccLayout) -> ir
     for axis, parts, tile, limit in zip((layout.m, layout.n), (layout.m_parts, layout.n_parts),
                                         (layout.tile_m, layout.tile_n), stmt.mask):
         index: ir.Expr = b.axis_index(axis)
-        if parts:  # fused instances: the row within one instance's tile
+        if parts or (axis is layout.m and layout.fused):  # the row within one instance's tile
             index = b.binary("%", index, b.const(tile))
         guard = b.and_(guard, b.binary("<", index, kl.value(limit)))
     return guard
 
 
-def _unfuse(lin: b.Linear, parts: tuple[ir.Axis, ...], tile: int, node: ast.Expr,
-            what: str) -> None:
+def _unfuse(kl: KernelState, lin: b.Linear, parts: tuple[ir.Axis, ...], tile: int,
+            node: ast.Expr, what: str, fused: bool = False) -> None:
     """The destination must place the instances' tiles exactly as the fused accumulator
-    holds them."""
+    holds them (the rows of side-by-side instances: at the instance index times their
+    height)."""
+    rows = kl.fused
+    if fused or lin.groups:
+        if not fused or rows is None or lin.groups != {(rows.axis, rows.rows): rows.rows}:
+            raise _fail(node, f"the destination does not place the {what} of each instance "
+                              "side by side as the MMA computed them")
     expected = tile
     coefs = dict(lin.axes)
     for axis in reversed(parts):

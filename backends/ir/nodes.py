@@ -452,7 +452,7 @@ FP8 = (DType.F8E4, DType.F8E5)
 CPU_ROUNDED = (DType.BF16, *FP8)
 
 
-def _nodes(body: list[Stmt]):
+def nodes_of(body: list[Stmt]):
     """Every IR node under ``body`` (statements, expressions and what they hold)."""
     stack: list[object] = list(body)
     seen: set[int] = set()
@@ -469,25 +469,36 @@ def _nodes(body: list[Stmt]):
             stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
 
 
+def stored_to(body: list[Stmt]) -> set[str]:
+    """The pointer arguments and tensor descriptors that ``body`` stores through."""
+    found: set[str] = set()
+    for node in nodes_of(body):
+        if isinstance(node, (Store, Atomic)):
+            found.add(node.pointer.base)
+        elif isinstance(node, DescStore):
+            found.add(node.desc)
+    return found
+
+
 def rounds_on_cpu(body: list[Stmt]) -> bool:
     """Whether some expression of ``body`` narrows a float tensor to bf16 or an fp8 type,
     conversions Triton 3.6's interpreter gets wrong (codegen rounds them itself there)."""
     return any(isinstance(node, Cast) and node.dtype in CPU_ROUNDED
                and node.operand.dtype.is_float and node.operand.dtype not in FP8
                and node.operand.dtype != node.dtype and not isinstance(node.operand, Const)
-               for node in _nodes(body))
+               for node in nodes_of(body))
 
 
 def reads_back(body: list[Stmt]) -> bool:
     """Whether a loop of ``body`` loads from a tensor it also stores to. Triton's software
     pipeliner would issue a later iteration's load before this iteration's store, so such
     a kernel must not be pipelined (a read after the loop, as in an epilogue, is fine)."""
-    for loop in _nodes(body):
+    for loop in nodes_of(body):
         if not isinstance(loop, (For, While)):
             continue
         loaded: set[str] = set()
         stored: set[str] = set()
-        for node in _nodes(loop.body):
+        for node in nodes_of(loop.body):
             if isinstance(node, Load) and node.cache is None:
                 # (an L2 load is the stream-K workspace read, ordered by its counter atomics)
                 loaded.add(node.pointer.base)

@@ -518,7 +518,7 @@ def _pipeline(kl: KernelState, roles: list[Role]) -> None:
     ledger = _ledger(kl)
     ordered = _producer_first(kl, ledger, roles)
     syncs: dict[int, list[_Sync]] = {}
-    with kl.nested() as inner:
+    with kl.nested(binds=(name,)) as inner:
         kl.loop_depth += 1
         try:
             for role in ordered:

@@ -20,15 +20,13 @@ branch, which would move it on one path only).
 
 from __future__ import annotations
 
-import dataclasses
-
 from ...frontend import syntax as ast
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
-from .state import KernelState, broadcast, var_names
+from .state import KernelState, broadcast, walk
 from .tiles import load_tile, store_tile
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
 
@@ -60,23 +58,6 @@ def element_written(kl: KernelState, sym: object) -> bool:
                     targets.add(kl.fn.refs.get(id(base)))
         kl.element_targets = targets
     return sym in kl.element_targets
-
-
-def walk(node: object):
-    """Every AST node under ``node`` (statements and expressions)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (list, tuple)):
-            stack.extend(current)
-            continue
-        if not isinstance(current, ast.Node):
-            continue
-        yield current
-        for f in dataclasses.fields(current):
-            value = getattr(current, f.name)
-            if isinstance(value, (ast.Node, list, tuple)):
-                stack.append(value)
 
 
 def store_element(kl: KernelState, buffer: Buffer, target: ast.ElemAccess,
@@ -223,32 +204,29 @@ def scratch(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     content = buffer.content
     if content is None or kl.scopes[-1] is buffer.scope:
         return _move(kl, buffer, span)
-    depth = _made_in_enclosing_block(kl, buffer)
-    if depth is None:
+    scope = _made_in_enclosing_block(kl, buffer)
+    if scope is None:
         raise unsupported(span, f"accessing single elements of '{buffer.symbol.name}' that "
                                 "its register tile cannot give, inside a loop or branch, when "
                                 "its content was made outside it",
                           "access the buffer in the block where it is filled, or fill it "
                           "element by element as well")
-    scopes, kl.scopes = kl.scopes, kl.scopes[:depth + 1]
-    try:
+    # (the loop depth only decides barriers around loads and stores of tensors a loop
+    # reads; the scratch region is new)
+    with kl.emitting_into(scope, kl.loop_depth):
         return _move(kl, buffer, span)
-    finally:
-        kl.scopes = scopes
 
 
-def _made_in_enclosing_block(kl: KernelState, buffer: Buffer) -> int | None:
-    """The depth of the enclosing block the buffer's register tile was made in, when every
-    name the tile reads is defined there or further out (so that the tile can be stored
-    at the end of that block); None otherwise."""
+def _made_in_enclosing_block(kl: KernelState, buffer: Buffer) -> list[ir.Stmt] | None:
+    """The enclosing statement list the buffer's register tile was made in, when a
+    statement appended to it now can read the tile (so that the tile can be stored at its
+    end); None otherwise."""
     content = buffer.content
     depth = next((d for d, scope in enumerate(kl.scopes) if scope is buffer.scope), None)
     if depth is None or not isinstance(content, Tile):
         return None
-    defined = {stmt.name for scope in [kl.prologue, *kl.scopes[:depth + 1]] for stmt in scope
-               if isinstance(stmt, ir.Let)}
-    names = var_names(content.expr) | (var_names(content.valid) if content.valid else set())
-    return depth if names <= defined | set(kl.params) else None
+    exprs = [content.expr] + ([content.valid] if content.valid is not None else [])
+    return buffer.scope if all(kl.readable_at(depth, e) for e in exprs) else None
 
 
 def _move(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:

@@ -199,7 +199,7 @@ def split_axis(body: list[ir.Stmt], axis: ir.Axis,
 
 def uses_axis(stmts: list[ir.Stmt], axis: ir.Axis) -> bool:
     """Whether any expression or descriptor block under ``stmts`` involves ``axis``."""
-    for node in ir._nodes(stmts):
+    for node in ir.nodes_of(stmts):
         if isinstance(node, ir.Expr) and axis in node.axes:
             return True
         if isinstance(node, (ir.DescLoad, ir.DescStore)) and axis in node.dims:
@@ -214,7 +214,7 @@ def pointer_paths(stmts: list[ir.Stmt], padded: Callable[[ir.Axis], bool]) -> li
     for s in stmts:
         if isinstance(s, ir.Branch) and any(
                 isinstance(n, (ir.DescLoad, ir.DescStore)) and any(padded(d) for d in n.dims)
-                for n in ir._nodes(s.then)):
+                for n in ir.nodes_of(s.then)):
             out.extend(pointer_paths(s.other, padded))
             continue
         for attr in ("body", "then", "other"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import keyword
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Iterator
 
@@ -75,6 +76,7 @@ class Options:
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
 # rest is left for the epilogue and layout conversions)
 SHARED_BUDGET = 160 * 1024
+SHARED_LIMIT = 224 * 1024  # (of the 227 KiB, a little for Triton's own barriers)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,33 @@ class BufferSlot:
     buffer: Buffer
     offsets: tuple[ir.Expr, ...]
     extents: tuple[Sym, ...]
+
+
+@dataclass(frozen=True)
+class FusedRows:
+    """Warp(-group) instances that each own a slice of the rows of one tile, lowered side
+    by side as one block-wide computation (instances.py): instance ``p`` owns rows
+    ``[p * rows, (p + 1) * rows)`` of ``axis``, whose extent is the instance count times
+    ``rows``. Inside their body the instance index is ``axis // rows``; register tiles of
+    the symbols the body declares (``locals``) lay their ``rows``-long first dimension
+    along ``axis``, so that each instance's rows sit where its MMA tile puts them."""
+
+    axis: ir.Axis
+    rows: int
+    locals: frozenset[Symbol]
+
+    def instance(self) -> ir.Expr:
+        """The index of the instance that owns each lane of the row axis."""
+        return b.binary("//", b.axis_index(self.axis), b.const(self.rows))
+
+    def row(self) -> ir.Expr:
+        """The row of each lane within its instance's slice."""
+        return b.binary("%", b.axis_index(self.axis), b.const(self.rows))
+
+    def is_row(self, e: ir.Expr) -> bool:
+        """Whether ``e`` is ``row()`` (an index over one instance's rows)."""
+        return (isinstance(e, ir.Binary) and e.op == "%" and isinstance(e.lhs, ir.AxisIndex)
+                and e.lhs.axis is self.axis and b.is_const(e.rhs, self.rows))
 
 
 @dataclass(frozen=True)
@@ -124,13 +153,14 @@ class KernelState(ABC):
     helpers every rule uses."""
 
     def __init__(self, fl: FunctionState, stmt: ast.Parallel | ast.Block | None,
-                 name: str) -> None:
+                 name: str, fuse_instances: bool = True) -> None:
         self.fl = fl
         self.fn = fl.fn
         self.root = stmt
         self.name = name
         self.env: dict[Symbol, object] = dict(fl.env)
         self.scopes: list[list[ir.Stmt]] = [[]]
+        self.binds: list[tuple[str, ...]] = [()]  # per scope: the names its construct binds
         self.prologue: list[ir.Stmt] = []
         self.axes: dict[object, ir.Axis] = {}
         self.order = itertools.count()
@@ -143,6 +173,8 @@ class KernelState(ABC):
         self.split_descs: dict[str, TensorRef] = {}
         self.has_dot = False
         self.dot_bytes = 0  # the largest MMA accumulator tile, in bytes
+        self.chained_dot = False  # an MMA multiplies a tile computed in registers (P·V)
+        self.resident_bytes = 0  # MMA operand tiles loaded once before their loop (mma.py)
         self.active: list[ir.Axis] = []  # vector axes of the enclosing inner parallel levels
         self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
         self.loop_depth = 0  # sequential loops around the statement being lowered
@@ -172,6 +204,13 @@ class KernelState(ABC):
         self.read_back: set[str] = set()
         self.pipelining = True  # false when a loop reads back a tensor it stores (_kernel)
         self.loop_loaded: set[str] = set()  # global tensors loaded inside a loop (tiles.py)
+        self.hoisted: dict[tuple[object, ...], Tile] = {}  # tiles loaded where they were staged
+        # instances over row slices of one tile lowered side by side (instances.py): may
+        # they be, the ones being lowered now, and whether any were (a failure then retries
+        # the kernel with them in turn)
+        self.fuse_instances = fuse_instances
+        self.fused: FusedRows | None = None
+        self.fusion_tried = False
 
     # ------------------------------------------------------------------ naming and emission
     def fresh(self, base: str) -> str:
@@ -204,8 +243,46 @@ class KernelState(ABC):
     def body(self) -> list[ir.Stmt]:
         return self.scopes[-1]
 
-    def nested(self) -> Nested:
-        return Nested(self)
+    def nested(self, binds: tuple[str, ...] = ()) -> Nested:
+        """A nested statement list; ``binds``: the names its construct binds (a loop's
+        variable), visible inside it."""
+        return Nested(self, binds)
+
+    @contextmanager
+    def emitting_into(self, scope: list[ir.Stmt], loop_depth: int) -> Iterator[None]:
+        """Emit into ``scope``, an enclosing statement list (appended at its end: before the
+        construct being lowered), as if at its loop depth."""
+        depth = self.loop_depth
+        self.scopes.append(scope)
+        self.binds.append(())
+        self.loop_depth = loop_depth
+        try:
+            yield
+        finally:
+            self.loop_depth = depth
+            self.scopes.pop()
+            self.binds.pop()
+
+    def readable_at(self, depth: int, e: ir.Expr) -> bool:
+        """Whether a statement appended to ``scopes[depth]`` now can compute ``e``."""
+        names = {n for n in var_names(e) if n.isidentifier()}  # (others: symbolic sizes)
+        return names <= self.visible_at(depth)
+
+    def visible_at(self, depth: int) -> set[str]:
+        """The names a statement appended to ``scopes[depth]`` now can read: kernel
+        parameters, block indices, the prologue's names, and what that list and the lists
+        enclosing it bind (lets, loop variables)."""
+        names = set(self.params) | set(self.block_names)
+        stmts = self.prologue + [s for scope in self.scopes[:depth + 1] for s in scope]
+        while stmts:
+            stmt = stmts.pop()
+            if isinstance(stmt, (ir.Let, ir.DefineDesc)):
+                names.add(stmt.name)
+            elif isinstance(stmt, ir.Branch):  # (a constexpr choice: both define the names)
+                stmts.extend(stmt.then + stmt.other)
+        for binds in self.binds[:depth + 1]:
+            names.update(binds)
+        return names
 
     def let(self, base: str, value: ir.Expr, span: Span | None = None) -> ir.Var:
         if isinstance(value, (ir.Const, ir.Var, ir.AxisIndex)):
@@ -239,6 +316,21 @@ class KernelState(ABC):
 
     def tile_axis(self, extent: Sym, base: str, span: Span) -> ir.Axis:
         return self.axis(object(), static_extent(extent, span), base)
+
+    def register_axes(self, sym: Symbol, shape: tuple[Sym, ...], span: Span
+                      ) -> tuple[ir.Axis, ...]:
+        """The axes of a register tile holding ``sym`` (a ``frag`` or ``local`` buffer):
+        one per dimension; inside side-by-side instances, the instance's rows lie along
+        the fused row axis."""
+        fused = self.fused
+        axes = []
+        for d, extent in enumerate(shape):
+            if (d == 0 and fused is not None and sym in fused.locals and sym.storage == "local"
+                    and extent.value == fused.rows):
+                axes.append(fused.axis)
+            else:
+                axes.append(self.tile_axis(extent, sym.name, span))
+        return tuple(axes)
 
     # ------------------------------------------------------------------ parameters
     def use_tensor(self, tensor: TensorRef) -> TensorRef:
@@ -368,16 +460,19 @@ class KernelState(ABC):
 class Nested:
     """``with kl.nested() as scope:`` collects statements into ``scope.body``."""
 
-    def __init__(self, kl: KernelState) -> None:
+    def __init__(self, kl: KernelState, binds: tuple[str, ...]) -> None:
         self.kl = kl
         self.body: list[ir.Stmt] = []
+        self.binds = binds
 
     def __enter__(self) -> Nested:
         self.kl.scopes.append(self.body)
+        self.kl.binds.append(self.binds)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.kl.scopes.pop()
+        self.kl.binds.pop()
 
 
 class LevelScope:
@@ -469,6 +564,23 @@ def iter_stmts(block: ast.Block) -> Iterator[ast.Stmt]:
             child = getattr(stmt, name, None)
             if isinstance(child, ast.Block):
                 yield from iter_stmts(child)
+
+
+def walk(node: object):
+    """Every AST node under ``node`` (statements and expressions)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (list, tuple)):
+            stack.extend(current)
+            continue
+        if not isinstance(current, ast.Node):
+            continue
+        yield current
+        for f in fields(current):
+            value = getattr(current, f.name)
+            if isinstance(value, (ast.Node, list, tuple)):
+                stack.append(value)
 
 
 def as_expr(value: object, span: Span) -> ir.Expr:

@@ -75,7 +75,7 @@ def split_last_wave(loop: ir.For, names: Names, outer: set[str]) -> tuple[list[i
 
 def _k_loop_index(body: list[ir.Stmt]) -> int:
     with_dot = [i for i, stmt in enumerate(body)
-                if any(isinstance(n, ir.Dot) for n in ir._nodes([stmt]))]
+                if any(isinstance(n, ir.Dot) for n in ir.nodes_of([stmt]))]
     if len(with_dot) != 1:
         raise NotSplittable("the tile body has no single loop of matrix multiplications")
     return with_dot[0]
@@ -254,7 +254,7 @@ def _floats(acc: ir.Let) -> int:
 
 def _walk(body: list[ir.Stmt]) -> Iterator[ir.Stmt]:
     """Every statement of ``body``, nested ones included (through the IR's node walk)."""
-    return (node for node in ir._nodes(body) if isinstance(node, ir.Stmt))
+    return (node for node in ir.nodes_of(body) if isinstance(node, ir.Stmt))
 
 
 def _assigned(body: list[ir.Stmt]) -> set[str]:

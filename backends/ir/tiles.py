@@ -39,6 +39,28 @@ def load_tile(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...], span: 
     return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, valid)
 
 
+def staging_scope(kl: KernelState, region: Region) -> list[ir.Stmt] | None:
+    """Where a tile of a staged ``region`` is best loaded: in the statement list where its
+    copy ran, when that list encloses a loop around the current statement (arch 3.3: a
+    buffer staged once before a loop is loaded once there and kept as a value, not loaded
+    again on every trip), the view's coordinates are known there, and nothing there has
+    stored into its tensor since the copy (then that load reads what the copy read, as the
+    language says a copy does). None: here."""
+    staged = region.staged
+    if staged is None or kl.loop_depth <= staged.loop_depth:
+        return None
+    depth = next((d for d, scope in enumerate(kl.scopes) if scope is staged.scope), None)
+    if depth is None or depth == len(kl.scopes) - 1:
+        return None
+    stores = {region.tensor.pointer} | {desc for (tensor, _), desc in kl.descs.items()
+                                          if tensor == region.tensor.name}
+    if stores & ir.stored_to(staged.scope[staged.start:]):
+        return None
+    exprs = [*region.origin, *(x for lim in region.limits for x in lim),
+             *(x for low in region.lows for x in low)]
+    return staged.scope if all(kl.readable_at(depth, e) for e in exprs) else None
+
+
 def store_tile(kl: KernelState, region: Region, tile: Tile, span: Span | None) -> None:
     """Store ``tile`` into ``region`` (converted to the region's element type)."""
     kl.use_tensor(region.tensor)

@@ -48,6 +48,16 @@ class TensorRef:
 
 
 @dataclass(frozen=True)
+class Staging:
+    """Where a copy into a shared or local buffer ran: the statement list it was lowered
+    into, how long that list was then, and how many sequential loops enclosed it."""
+
+    scope: list = field(compare=False)
+    start: int
+    loop_depth: int
+
+
+@dataclass(frozen=True)
 class Region:
     """A view of a global tensor.
 
@@ -69,6 +79,9 @@ class Region:
     axes: tuple[int, ...] = ()  # view dim -> tensor dim; empty means the identity
     lows: tuple[tuple[ir.Expr, ...], ...] = ()  # per tensor dim: inclusive lower bounds
     eviction: str | None = None  # cache hint of a `tma.load.evict_first/last` copy
+    # a copy's content: where the copy was made (see ``tiles.staging_scope``); not part of
+    # the view's identity
+    staged: Staging | None = field(default=None, compare=False)
 
     @staticmethod
     def whole(tensor: TensorRef) -> Region:
@@ -252,6 +265,9 @@ class AccLayout:
     n_parts: tuple[ir.Axis, ...]
     tile_m: int
     tile_n: int
+    # the rows of side-by-side instances (state.FusedRows): ``m`` is their fused row axis,
+    # ``tile_m`` one instance's height
+    fused: bool = False
 
 
 @dataclass

@@ -89,7 +89,7 @@ class Views(KernelState):
             return _limited(base, ends).shifted(offsets, tuple(extents))
         assert isinstance(base, Tile)
         if all(b.is_const(o, 0) for o in offsets) and all(
-                e.value == d.extent for e, d in zip(extents, base.dims)):
+                e.value == self._extent_of(d) for e, d in zip(extents, base.dims)):
             return base
         if base.split and all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == part for e, (_, part) in zip(extents, base.split)):
@@ -99,6 +99,12 @@ class Views(KernelState):
             return replace(base, split=split)
         raise unsupported(view.span, "a sub-view of a register-resident buffer",
                           "copy the whole buffer, or stage the data with dma.copy first")
+
+    def _extent_of(self, axis: ir.Axis) -> int:
+        """The extent a view names along ``axis`` of a register tile: one instance's rows
+        along the fused rows of side-by-side instances (each names its own)."""
+        fused = self.fused
+        return fused.rows if fused is not None and axis is fused.axis else axis.extent
 
     def _restrided(self, base: object, offsets: list[ir.Expr], extents: tuple[Sym, ...],
                    ends: list[tuple[int, ir.Expr]], step: ViewStep) -> Region:

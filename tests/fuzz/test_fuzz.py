@@ -175,9 +175,12 @@ def test_warnings_never_crowd_out_an_error() -> None:
 
 def test_python_limits_are_diagnostics() -> None:
     loops = check_source(gen.deep_source("braced_foreach", 21))
-    indents = check_source(gen.deep_source("if", 99))
+    # (99 `if`s each directly in the other's branch merge into one `if` of the conjunction;
+    # an `else if` chain nests for real)
+    indents = check_source(gen.deep_source("else_if", 99))
     assert [d.code for d in loops] == ["CQ0702"] and "20 loops" in loops[0].message
     assert [d.code for d in indents] == ["CQ0702"] and "indents" in indents[0].message
+    assert check_source(gen.deep_source("if", 99)) == []
 
 
 def test_long_line_excerpt_is_short() -> None:

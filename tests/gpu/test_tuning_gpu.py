@@ -47,7 +47,8 @@ def test_a_short_search_times_in_cuda_graphs(tmp_path: Path,
     assert_close(out, a.double() @ b.double().T, torch.float16)
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "tuning").glob("*.json")]
     assert record["timing"] == "cuda graph"
-    assert len(record["timings"]) == len(candidates) and not record["pruned"]
+    # every candidate and the default configuration (timed first, the reference)
+    assert len(record["timings"]) == len(candidates) + 1 and not record["pruned"]
     assert not failed and len(captured) >= len(candidates)
     assert all(0 < ms < 0.1 for _, ms in record["timings"])
     # the chosen configuration runs from now on, outside any graph

@@ -1,0 +1,207 @@
+"""Every sweep of ``croqtile bench`` together: the case lists, the kernel loader and the
+input builder of each sweep, and the whole run (check, time, write the files, summarise).
+
+The project's own bench kernels (square, llm, fp8, memory: ``croqtile.bench``) compile
+with the bench's tuning spaces when ``--autotune`` is given. The user-style kernels
+(attention, epilogue, decode: ``bench_attention``, ``bench_linear``) compile as a user
+would: ``--autotune`` with the compiler's own search space, and the decode sweep always
+tuned (``"quick"`` unless ``--autotune full``), since that is what it measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TextIO
+
+from . import bench, bench_attention, bench_linear, bench_report
+from .bench import KERNEL_DIR, Case, KernelLoader, Prepared, Program, Row, Timer
+
+USER_SWEEPS = ("attention", "epilogue", "decode")
+SWEEPS = bench.SWEEPS + USER_SWEEPS
+
+
+# ----------------------------------------------------------------------------------------
+# cases
+# ----------------------------------------------------------------------------------------
+
+
+def tiny_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
+               attention_kernels: Sequence[str] = (bench_attention.OURS.name,)) -> list[Case]:
+    """Small shapes with ragged edges for the CPU interpreter: correctness only."""
+    cases: list[Case] = []
+    for sweep in sweeps:
+        if sweep == "attention":
+            cases += bench_attention.tiny_attention_cases(attention_kernels, dtypes)
+        elif sweep in ("epilogue", "decode"):
+            cases += bench_linear.tiny_cases(sweep, dtypes)
+        else:
+            cases += bench.tiny_cases([sweep], dtypes)
+    return cases
+
+
+def quick_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
+                attention_kernels: Sequence[str] = (bench_attention.OURS.name,)) -> list[Case]:
+    """A few GPU shapes per sweep: a smoke run (decode: the three token counts the issue
+    sets targets at)."""
+    cases: list[Case] = []
+    for sweep in sweeps:
+        if sweep == "attention":
+            cases += bench_attention.attention_cases(attention_kernels, dtypes,
+                                                     bench_attention.QUICK_SEQUENCES)
+        elif sweep == "epilogue":
+            cases += bench_linear.epilogue_cases(dtypes, (16, 4096), ("silu",))
+        elif sweep == "decode":
+            cases += bench_linear.decode_cases(dtypes, bench_linear.QUICK_DECODE_MS)
+        else:
+            cases += bench.quick_cases([sweep], dtypes)
+    return cases
+
+
+def full_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
+               sizes: Sequence[int] | None = None,
+               attention_kernels: Sequence[str] = (bench_attention.OURS.name,)) -> list[Case]:
+    """Every case of the named sweeps. ``sizes`` replaces the square, fp8 and memory sizes,
+    the attention sequence lengths and the epilogue and decode token counts (M)."""
+    cases: list[Case] = []
+    for sweep in sweeps:
+        if sweep == "attention":
+            cases += bench_attention.attention_cases(attention_kernels, dtypes,
+                                                     sizes or bench_attention.SEQUENCES)
+        elif sweep == "epilogue":
+            cases += bench_linear.epilogue_cases(dtypes, sizes or bench_linear.EPILOGUE_MS)
+        elif sweep == "decode":
+            cases += bench_linear.decode_cases(dtypes, sizes or bench_linear.DECODE_MS)
+        else:
+            cases += bench.full_cases([sweep], dtypes, sizes)
+    return cases
+
+
+# ----------------------------------------------------------------------------------------
+# kernels and inputs
+# ----------------------------------------------------------------------------------------
+
+
+def sweep_autotune(sweep: str, autotune: str) -> str:
+    """The tuning a user-style sweep runs with: the decode sweep measures tuning itself."""
+    return "quick" if sweep == "decode" and autotune == "none" else autotune
+
+
+def _program(case: Case, attention: Mapping[str, Program]) -> tuple[Program, str]:
+    """A user-style case's source and the function to call."""
+    if case.sweep == "attention":
+        if case.kernel not in attention:
+            raise LookupError(f"no source for the attention kernel {case.kernel!r} (its "
+                              "checkout was not given)")
+        return attention[case.kernel], bench_attention.KERNELS[case.kernel].function
+    name = bench_linear.kernel_file(case)
+    program = Program((KERNEL_DIR / name).read_text(), f"bench/kernels/{name}")
+    return program, name.removesuffix(".co")
+
+
+def _defines(case: Case) -> dict[str, Any]:
+    if case.sweep == "attention":
+        return bench_attention.defines(case)
+    return bench_linear.defines(case)
+
+
+def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = None,
+                  attention: Mapping[str, Program] | None = None) -> KernelLoader:
+    """The bench kernels through ``bench.kernel_loader``; the user-style kernels compiled
+    once per set of ``#define``s: the case's (type, head size, activation) over
+    ``defines`` (the command line's ``-D``)."""
+    import croqtile
+
+    attention = attention if attention is not None else bench_attention.programs()
+    load_bench = bench.kernel_loader(autotune, defines)
+    cache: dict[tuple[Any, ...], Any] = {}
+
+    def load(case: Case) -> Any:
+        if case.sweep not in USER_SWEEPS:
+            return load_bench(case)
+        fixed = {**(defines or {}), **_defines(case)}
+        key = (case.sweep, case.kernel, tuple(sorted(fixed.items())))
+        if key not in cache:
+            program, function = _program(case, attention)
+            mode = sweep_autotune(case.sweep, autotune)
+            options = {} if mode == "none" else {"autotune": mode}
+            # a relative name, not a path, in diagnostics (and so in the notes column)
+            module = croqtile.compile(program.text, defines=fixed, filename=program.name,
+                                      **options)
+            cache[key] = getattr(module, function)
+        return cache[key]
+
+    return load
+
+
+def prepare(case: Case, fn: Any, device: str) -> Prepared:
+    """The inputs, calls and reference of a case of any sweep."""
+    if case.sweep == "attention":
+        return bench_attention.prepare_attention(case, fn, device)
+    if case.sweep == "epilogue":
+        return bench_linear.prepare_epilogue(case, fn, device)
+    if case.sweep == "decode":
+        return bench.prepare_gemm(case, fn, device)
+    return bench.prepare(case, fn, device)
+
+
+# ----------------------------------------------------------------------------------------
+# the whole run
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    rows: list[Row]
+    files: list[Path]
+    messages: list[str]
+    table: str
+
+    @property
+    def failed(self) -> int:
+        return sum(not r.ok for r in self.rows)
+
+
+def sweep_metadata(autotune: str, attention: Mapping[str, Program]
+                   ) -> dict[str, dict[str, Any]]:
+    """What each user-style sweep's JSON records beside the common metadata."""
+    return {
+        "attention": {
+            "sources": {name: program.origin for name, program in attention.items()},
+            "baseline": "torch.nn.functional.scaled_dot_product_attention, default scale",
+            "causal_only": [k.name for k in bench_attention.KERNELS.values()
+                            if k.causal_modes == (True,)]},
+        "epilogue": {
+            "baseline": "act(torch.nn.functional.linear(x, w, bias))",
+            "compiled": "torch.compile of the baseline (dynamic=False, default mode), "
+                        "compiled and warmed up before timing"},
+        "decode": {"autotune": sweep_autotune("decode", autotune),
+                   "baseline": "torch.matmul(x, w.T)"},
+    }
+
+
+def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", reps: int = 3,
+              autotune: str = "none", timer: Timer | None = None,
+              load: KernelLoader | None = None, defines: Mapping[str, Any] | None = None,
+              progress: TextIO | None = None, plot: bool = True,
+              host_timer: Timer | None = None,
+              attention: Mapping[str, Program] | None = None) -> BenchResult:
+    """Run, write the files, and build the summary table; ``progress`` is the stream for
+    the progress line (the command line passes stderr); ``attention`` the attention
+    kernels' sources (default: ours only). The CSV and JSON files are rewritten after
+    every case, so a run stopped by a time limit leaves the rows it finished."""
+    attention = attention if attention is not None else bench_attention.programs()
+    meta = bench_report.metadata(device, reps, autotune,
+                                 timed=timer is not None or device != "cpu")
+    meta["defines"] = dict(defines or {})
+    extra = sweep_metadata(autotune, attention)
+
+    def save(rows: Sequence[Row], plot: bool = False) -> tuple[list[Path], list[str]]:
+        return bench_report.write_results(rows, out_dir, meta, plot=plot, sweep_meta=extra)
+
+    rows = bench.run_cases(cases, device=device, reps=reps, timer=timer,
+                           load=load or kernel_loader(autotune, defines, attention),
+                           progress=progress, host_timer=host_timer, prepare=prepare,
+                           after_case=save)
+    files, messages = save(rows, plot)
+    return BenchResult(rows, files, messages, bench_report.summary_table(rows))

@@ -1,0 +1,355 @@
+"""The candidates of an autotuning search (see ``croqtile.tuning``): configurations, the
+spaces a caller gives with ``tunables=``, and the search ``autotune="quick"``/``"full"``
+runs without them.
+
+The default search (``Descent``) starts from the untuned configuration and changes one
+thing at a time, keeping what was fastest so far:
+
+1. stream-K on the written tiles, when their grid leaves SMs idle (see ``idle_wave``);
+2. each tile define in turn (``croqtile.tile_defines`` finds them, whatever their
+   names), over values chosen for the shape bucket (``tile_values``), the other defines
+   at the best values so far -- the defines of a tile that overhangs its dimension
+   first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
+   those spreading output tiles over blocks, then the rest;
+3. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
+   "full"), every combination, on the best defines;
+4. "full" sweeps the tile defines once more with the chosen options;
+5. stream-K again on the best configuration, when its grid leaves SMs idle.
+
+One define at a time cannot find a pair of changes of which neither helps alone; it
+does find the changes a shape needs (smaller tiles for few rows, stream-K for few
+tiles) in a few dozen candidates, which a product of every knob (hundreds) does not
+within the quick budget.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from .tile_defines import TileDefine, TileProbe
+
+MODES = ("none", "quick", "full")
+
+# The launch options a default search varies, with their candidate values per mode (the
+# first value of each is where the product's order starts).
+_OPTION_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
+    "quick": {"num_warps": (4, 8), "num_stages": (3, 4), "persistent": (False, True)},
+    "full": {"num_warps": (4, 8), "num_stages": (2, 3, 4, 5), "persistent": (False, True),
+             "group_m": (1, 8)},
+}
+# stream_k values tried where the grid leaves SMs idle: every SM (True), and in "full"
+# at most 2 or 4 programs per tile too (fewer partial tiles to add up)
+_STREAM_K = {"quick": (True,), "full": (True, 2, 4)}
+# the tile defines are swept this many times (the second with the chosen options)
+_SWEEPS = {"quick": 1, "full": 2}
+TUNABLE_OPTIONS = ("num_warps", "num_stages", "persistent", "group_m", "flatten",
+                   "warp_specialize", "descriptors", "epilogue_split", "stream_k",
+                   "split_tiles", "backend")
+_DEFINE_LINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(\S.*?)\s*$", re.MULTILINE)
+
+# Tile values searched. An MMA tile is at least 16 along each axis (tl.dot's minimum)
+# and at most 256 (a 256 x 256 f32 accumulator already fills the register file of a
+# 2-warpgroup block); other kernels' tiles (copies, element-wise) go from 8 to 1024.
+_MMA_TILES = (16, 256)
+_OTHER_TILES = (8, 1024)
+# When the output tiles are fewer than the SMs, tiles along an output dimension are
+# halved this many times at most (nearest first): 128 x 256 over 512 x 4096 is 64 tiles
+# for 132 SMs, 64 x 128 is 256.
+_HALVINGS = {"quick": 2, "full": 3}
+# A last wave of tiles at most half full wastes this share of the launch or more before
+# stream-K is tried: 16 tiles on 132 SMs waste 88 %, 288 tiles (3 waves) 27 %, 1000
+# tiles 5 % (the parts' workspace traffic would cost about that).
+_IDLE_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of the search: ``#define`` values and compile options, in a canonical
+    order (defines by name, options in ``TUNABLE_OPTIONS`` order) so that equal
+    configurations compare equal."""
+
+    defines: tuple[tuple[str, Any], ...] = ()
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @staticmethod
+    def of(defines: Mapping[str, Any], options: Mapping[str, Any],
+           written: Mapping[str, str] | None = None) -> Config:
+        """The configuration of these values; a define at its written value (in
+        ``written``) is left out, so it equals the configuration that does not set it."""
+        written = written or {}
+        kept = {n: v for n, v in defines.items() if n not in written or str(v) != written[n]}
+        order = {name: i for i, name in enumerate(TUNABLE_OPTIONS)}
+        return Config(tuple(sorted(kept.items())),
+                      tuple(sorted(options.items(), key=lambda kv: order.get(kv[0], 99))))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"defines": dict(self.defines), **dict(self.options)}
+
+    def describe(self) -> str:
+        """The config as the arguments a user pastes into ``croqtile.compile``."""
+        parts = [f"defines={dict(self.defines)!r}"] if self.defines else []
+        parts += [f"{name}={value!r}" for name, value in self.options]
+        return ", ".join(parts) or "(the defaults)"
+
+
+Round = Callable[[Config], list[Config]]  # the best configuration so far -> candidates
+
+
+@dataclass(frozen=True)
+class Space:
+    """The candidates a caller gave: the product of ``knobs`` (name -> values, the first
+    value the default), or an ``explicit`` list of configurations. ``written``: the
+    source's defines as written (a candidate setting one to that value is the default)."""
+
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    explicit: tuple[Config, ...] = ()
+    written: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.knobs and not self.explicit
+
+    def configs(self) -> list[Config]:
+        """Every candidate: an explicit list in its order; a product with the all-first
+        combination first, then by how many knobs differ from the first values (so a
+        search cut short by its budget has tried the nearest)."""
+        if self.explicit:
+            return list(self.explicit)
+        names = [name for name, _ in self.knobs]
+        combos = list(itertools.product(*(values for _, values in self.knobs)))
+        combos.sort(key=lambda combo: _distance(self.knobs, combo))
+        return [_config(names, combo, dict(self.written)) for combo in combos]
+
+    def rounds(self) -> Iterator[Round]:
+        yield lambda best: self.configs()
+
+    def key(self) -> list[Any]:
+        """A JSON-able description (part of the cache key)."""
+        return [[[n, list(v)] for n, v in self.knobs], [c.as_dict() for c in self.explicit]]
+
+
+@dataclass(frozen=True)
+class Descent:
+    """The default search (module docstring): ``tiles`` per tile define its values (the
+    written one first), ``options`` the launch option knobs, ``stream_k`` the values
+    tried on a configuration for which ``idle`` says that its grid leaves SMs idle."""
+
+    tiles: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    options: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    stream_k: tuple[Any, ...] = ()
+    sweeps: int = 1
+    idle: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
+
+    @property
+    def empty(self) -> bool:
+        return not self.tiles and not self.options and not self.stream_k
+
+    def rounds(self) -> Iterator[Round]:
+        if self.stream_k:
+            yield self._split
+        for _ in range(self.sweeps):
+            for name, values in self.tiles:
+                yield functools.partial(self._tile, name, values)
+            if self.options:
+                yield self._launch
+        if self.stream_k:
+            yield self._split
+
+    def _tile(self, name: str, values: tuple[int, ...], best: Config) -> list[Config]:
+        written = {name: str(values[0])}
+        return [Config.of({**dict(best.defines), name: v}, dict(best.options), written)
+                for v in values]
+
+    def _launch(self, best: Config) -> list[Config]:
+        names = [name for name, _ in self.options]
+        combos = sorted(itertools.product(*(values for _, values in self.options)),
+                        key=lambda combo: _distance(self.options, combo))
+        configs = []
+        for combo in combos:
+            options = {**dict(best.options), **dict(zip(names, combo))}
+            if options.get("persistent") is False:
+                options.pop("stream_k", None)  # stream-K needs the persistent launch
+            configs.append(Config.of(dict(best.defines), options))
+        return configs
+
+    def _split(self, best: Config) -> list[Config]:
+        if not self.idle(best):
+            return []
+        return [Config.of(dict(best.defines), {**dict(best.options), "persistent": True,
+                                               "stream_k": value})
+                for value in self.stream_k]
+
+    def key(self) -> list[Any]:
+        return ["descent", [[n, list(v)] for n, v in self.tiles],
+                [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps]
+
+
+Plan = Space | Descent
+
+
+def _distance(knobs: Sequence[tuple[str, tuple[Any, ...]]], combo: Sequence[Any]) -> int:
+    """How many knobs of ``combo`` are not at their first value."""
+    return sum(values.index(v) != 0 for (_, values), v in zip(knobs, combo))
+
+
+def _config(names: Sequence[str], combo: Sequence[Any], written: Mapping[str, str]) -> Config:
+    defines = {n: v for n, v in zip(names, combo) if n not in TUNABLE_OPTIONS}
+    options = {n: v for n, v in zip(names, combo) if n in TUNABLE_OPTIONS}
+    return Config.of(defines, options, written)
+
+
+def source_defines(text: str) -> dict[str, str]:
+    """``#define NAME VALUE`` lines of a source (the value as written)."""
+    return {m.group(1): m.group(2) for m in _DEFINE_LINE.finditer(text)}
+
+
+Tunables = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Any]]
+
+
+def search_space(mode: str, text: str, tunables: Tunables,
+                 fixed_defines: Mapping[str, Any], fixed_options: Mapping[str, Any]) -> Space:
+    """The candidates a caller gave: a mapping name -> candidate values (every
+    combination), or a list of mappings name -> value (exactly these configurations);
+    names are tunable compile options or ``#define``s of the source. Values the caller
+    fixed are not searched."""
+    del mode  # (the same rules in both modes; the budget differs)
+    defined = source_defines(text)
+    written = tuple(sorted(defined.items()))
+    fixed = set(fixed_options) | set(fixed_defines)
+
+    def check(name: str) -> None:
+        if name not in TUNABLE_OPTIONS and name not in defined:
+            raise ValueError(f"tunable {name!r} is neither a tunable compile option "
+                             f"({', '.join(TUNABLE_OPTIONS)}) nor a #define of the source")
+
+    if not isinstance(tunables, Mapping):
+        configs: list[Config] = []
+        for entry in tunables:
+            if not isinstance(entry, Mapping):
+                raise ValueError("tunables: expected a mapping name -> values, or a list of "
+                                 f"mappings name -> value; got an item {entry!r}")
+            for name in entry:
+                check(name)
+            names = [n for n in entry if n not in fixed]
+            config = _config(names, [entry[n] for n in names], defined)
+            if config not in configs:
+                configs.append(config)
+        if not configs:
+            raise ValueError("tunables: the list of configurations is empty")
+        return (Space(explicit=tuple(configs), written=written) if configs != [Config()]
+                else Space())
+    knobs: dict[str, tuple[Any, ...]] = {}
+    for name, values in tunables.items():
+        values = tuple(values)
+        if not values:
+            raise ValueError(f"tunable {name!r} has no candidate values")
+        check(name)
+        knobs[name] = values
+    return Space(tuple((n, v) for n, v in knobs.items() if n not in fixed), written=written)
+
+
+def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[str, int],
+                  sms: int, fixed_defines: Mapping[str, Any],
+                  fixed_options: Mapping[str, Any]) -> Descent:
+    """The search of ``mode`` for ``function`` at a shape bucket on a device of ``sms``
+    SMs (module docstring). Values the caller fixed are not searched."""
+    mma = probe.has_mma(function)
+    tiles = probe.output_tiles(function, {}, bucket)
+    few = tiles is not None and tiles < sms
+    searched = []
+    for tile in probe.tile_defines(function):
+        if tile.name in fixed_defines:
+            continue
+        values = tile_values(tile, bucket, few, mma, mode)
+        if len(values) > 1:
+            searched.append((tile, values))
+    # overhanging tiles first, then output tiles, then the rest (stable: source order)
+    searched.sort(key=lambda item: (not _overhangs(item[0], bucket), not item[0].parallel))
+    options = tuple((n, v) for n, v in _OPTION_SPACE[mode].items() if n not in fixed_options)
+    stream_k: tuple[Any, ...] = ()
+    if mma and "stream_k" not in fixed_options and fixed_options.get("persistent") is not False:
+        stream_k = _STREAM_K[mode]
+
+    def idle(config: Config) -> bool:
+        count = probe.output_tiles(function, dict(config.defines), bucket)
+        return count is not None and idle_wave(count, sms)
+
+    return Descent(tuple((t.name, v) for t, v in searched), options, stream_k,
+                   _SWEEPS[mode], idle)
+
+
+def idle_wave(tiles: int, sms: int) -> bool:
+    """Whether stream-K is worth trying for ``tiles`` output tiles on ``sms`` SMs: its
+    rewrite acts only when the last wave is at most half full (``backends/ir/stream_k``),
+    and that wave must waste at least ``_IDLE_SHARE`` of the launch."""
+    last = tiles % sms
+    if tiles <= 0 or last == 0 or 2 * last > sms:
+        return False
+    waves = -(-tiles // sms)
+    return 1 - tiles / (waves * sms) >= _IDLE_SHARE
+
+
+def _overhangs(tile: TileDefine, bucket: Mapping[str, int]) -> bool:
+    extent = _extent(tile, bucket)
+    return extent is not None and extent < tile.value
+
+
+def _extent(tile: TileDefine, bucket: Mapping[str, int]) -> int | None:
+    """The smallest dimension (of the bucket) the define tiles, None when it tiles none."""
+    sizes = [bucket[d] for d in tile.dims if d in bucket]
+    return min(sizes) if sizes else None
+
+
+def tile_values(tile: TileDefine, bucket: Mapping[str, int], few_tiles: bool, mma: bool,
+                mode: str) -> tuple[int, ...]:
+    """The values of a tile define to try at a shape bucket, the written value first,
+    then the most promising first; powers of two within the tile range of the kernel
+    (``_MMA_TILES`` or ``_OTHER_TILES``). ``few_tiles``: the written tiles give fewer
+    output tiles than the device has SMs.
+
+    - A tile larger than its dimension (128 rows over M = 16) computes padding: the
+      power of two covering the dimension first, then the larger ones up to the written
+      value (16, 32, 64), never larger values.
+    - With few output tiles, a tile along an output dimension is halved (one or two
+      octaves, nearest first) to spread the work over more SMs; a loop's step (K) is
+      doubled first, then halved: each program then streams a long K, and longer steps
+      with deep pipelines won the decode shapes of the benchmark kernel's calibration.
+    - Otherwise half and twice the written value ("full": one more octave each way)."""
+    low, high = _MMA_TILES if mma else _OTHER_TILES
+    value = tile.value
+    if value < low:
+        return (value,)
+    below = [1 << b for b in range(value.bit_length(), -1, -1)
+             if low <= 1 << b < value]  # nearest first
+    above = [1 << b for b in range(value.bit_length(), high.bit_length())
+             if value < 1 << b <= high]
+    extent = _extent(tile, bucket)
+    if extent is not None and extent < value:
+        fit = max(low, 1 << max(0, extent - 1).bit_length())
+        tried = [v for v in reversed(below) if v >= fit]
+    elif few_tiles and tile.parallel:
+        tried = below[:_HALVINGS[mode]]
+    elif few_tiles:
+        tried = above[:1] + below[:1]
+    else:
+        octaves = 2 if mode == "full" else 1
+        tried = below[:octaves] + above[:octaves]
+    return (value, *tried)
+
+
+def shape_bucket(dims: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """Each dimension rounded up to the next power of two or 1.5 times one (..., 2048,
+    3072, 4096, 6144, ...): shapes in one bucket share a choice. Half-octave steps keep a
+    3072^3 GEMM from choosing for a 4096^3 one (their best tiles differ)."""
+    return tuple((name, _round_up(int(value))) for name, value in sorted(dims.items()))
+
+
+def _round_up(value: int) -> int:
+    power = 1 << max(0, value - 1).bit_length()  # the next power of two
+    half_step = power // 2 + power // 4  # 1.5 times the power below
+    return half_step if power >= 4 and value <= half_step else power
+

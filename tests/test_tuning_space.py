@@ -1,0 +1,165 @@
+"""The candidates of the default autotuning search (croqtile.tuning_space): tile values per
+shape bucket, the order of the rounds, stream-K only where the grid leaves SMs idle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from croqtile.tile_defines import TileDefine, TileProbe
+from croqtile.tuning_space import (Config, Descent, Space, default_space, idle_wave,
+                                   search_space, source_defines, tile_values)
+
+ROOT = Path(__file__).resolve().parent.parent
+GEMM = (ROOT / "bench" / "kernels" / "gemm.co").read_text()
+COPY = (ROOT / "bench" / "kernels" / "copy.co").read_text()
+H200_SMS = 132
+DECODE = {"M": 16, "N": 4096, "K": 4096}
+SQUARE = {"M": 4096, "N": 4096, "K": 4096}
+
+ROWS = TileDefine("TILE_M", 128, ("M",), parallel=True)
+COLS = TileDefine("TILE_N", 256, ("N",), parallel=True)
+STEP = TileDefine("TILE_K", 64, ("K",))
+SLICE = TileDefine("WARP_K", 16, ())
+
+
+def _space(bucket: dict, sms: int = H200_SMS, text: str = GEMM, function: str = "gemm",
+           defines: dict | None = None, options: dict | None = None,
+           mode: str = "quick") -> Descent:
+    probe = TileProbe(text, source_defines(text), defines or {})
+    return default_space(mode, probe, function, bucket, sms, defines or {}, options or {})
+
+
+def _all_rounds(space: Descent, best: Config | None = None) -> list[list[Config]]:
+    """Every round's candidates, the best staying ``best`` (the defaults when None)."""
+    return [step(best or Config()) for step in space.rounds()]
+
+
+def test_a_tile_over_a_small_dimension_tries_the_size_that_covers_it_first() -> None:
+    assert tile_values(ROWS, {"M": 16}, True, True, "quick") == (128, 16, 32, 64)
+    assert tile_values(ROWS, {"M": 64}, True, True, "quick") == (128, 64)
+    assert tile_values(ROWS, {"M": 24}, True, True, "quick") == (128, 32, 64)
+    assert tile_values(ROWS, {"M": 1}, True, True, "quick") == (128, 16, 32, 64)  # tl.dot: >= 16
+
+
+def test_with_few_output_tiles_output_tiles_shrink_and_k_steps_grow() -> None:
+    assert tile_values(COLS, DECODE, True, True, "quick") == (256, 128, 64)
+    assert tile_values(COLS, DECODE, True, True, "full") == (256, 128, 64, 32)
+    assert tile_values(STEP, DECODE, True, True, "quick") == (64, 128, 32)
+    assert tile_values(SLICE, DECODE, True, True, "quick") == (16, 32)
+
+
+def test_otherwise_half_and_twice_within_the_tile_range() -> None:
+    assert tile_values(ROWS, SQUARE, False, True, "quick") == (128, 64, 256)
+    assert tile_values(ROWS, SQUARE, False, True, "full") == (128, 64, 32, 256)
+    assert tile_values(COLS, SQUARE, False, True, "quick") == (256, 128)  # MMA tiles <= 256
+    assert tile_values(STEP, SQUARE, False, True, "quick") == (64, 32, 128)
+    # not a power of two: the powers of two around it
+    assert tile_values(TileDefine("T", 192, ("N",), True), SQUARE, False, True, "quick") == (
+        192, 128, 256)
+    # copies and element-wise kernels: 8 to 1024
+    wide = TileDefine("TILE_C", 512, ("C",), True)
+    assert tile_values(wide, {"C": 8192}, False, False, "quick") == (512, 256, 1024)
+    assert tile_values(TileDefine("TILE_R", 8, ("R",), True), {"R": 8192}, False, False,
+                       "quick") == (8, 16)
+    # below the range (an MMA slice of 8): not searched
+    assert tile_values(TileDefine("W", 8, ()), SQUARE, False, True, "quick") == (8,)
+
+
+def test_decode_rounds_try_stream_k_then_the_overhanging_tile_first() -> None:
+    space = _space(DECODE)
+    assert [name for name, _ in space.tiles] == ["TILE_M", "TILE_N", "TILE_K", "WARP_K"]
+    assert dict(space.tiles)["TILE_M"] == (128, 16, 32, 64)
+    assert space.stream_k == (True,) and space.sweeps == 1
+    rounds = _all_rounds(space)
+    # 16 tiles of 128 x 256 on 132 SMs: stream-K on the written tiles comes first
+    assert rounds[0] == [Config(options=(("persistent", True), ("stream_k", True)))]
+    assert rounds[1] == [Config()] + [Config((("TILE_M", m),)) for m in (16, 32, 64)]
+    assert [c.as_dict() for c in rounds[5]][:2] == [
+        {"defines": {}, "num_warps": 4, "num_stages": 3, "persistent": False},
+        {"defines": {}, "num_warps": 4, "num_stages": 3, "persistent": True}]
+    assert len(rounds[5]) == 8  # every launch-option combination
+    assert rounds[-1] == rounds[0]  # stream-K again on the best (here still the default)
+    assert len(rounds) == 7
+
+
+def test_a_round_starts_from_the_best_configuration_so_far() -> None:
+    space = _space(DECODE)
+    best = Config((("TILE_M", 16),), (("persistent", True), ("stream_k", True)))
+    rounds = _all_rounds(space, best)
+    # the TILE_N round keeps TILE_M = 16 and stream-K
+    assert rounds[2][1] == Config((("TILE_M", 16), ("TILE_N", 128)),
+                                  (("persistent", True), ("stream_k", True)))
+    # the TILE_M round offers the written value too (a define at it is left out)
+    assert rounds[1][0] == Config(options=best.options)
+    # launch options on top; stream-K dropped where the launch is not persistent
+    assert Config(best.defines, (("num_warps", 4), ("num_stages", 3),
+                                 ("persistent", False))) in rounds[5]
+    assert Config(best.defines, (("num_warps", 4), ("num_stages", 3), ("persistent", True),
+                                 ("stream_k", True))) in rounds[5]
+
+
+def test_stream_k_only_where_the_grid_leaves_sms_idle() -> None:
+    # 4096^3 in 128 x 256 tiles is 512 tiles on 132 SMs: a last wave 88 % full
+    square = _space(SQUARE)
+    assert not square.idle(Config())
+    assert all(rounds == [] for rounds in (_all_rounds(square)[0], _all_rounds(square)[-1]))
+    assert dict(square.tiles)["TILE_M"] == (128, 64, 256)  # enough tiles: half and twice
+    # 512 rows: 4 x 16 = 64 tiles, half the SMs idle
+    tokens = _space({"M": 512, "N": 4096, "K": 4096})
+    assert tokens.idle(Config())
+    assert not tokens.idle(Config((("TILE_M", 64), ("TILE_N", 128))))  # 8 x 32 = 256 tiles
+    assert dict(tokens.tiles)["TILE_N"] == (256, 128, 64)
+    # a kernel without MMA never gets stream-K (the option would change nothing)
+    assert _space({"R": 64, "C": 64}, text=COPY, function="copy2d").stream_k == ()
+    # nor a caller who fixed stream_k or a non-persistent launch
+    assert _space(DECODE, options={"persistent": False}).stream_k == ()
+    assert _space(DECODE, options={"stream_k": 2}).stream_k == ()
+    assert _space(DECODE, mode="full").stream_k == (True, 2, 4)
+
+
+def test_idle_waves() -> None:
+    assert idle_wave(16, 132) and idle_wave(288, 132) and idle_wave(1, 4)
+    assert not idle_wave(132, 132)  # full waves
+    assert not idle_wave(100, 132)  # a last wave more than half full: stream-K does nothing
+    assert not idle_wave(7 * 132 + 10, 132)  # 8 waves, 11 % of the launch idle
+    assert not idle_wave(0, 132)
+
+
+def test_fixed_defines_and_options_are_not_searched() -> None:
+    space = _space(DECODE, defines={"TILE_M": 64}, options={"num_warps": 8})
+    assert [name for name, _ in space.tiles] == ["TILE_N", "TILE_K", "WARP_K"]
+    assert [name for name, _ in space.options] == ["num_stages", "persistent"]
+    # with TILE_M fixed at 64, M = 16 still overhangs but is not searched; N = 4096 in
+    # 256-wide tiles: 16 tiles, few
+    assert dict(space.tiles)["TILE_N"] == (256, 128, 64)
+
+
+def test_full_mode_sweeps_the_tiles_twice_with_wider_options() -> None:
+    space = _space(SQUARE, mode="full")
+    assert space.sweeps == 2
+    assert dict(space.options)["num_stages"] == (2, 3, 4, 5)
+    assert len(_all_rounds(space)) == 2 * (4 + 1) + 2
+
+
+def test_configs_are_canonical() -> None:
+    a = Config.of({"B": 2, "A": 1}, {"persistent": True, "num_warps": 4})
+    b = Config.of({"A": 1, "B": 2}, {"num_warps": 4, "persistent": True})
+    assert a == b and a.describe() == "defines={'A': 1, 'B': 2}, num_warps=4, persistent=True"
+    # a define at its written value is the default
+    assert Config.of({"A": 128}, {}, {"A": "128"}) == Config()
+
+
+def test_a_callers_space_at_written_values_is_the_default() -> None:
+    space = search_space("quick", GEMM, {"TILE_M": [128, 64]}, {}, {})
+    assert space.configs() == [Config(), Config((("TILE_M", 64),))]
+    listed = search_space("quick", GEMM, [{"TILE_M": 128}, {"TILE_M": 64}], {}, {})
+    assert listed.configs() == [Config(), Config((("TILE_M", 64),))]
+    assert isinstance(listed, Space)
+
+
+@pytest.mark.parametrize("bucket, first", [({"M": 16, "N": 4096, "K": 4096}, "TILE_M"),
+                                           ({"M": 4096, "N": 64, "K": 4096}, "TILE_N")])
+def test_the_overhanging_tile_is_searched_first(bucket: dict, first: str) -> None:
+    assert _space(bucket).tiles[0][0] == first
