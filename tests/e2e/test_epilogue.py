@@ -226,7 +226,8 @@ def _run_form(form: Form, out: str, device: str) -> None:
     dt = DTYPES[out]
     mod = croqtile.compile(_source(form.epilogue, out, out))
     gen = torch.Generator().manual_seed(5)
-    for (m, n, k), alpha in [((100, 70, 80), 0.5), ((64, 128, 32), -0.75)]:
+    # (tails in M and N, whole tiles, and a decode-like M of 16)
+    for (m, n, k), alpha in [((100, 70, 80), 0.5), ((64, 128, 32), -0.75), ((16, 70, 40), 2.0)]:
         x = torch.randn(m, k, generator=gen).to(dt)
         w = torch.randn(n, k, generator=gen).to(dt)
         bias = torch.randn(n, generator=gen)
