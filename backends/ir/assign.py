@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import BoundedType, Symbol, SymKind
+from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import apply, scratch
 from . import build as b
@@ -15,6 +16,7 @@ from .dma import chosen_data
 from .errors import LoweringError, unsupported
 from .mma import acc_arith, acc_arith_at
 from .state import KernelState, broadcast, var_names
+from .tiles import store_tile
 from .values import Acc, Bounded, Buffer, BufferArray, Region, Scalar, Tile, access, padding_mask
 
 
@@ -177,8 +179,10 @@ class Assignments(KernelState):
         if isinstance(region, Tile):
             raise unsupported(target.span, "writing single elements of a register-resident buffer")
         self.fl.written.add(region.tensor.name)
-        pointer, mask = access(region, index)
         rhs = self.value(item.value)
+        if item.op == "=" and self._tile_store(region, index, rhs, stmt.span):
+            return
+        pointer, mask = access(region, index)
         if item.op == "=":
             value = b.cast(rhs, region.tensor.dtype)
         else:  # computed in the promoted type of both sides, rounded once (spec 3.6)
@@ -187,6 +191,37 @@ class Assignments(KernelState):
             value = b.cast(self.arith(item.op[:-1], current, rhs, wide), region.tensor.dtype)
         mask = self.guarded(b.and_(mask, padding_mask(b.merged(pointer, value))))
         self.emit(ir.Store(stmt.span, pointer, value, mask))
+
+    def _tile_store(self, region: Region, index: list[ir.Expr], value: ir.Expr,
+                    span: Span | None) -> bool:
+        """``y.at(bm # i, bn # j) = v`` in a vectorised loop (an epilogue written straight
+        to global memory): when each index is an offset plus its own tensor axis, in the
+        axes' order, every lane writing one element, the write is one whole-tile store --
+        a tensor-descriptor store where the tensor suits one, as the copy of a staged
+        result tile is. Only in MMA kernels (element-wise kernels keep their pointer stores,
+        measured as they are). False when it is anything else (then an element store)."""
+        if not (self.masked_ifs and self.has_dot) or self.predicate() is not None:
+            return False
+        dims: list[ir.Axis] = []
+        origin: list[ir.Expr] = []
+        for idx in index:
+            lin = b.linearize(idx)
+            if lin is None or lin.collapsed or len(lin.axes) != 1 or lin.rest.axes:
+                return False
+            (axis, coef), = lin.axes.items()
+            if coef != 1:
+                return False
+            dims.append(axis)
+            origin.append(lin.rest)
+        tile_axes = tuple(dims)
+        if len(set(dims)) != len(dims) or tile_axes != ir.sort_axes(tile_axes) or not set(
+                value.axes) <= set(dims):
+            return False
+        dtype = region.tensor.dtype
+        tile = Tile(broadcast(b.cast(value, dtype), tile_axes), tile_axes, region.tensor.elem)
+        target = region.shifted(origin, tuple(Sym(d.extent) for d in dims))
+        store_tile(self, target, tile, span)
+        return True
 
     def _apply_target(self, target: ast.ElemAccess) -> Symbol | None:
         """The accumulator or register buffer an element write inside ``apply`` replaces."""

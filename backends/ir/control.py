@@ -174,7 +174,9 @@ class Control(KernelState):
         return names
 
     def _if(self, stmt: ast.If, cond: ir.Expr) -> None:
-        if cond.axes:  # differs between threads: both branches run, under lane masks
+        # differs between threads (or sits in a vectorised loop, whose body is element-wise
+        # code): both branches run, under lane masks
+        if cond.axes or self.masked_ifs:
             self._predicated(cond, stmt.then)
             if stmt.other is not None:
                 self._predicated(ir.Unary(cond.axes, b.I1, "not", cond), stmt.other)

@@ -13,7 +13,7 @@ from . import apply, builtins, scratch
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
-from .state import (HostScalar, KernelState, as_expr, broadcast, common_dtype, describe,
+from .state import (HostScalar, KernelState, as_expr, common_dtype, describe,
                     is_int_type, truth)
 from .values import Region, Scalar, Tile, access, padding_mask
 
@@ -75,7 +75,7 @@ class Expressions(KernelState):
         ``apply``, the axes of the tile it spans)."""
         if all(isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, tile.dims)):
             return tile.expr
-        relabelled = _tile_over(tile, index)
+        relabelled = scratch.tile_over(tile, index)
         if relabelled is not None:
             return relabelled
         if self.apply_depth:
@@ -278,23 +278,3 @@ ATOMICS = {
     "__atomic_min": "min", "__atomic_max": "max", "__atomic_and": "and", "__atomic_or": "or",
     "__atomic_xor": "xor", "__atomic_cas": "cas",
 }
-
-
-def _tile_over(tile: Tile, index: list[ir.Expr]) -> ir.Expr | None:
-    """A register tile read at the lanes of other axes of the same sizes, one per dimension
-    in the same order (``foreach {i, j} in [TM, TN] ... acc_s.at(i, j)`` after
-    ``mma.store mc, acc_s``: an epilogue on the accumulator): the tile itself, relabelled.
-    None when the index is anything else."""
-    axes = [i.axis for i in index if isinstance(i, ir.AxisIndex)]
-    if len(axes) != len(index) or len(axes) != len(tile.dims) or len(set(axes)) != len(axes):
-        return None
-    if tile.split or set(tile.expr.axes) - set(tile.dims):
-        return None  # differs between instances
-    if any(a.size != d.size or a.extent != d.extent for a, d in zip(axes, tile.dims)):
-        return None
-    mapping = dict(zip(tile.dims, axes))
-    value = broadcast(tile.expr, ir.sort_axes(tile.dims))
-    renamed = tuple(mapping[a] for a in value.axes)
-    if renamed != ir.sort_axes(renamed):
-        return None  # the index transposes the tile
-    return ir.Relabel(renamed, value.dtype, value)

@@ -43,8 +43,8 @@ class KernelAssembly(KernelState):
         if self.block_names:
             body, grid = self._block_ids(body)
         body = self.prologue + body
-        if ir.converts_to_fp8(body):
-            self.cpu_flag()  # the interpreter's fp8 rounding is replaced (codegen)
+        if ir.rounds_on_cpu(body):
+            self.cpu_flag()  # the interpreter's bf16/fp8 rounding is replaced (codegen)
         if ir.reads_back(body):
             self.pipelining = False
         params = sorted(self.params.values(), key=lambda p: list(ir.ParamKind).index(p.kind))

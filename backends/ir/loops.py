@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 
 from ...frontend import syntax as ast
 from ...frontend.sema.model import LoopInfo, Symbol, SymKind
@@ -19,7 +20,8 @@ from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .state import KernelState, broadcast, children, iter_stmts
-from .values import Bounded, Buffer, Region, access, padding_mask
+from .scratch import scratch
+from .values import Bounded, Buffer, Region, Tile, access, padding_mask
 
 
 def lower_foreach(kl: KernelState, stmt: ast.Foreach) -> None:
@@ -28,19 +30,40 @@ def lower_foreach(kl: KernelState, stmt: ast.Foreach) -> None:
         return
     vector = _vectorizable(kl, stmt, loops)
     sequential: list[tuple[Symbol, LoopInfo, int]] = []
+    lanes: list[ir.Axis] = []
     for loop in loops:
         for i, sym in enumerate(loop.vars):
             if sym in vector:
                 axis = kl.axis(("loop", id(sym)), loop.bounds[i].value or 1, sym.name)
                 kl.env[sym] = Bounded(b.axis_index(axis), loop.bounds[i])
+                lanes.append(axis)
             else:
                 sequential.append((sym, loop, i))
-    if _exits(stmt):
-        _lower_exiting(kl, stmt, sequential, loops)
+    if not lanes:
+        _lower_loops(kl, stmt, loops, sequential)
         return
-    accumulation = _promotable(kl, stmt, [s for s, _, _ in sequential])
+    # the iterations are lanes: a temporary of the body holds one value per lane, and an
+    # `if` masks the lanes it skips (the body is nothing but element-wise code)
+    depth = len(kl.active)
+    kl.active.extend(lanes)
+    kl.masked_ifs += 1
+    try:
+        _lower_loops(kl, stmt, loops, sequential)
+    finally:
+        del kl.active[depth:]
+        kl.masked_ifs -= 1
+
+
+def _lower_loops(kl: KernelState, stmt: ast.Foreach, loops: tuple[LoopInfo, ...],
+                 sequential: list[tuple[Symbol, LoopInfo, int]]) -> None:
+    """The loop over its sequential variables (its vector ones are bound already)."""
+    accumulation = None if _exits(stmt) else _promotable(kl, stmt, [s for s, _, _ in sequential])
     if accumulation is not None:
         _lower_accumulation(kl, stmt, sequential, loops, accumulation)
+        return
+    _scratch_for_scalar_access(kl, stmt, sequential)
+    if _exits(stmt):
+        _lower_exiting(kl, stmt, sequential, loops)
         return
     _emit_loops(kl, sequential, loops, lambda: kl.block(stmt.body), stmt)
 
@@ -191,19 +214,18 @@ def _try_collapse(kl: KernelState, stmt: ast.Foreach, loops: tuple[LoopInfo, ...
 
 def _vectorizable(kl: KernelState, stmt: ast.Foreach,
                   loops: tuple[LoopInfo, ...]) -> set[Symbol]:
-    targets: list[ast.Assign] = []
-    for inner in iter_stmts(stmt.body):
-        if isinstance(inner, (ast.Block, ast.Empty, ast.Foreach)):
-            continue
-        if isinstance(inner, ast.AssignStmt) and all(
-                isinstance(item.target, ast.ElemAccess) for item in inner.items):
-            targets.extend(inner.items)
-            continue
+    """The loop variables whose iterations are independent, to become tensor axes. The
+    body may hold element writes, temporaries (scalars declared in it), ``if``s and nested
+    loops. Every iteration must touch its own elements: each written element access is
+    injective in the variable, and an element that is also read (an in-place update, a
+    compound assignment) is read and written at one and the same index."""
+    nodes = _nodes(stmt.body)
+    stmts = [node for node in nodes if isinstance(node, ast.Stmt)]
+    local = _locals(kl, stmts)
+    if local is None:
         return set()
-    if not targets:
-        return set()
-    roots = {_root(kl, item.target) for item in targets}
-    if None in roots or any(_reads(kl, item.value, roots) for item in targets):
+    targets = _element_targets(kl, stmts, local, nodes)
+    if not targets or not _own_elements(kl, targets, local, nodes):
         return set()
     chosen: set[Symbol] = set()
     for loop in loops:
@@ -216,6 +238,98 @@ def _vectorizable(kl: KernelState, stmt: ast.Foreach,
                    for item in targets):
                 chosen.add(sym)
     return chosen
+
+
+# symbols a vectorised body may declare and assign: one value per iteration (per lane)
+_LANE_KINDS = (SymKind.SCALAR, SymKind.BOUNDED)
+
+
+def _element_targets(kl: KernelState, stmts: list[ast.Stmt], local: set[Symbol],
+                     nodes: list[ast.Node]) -> list[ast.Assign] | None:
+    """The element assignments of a body (its statements ``stmts``, its nodes ``nodes``)
+    that is nothing but element assignments, temporaries (``local``) and ``if``s (None
+    otherwise)."""
+    targets: list[ast.Assign] = []
+    for inner in stmts:
+        if isinstance(inner, (ast.Block, ast.Empty, ast.Foreach, ast.If, ast.ScalarDecl)):
+            continue
+        if not isinstance(inner, ast.AssignStmt):
+            return None
+        for item in inner.items:
+            if isinstance(item.target, ast.ElemAccess):
+                targets.append(item)
+            elif not (isinstance(item.target, ast.Ident)
+                      and kl.fn.refs.get(id(item.target)) in local):
+                return None  # a variable that lives on after the iteration
+    if any(isinstance(node, (ast.Unary, ast.Postfix)) and node.op in ("++", "--") and
+           kl.fn.refs.get(id(node.operand)) not in local for node in nodes):
+        return None
+    return targets
+
+
+def _locals(kl: KernelState, stmts: list[ast.Stmt]) -> set[Symbol] | None:
+    """The scalars the statements ``stmts`` declare (None when they declare anything
+    else)."""
+    local: set[Symbol] = set()
+    for inner in stmts:
+        if isinstance(inner, ast.Foreach):
+            continue  # (its variables are bound by the loop)
+        for sym in kl.fn.decls.get(id(inner), []):
+            if sym.kind not in _LANE_KINDS:
+                return None
+            local.add(sym)
+    return local
+
+
+def _own_elements(kl: KernelState, targets: list[ast.Assign], local: set[Symbol],
+                  nodes: list[ast.Node]) -> bool:
+    """Whether every written root that the body also reads is accessed at one index only
+    (the same element in every statement of an iteration), an index no temporary of the
+    body changes."""
+    roots = {_root(kl, item.target) for item in targets}
+    if None in roots:
+        return False
+    stores = {id(item.target) for item in targets if item.op == "="}
+    keys: dict[Symbol, set[object]] = {}
+    read: set[Symbol] = set()
+    for node in nodes:
+        if not isinstance(node, ast.ElemAccess):
+            continue
+        root = _root(kl, node)
+        if root not in roots:
+            continue
+        if any(_references(kl, idx, sym) for idx in node.indices for sym in local):
+            keys.setdefault(root, set()).add(object())  # (never equal to another access)
+        else:
+            keys.setdefault(root, set()).add(_key(kl, node.indices))
+        if id(node) not in stores:
+            read.add(root)
+    return all(len(keys[root]) == 1 for root in read)
+
+
+def _nodes(node: ast.Node) -> list[ast.Node]:
+    """Every AST node under ``node``, itself included (a stack, not recursion: loops nest
+    hundreds deep)."""
+    found: list[ast.Node] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(children(current))
+    return found
+
+
+def _key(kl: KernelState, node: object) -> object:
+    """The structure of an expression, names replaced by what they refer to: two equal
+    keys denote the same value (element indices are free of side effects)."""
+    if isinstance(node, ast.Ident):
+        return ("name", id(kl.fn.refs.get(id(node))) if id(node) in kl.fn.refs else node.name)
+    if isinstance(node, ast.Node):
+        return (type(node).__name__,) + tuple(
+            _key(kl, getattr(node, f.name)) for f in fields(node) if f.name != "span")
+    if isinstance(node, tuple):
+        return tuple(_key(kl, item) for item in node)
+    return node
 
 
 def _root(kl: KernelState, access_node: ast.Expr) -> Symbol | None:
@@ -251,6 +365,28 @@ def _injective(kl: KernelState, expr: ast.Expr, sym: Symbol) -> bool:
         if right and not left:
             return _injective(kl, expr.rhs, sym)
     return False
+
+
+def _scratch_for_scalar_access(kl: KernelState, stmt: ast.Foreach,
+                               loop_vars: list[tuple[Symbol, LoopInfo, int]]) -> None:
+    """A buffer held as a register tile that a sequential loop reads or writes at single
+    elements (an index with a loop variable) moves to scratch memory before the loop, where
+    its content was made: the tile cannot give one element at a runtime position. (Inside
+    ``apply``, elements of register tiles are read along the tile's own axes: apply.py.)"""
+    sequential = [sym for sym, _, _ in loop_vars]
+    if not sequential or kl.apply_depth or not any(
+            isinstance(v, Buffer) and isinstance(v.content, Tile) for v in kl.env.values()):
+        return
+    for node in _nodes(stmt.body):
+        if not isinstance(node, ast.ElemAccess):
+            continue
+        root = _root(kl, node)
+        buffer = kl.env.get(root) if root is not None else None
+        if not isinstance(buffer, Buffer) or not isinstance(buffer.content, Tile):
+            continue
+        if buffer.scope is kl.scopes[-1] and any(
+                _references(kl, idx, sym) for idx in node.indices for sym in sequential):
+            scratch(kl, buffer, node.span)
 
 
 # ----------------------------------------------------------------------- accumulation
@@ -299,6 +435,7 @@ def _lower_accumulation(kl: KernelState, stmt: ast.Foreach,
     if _reducible(sequential, pointer):
         accumulate(_reduced_value(kl, sequential, loops, item, b.dtype_of(wide)))
     else:
+        _scratch_for_scalar_access(kl, stmt, sequential)
         _emit_loops(kl, sequential, loops, lambda: accumulate(kl.value(item.value)), stmt)
     store_mask = kl.guarded(b.and_(mask, padding_mask(b.merged(pointer, current))))
     kl.emit(ir.Store(item.span, pointer, current, store_mask))

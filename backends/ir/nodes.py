@@ -448,6 +448,8 @@ class Function:
 
 
 FP8 = (DType.F8E4, DType.F8E5)
+# narrowed to by conversions the interpreter truncates (bf16) or rounds ties wrongly (fp8)
+CPU_ROUNDED = (DType.BF16, *FP8)
 
 
 def nodes_of(body: list[Stmt]):
@@ -478,10 +480,12 @@ def stored_to(body: list[Stmt]) -> set[str]:
     return found
 
 
-def converts_to_fp8(body: list[Stmt]) -> bool:
-    """Whether some expression of ``body`` converts a float tensor to an fp8 type."""
-    return any(isinstance(node, Cast) and node.dtype in FP8 and node.operand.dtype.is_float
-               and node.operand.dtype not in FP8 and not isinstance(node.operand, Const)
+def rounds_on_cpu(body: list[Stmt]) -> bool:
+    """Whether some expression of ``body`` narrows a float tensor to bf16 or an fp8 type,
+    conversions Triton 3.6's interpreter gets wrong (codegen rounds them itself there)."""
+    return any(isinstance(node, Cast) and node.dtype in CPU_ROUNDED
+               and node.operand.dtype.is_float and node.operand.dtype not in FP8
+               and node.operand.dtype != node.dtype and not isinstance(node.operand, Const)
                for node in nodes_of(body))
 
 

@@ -26,7 +26,7 @@ from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
-from .state import KernelState, walk
+from .state import KernelState, broadcast, walk
 from .tiles import load_tile, store_tile
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
 
@@ -83,31 +83,44 @@ def store_element(kl: KernelState, buffer: Buffer, target: ast.ElemAccess,
 
 def _tile_write(kl: KernelState, buffer: Buffer, index: list[ir.Expr],
                 item: ast.Assign, rhs: ir.Expr) -> bool:
-    """Write the whole buffer as a register tile when the indices are its own axes."""
+    """Write the whole buffer as a register tile when the indices are tensor axes that walk
+    its whole dimensions (its own, or those of a vectorised loop over the same shape: an
+    epilogue updating a stored accumulator in place)."""
     content = buffer.content
     if buffer.owned or not (content is None or isinstance(content, Tile)):
         return False
     if kl.scopes[-1] is not buffer.scope:
         return False
     dims = _whole_axes(buffer, index)
-    if dims is None or (isinstance(content, Tile) and content.dims != dims):
+    if dims is None:
         return False
-    if content is None and (item.op != "=" or kl.predicate() is not None):
-        return False  # a partial first write: the other elements would hold nothing
     dtype = b.dtype_of(buffer.elem)
+    predicate = kl.predicate()
+    old: ir.Expr | None = None  # the current content over ``dims``
+    if isinstance(content, Tile):
+        if content.valid is not None and content.dims != dims:
+            return False
+        old = content.expr if content.dims == dims else tile_over(content, list(
+            b.axis_index(d) for d in dims))
+        if old is None:
+            return False
+    elif item.op != "=":
+        return False  # an update of elements that hold nothing yet
+    elif predicate is not None:
+        # a partial first write (one branch of an `if`): the other elements hold nothing
+        # a program may rely on, zeros stand in for them
+        old = ir.Full(ir.sort_axes(dims), dtype, 0)
     if item.op == "=":
         value = b.cast(rhs, dtype)
     else:
-        assert isinstance(content, Tile)
-        value = b.cast(kl.arith(item.op[:-1], content.expr, rhs,
-                                kl.promoted(buffer.elem, item.value)), dtype)
+        assert old is not None
+        value = b.cast(kl.arith(item.op[:-1], old, rhs, kl.promoted(buffer.elem, item.value)),
+                       dtype)
     private = set(dims) | set(buffer.lanes)
     if not set(value.axes) <= private:
         return False  # the value differs along lanes that share this buffer
-    predicate = kl.predicate()
     if predicate is not None:
-        assert isinstance(content, Tile)
-        old = content.expr
+        assert old is not None
         value = ir.Where(b.merged(predicate, value, old), dtype, predicate, value, old)
     axes = ir.sort_axes(tuple(set(value.axes) | set(dims)))
     if axes != value.axes:
@@ -134,15 +147,39 @@ def _whole_axes(buffer: Buffer, index: list[ir.Expr]) -> tuple[ir.Axis, ...] | N
 
 def readable(kl: KernelState, buffer: Buffer, index: list[ir.Expr],
              span: Span | None) -> Region | Tile:
-    """What an element read of ``buffer`` at ``index`` reads from: its tile when the
-    indices are the tile's axes, its scratch otherwise."""
+    """What an element read of ``buffer`` at ``index`` reads from: its register tile when
+    the indices are the tile's axes or walk it the same way (``tile_over``), its scratch
+    otherwise (a transposing or shifted read: the tile moves to scratch here)."""
     content = buffer.content
-    if isinstance(content, Tile) and not all(
-            isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, content.dims)):
-        if element_written(kl, buffer.symbol) and kl.scopes[-1] is buffer.scope:
-            return scratch(kl, buffer, span)
     assert content is not None
+    if isinstance(content, Tile) and not kl.apply_depth and not _own_axes(content, index) \
+            and tile_over(content, index) is None:
+        return scratch(kl, buffer, span)
     return content
+
+
+def _own_axes(tile: Tile, index: list[ir.Expr]) -> bool:
+    return all(isinstance(i, ir.AxisIndex) and i.axis is d for i, d in zip(index, tile.dims))
+
+
+def tile_over(tile: Tile, index: list[ir.Expr]) -> ir.Expr | None:
+    """A register tile read at the lanes of other axes of the same sizes, one per dimension
+    in the same order (``foreach {i, j} in [TM, TN] ... acc_s.at(i, j)`` after
+    ``mma.store mc, acc_s``: an epilogue on the accumulator): the tile itself, relabelled.
+    None when the index is anything else."""
+    axes = [i.axis for i in index if isinstance(i, ir.AxisIndex)]
+    if len(axes) != len(index) or len(axes) != len(tile.dims) or len(set(axes)) != len(axes):
+        return None
+    if tile.split or set(tile.expr.axes) - set(tile.dims):
+        return None  # differs between instances
+    if any(a.size != d.size or a.extent != d.extent for a, d in zip(axes, tile.dims)):
+        return None
+    mapping = dict(zip(tile.dims, axes))
+    value = broadcast(tile.expr, ir.sort_axes(tile.dims))
+    renamed = tuple(mapping[a] for a in value.axes)
+    if renamed != ir.sort_axes(renamed):
+        return None  # the index transposes the tile
+    return ir.Relabel(renamed, value.dtype, value)
 
 
 def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
@@ -158,16 +195,43 @@ def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
 
 def scratch(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     """The buffer's scratch region, allocated (and filled with its current content) on
-    first use."""
+    first use. The content moves where it was made: in the current block, or -- for a
+    register tile made in an enclosing block -- at the end of that block so far, that is
+    just before the loop or branch being lowered (on every path)."""
     if buffer.owned:
         assert isinstance(buffer.content, Region)
         return buffer.content
     content = buffer.content
-    if content is not None and kl.scopes[-1] is not buffer.scope:
-        raise unsupported(span, f"writing single elements of '{buffer.symbol.name}' inside a "
-                                "loop or branch when its content was made outside it",
-                          "write the buffer in the block where it is filled, or fill it "
+    if content is None or kl.scopes[-1] is buffer.scope:
+        return _move(kl, buffer, span)
+    scope = _made_in_enclosing_block(kl, buffer)
+    if scope is None:
+        raise unsupported(span, f"accessing single elements of '{buffer.symbol.name}' that "
+                                "its register tile cannot give, inside a loop or branch, when "
+                                "its content was made outside it",
+                          "access the buffer in the block where it is filled, or fill it "
                           "element by element as well")
+    # (the loop depth only decides barriers around loads and stores of tensors a loop
+    # reads; the scratch region is new)
+    with kl.emitting_into(scope, kl.loop_depth):
+        return _move(kl, buffer, span)
+
+
+def _made_in_enclosing_block(kl: KernelState, buffer: Buffer) -> list[ir.Stmt] | None:
+    """The enclosing statement list the buffer's register tile was made in, when a
+    statement appended to it now can read the tile (so that the tile can be stored at its
+    end); None otherwise."""
+    content = buffer.content
+    depth = next((d for d, scope in enumerate(kl.scopes) if scope is buffer.scope), None)
+    if depth is None or not isinstance(content, Tile):
+        return None
+    exprs = [content.expr] + ([content.valid] if content.valid is not None else [])
+    return buffer.scope if all(kl.readable_at(depth, e) for e in exprs) else None
+
+
+def _move(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
+    """Allocate the buffer's scratch region here and store its current content into it."""
+    content = buffer.content
     region = _allocate(kl, buffer, span)
     if content is not None:
         if isinstance(content, Region):
@@ -206,8 +270,9 @@ def _allocate(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     origin = (kl.program_index, *(b.axis_index(a) for a in buffer.lanes),
               *(b.const(0) for _ in buffer.shape))
     first = 1 + len(lanes)
-    return Region(tensor, origin, buffer.shape, tuple((b.sym(d),) for d in dims),
-                  axes=tuple(range(first, len(dims))))
+    # (the program index is below the program count by construction: no mask for it)
+    limits = ((), *((b.sym(d),) for d in dims[1:]))
+    return Region(tensor, origin, buffer.shape, limits, axes=tuple(range(first, len(dims))))
 
 
 def private_lanes(kl: KernelState, storage: str | None) -> tuple[ir.Axis, ...]:

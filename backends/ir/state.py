@@ -179,6 +179,7 @@ class KernelState(ABC):
         self.predicates: list[ir.Expr] = []  # per-lane conditions of `inthreads` / vector `if`
         self.loop_depth = 0  # sequential loops around the statement being lowered
         self.apply_depth = 0  # inside `apply` blocks (apply.py)
+        self.masked_ifs = 0  # inside vectorised loops: every `if` masks lanes (loops.py)
         self.carried: set[int] = set()  # swaps understood as double buffering (loops.py)
         self.collapsing: set[str] = set()  # K-slice loops being collapsed (loops.py)
         self.stage_bytes = 0  # shared memory one software-pipeline stage of MMA tiles needs

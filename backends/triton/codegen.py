@@ -303,10 +303,11 @@ class KernelWriter:
             inner = self.expr(e.operand, e.axes)
             if e.operand.dtype == e.dtype:
                 return inner
-            if e.dtype in ir.FP8 and e.operand.dtype.is_float and e.operand.dtype not in ir.FP8 \
-                    and "ON_CPU" in self.kernel.flags:
-                mantissa, lowest = _FP8_FORMAT[e.dtype]
-                inner = f"_fp8_rounded({inner}, ON_CPU, {mantissa}, {lowest})"
+            if e.dtype in ir.CPU_ROUNDED and e.operand.dtype.is_float \
+                    and e.operand.dtype not in ir.FP8 and "ON_CPU" in self.kernel.flags \
+                    and (e.dtype in ir.FP8 or e.operand.axes):  # (bf16: tensors)
+                mantissa, lowest = _CPU_ROUNDED_FORMAT[e.dtype]
+                inner = f"_rounded_on_cpu({inner}, ON_CPU, {mantissa}, {lowest})"
             if not e.operand.axes:  # a scalar: may be a Python number in the interpreter
                 return f"tl.cast({inner}, tl.{e.dtype.value})"
             return f"({inner}).to(tl.{e.dtype.value})"
@@ -408,18 +409,20 @@ def render_sym(s: Sym) -> str:
     return s.render(dim_name)
 
 
-# ------------------------------------------------------------------------------ fp8 on the CPU
+# ------------------------------------------------------------------------ bf16 and fp8 on the CPU
 
-# Mantissa bits and the exponent of the smallest normal number of each fp8 format.
-_FP8_FORMAT = {ir.DType.F8E4: (3, -6), ir.DType.F8E5: (2, -14)}
+# Mantissa bits and the exponent of the smallest normal number of each format.
+_CPU_ROUNDED_FORMAT = {ir.DType.F8E4: (3, -6), ir.DType.F8E5: (2, -14),
+                       ir.DType.BF16: (7, -126)}
 
 # Triton 3.6's interpreter rounds float -> fp8 wrongly (1.9375 -> 1.0 in e4m3, ties not to
-# even); on the CPU the value is rounded to the nearest fp8 value (ties to even) first, so
-# that the interpreter's conversion is exact. The GPU converts in hardware.
-_FP8_ROUNDED = """
+# even) and truncates f32 -> bf16; on the CPU the value is rounded to the nearest value of
+# the type (ties to even) first, so that the interpreter's conversion is exact. The GPU
+# converts in hardware.
+_CPU_ROUNDED = """
 
 @triton.jit
-def _fp8_rounded(x, ON_CPU: tl.constexpr, MANTISSA: tl.constexpr, LOWEST: tl.constexpr):
+def _rounded_on_cpu(x, ON_CPU: tl.constexpr, MANTISSA: tl.constexpr, LOWEST: tl.constexpr):
     if ON_CPU:
         x = x.to(tl.float32)
         size = tl.abs(x)
@@ -454,7 +457,7 @@ def _generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
     w.line("from triton.language.extra import libdevice")
     w.line()
     if any("ON_CPU" in k.flags for k in fn.kernels):
-        w.lines.extend(_FP8_ROUNDED.splitlines())
+        w.lines.extend(_CPU_ROUNDED.splitlines())
     for kernel in fn.kernels:
         w.line()
         w.lines.extend(KernelWriter(kernel, locate).write())

@@ -80,7 +80,19 @@ def test_fp8_conversion_rounds_to_nearest_even_on_the_cpu(name: str, dtype: torc
     y = torch.full(x.shape, float("nan")).to(dtype)
     fn(x, y)
     assert torch.equal(y.view(torch.uint8), x.to(dtype).view(torch.uint8))
-    assert "_fp8_rounded(" in fn.triton_source
+    assert "_rounded_on_cpu(" in fn.triton_source
+
+
+def test_bf16_conversion_rounds_to_nearest_even_on_the_cpu() -> None:
+    """Triton's interpreter truncates f32 -> bf16; the generated kernel gives torch's values
+    bit for bit (halfway cases to even, carries into the exponent), as the GPU does."""
+    fn = croqtile.compile(FP8_CONVERT.replace("TYPE", "bf16")).convert
+    halfway = [1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8 + 2 ** -12), 2 - 2 ** -9, 0.0, -0.0]
+    x = torch.cat([torch.tensor(halfway), torch.randn(500) * 100, torch.rand(500) * 1e-20])
+    y = torch.full(x.shape, float("nan")).to(torch.bfloat16)
+    fn(x, y)
+    assert torch.equal(y.view(torch.int16), x.to(torch.bfloat16).view(torch.int16))
+    assert "_rounded_on_cpu(" in fn.triton_source
 
 
 def test_fp8_arithmetic_is_computed_in_f32() -> None:
