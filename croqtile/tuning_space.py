@@ -12,7 +12,8 @@ thing at a time, keeping what was fastest so far:
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
    those spreading output tiles over blocks, then the rest;
 3. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
-   "full"), every combination, on the best defines;
+   "full"; with fewer output tiles than SMs deeper pipelines and ``descriptors``),
+   every combination, on the best defines;
 4. "full" sweeps the tile defines once more with the chosen options;
 5. stream-K again on the best configuration, when its grid leaves SMs idle.
 
@@ -40,6 +41,16 @@ _OPTION_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
     "quick": {"num_warps": (4, 8), "num_stages": (3, 4), "persistent": (False, True)},
     "full": {"num_warps": (4, 8), "num_stages": (2, 3, 4, 5), "persistent": (False, True),
              "group_m": (1, 8)},
+}
+# MMA kernels whose written tiles are fewer than the SMs (decode and skinny shapes) stream
+# their weights: deep pipelines and plain pointer loads won there in the benchmark
+# kernel's calibration on the H200 (bench/tune_gemm.py: M = 16 and 64 took 6 stages, 4
+# warps and no descriptors; M = 512 took 5 stages), so those are searched instead
+_FEW_TILES_OPTION_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
+    "quick": {"num_warps": (4, 8), "num_stages": (4, 6), "persistent": (False, True),
+              "descriptors": (True, False)},
+    "full": {"num_warps": (4, 8), "num_stages": (3, 4, 5, 6), "persistent": (False, True),
+             "descriptors": (True, False), "group_m": (1, 8)},
 }
 # stream_k values tried where the grid leaves SMs idle: every SM (True), and in "full"
 # at most 2 or 4 programs per tile too (fewer partial tiles to add up)
@@ -269,7 +280,8 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
             searched.append((tile, values))
     # overhanging tiles first, then output tiles, then the rest (stable: source order)
     searched.sort(key=lambda item: (not _overhangs(item[0], bucket), not item[0].parallel))
-    options = tuple((n, v) for n, v in _OPTION_SPACE[mode].items() if n not in fixed_options)
+    launch = _FEW_TILES_OPTION_SPACE[mode] if few and mma else _OPTION_SPACE[mode]
+    options = tuple((n, v) for n, v in launch.items() if n not in fixed_options)
     stream_k: tuple[Any, ...] = ()
     if mma and "stream_k" not in fixed_options and fixed_options.get("persistent") is not False:
         stream_k = _STREAM_K[mode]

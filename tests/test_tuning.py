@@ -313,7 +313,8 @@ def test_the_quick_search_varies_the_tile_defines_of_a_user_kernel(_cache: Path)
     assert watch.order[5:8] == ["defines={'MATMUL_WARP_M': 16, 'MATMUL_WARP_N': 128}",
                                 "defines={'MATMUL_TILE_K': 128, 'MATMUL_WARP_M': 16}",
                                 "defines={'MATMUL_TILE_K': 32, 'MATMUL_WARP_M': 16}"]
-    assert watch.order[9] == (f"{small}, num_warps=4, num_stages=3, persistent=False")
+    assert watch.order[9] == (f"{small}, num_warps=4, num_stages=4, persistent=False, "
+                              "descriptors=True")
     # finally stream-K on the best (1 tile of 16 x 256 still leaves SMs idle)
     assert f"{small}, persistent=True, stream_k=True" in watch.order
     assert fn.tuned_config == {"defines": {"MATMUL_WARP_M": 16}}

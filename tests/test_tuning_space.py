@@ -76,10 +76,16 @@ def test_decode_rounds_try_stream_k_then_the_overhanging_tile_first() -> None:
     # 16 tiles of 128 x 256 on 132 SMs: stream-K on the written tiles comes first
     assert rounds[0] == [Config(options=(("persistent", True), ("stream_k", True)))]
     assert rounds[1] == [Config()] + [Config((("TILE_M", m),)) for m in (16, 32, 64)]
+    # few tiles: the launch options of weight-streaming shapes (deep pipelines, pointer
+    # loads), every combination
     assert [c.as_dict() for c in rounds[5]][:2] == [
-        {"defines": {}, "num_warps": 4, "num_stages": 3, "persistent": False},
-        {"defines": {}, "num_warps": 4, "num_stages": 3, "persistent": True}]
-    assert len(rounds[5]) == 8  # every launch-option combination
+        {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
+         "descriptors": True},
+        {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
+         "descriptors": False}]
+    assert len(rounds[5]) == 16
+    assert {"num_stages": 6, "descriptors": False, "num_warps": 4, "persistent": False} in [
+        {k: v for k, v in c.as_dict().items() if k != "defines"} for c in rounds[5]]
     assert rounds[-1] == rounds[0]  # stream-K again on the best (here still the default)
     assert len(rounds) == 7
 
@@ -94,10 +100,10 @@ def test_a_round_starts_from_the_best_configuration_so_far() -> None:
     # the TILE_M round offers the written value too (a define at it is left out)
     assert rounds[1][0] == Config(options=best.options)
     # launch options on top; stream-K dropped where the launch is not persistent
-    assert Config(best.defines, (("num_warps", 4), ("num_stages", 3),
-                                 ("persistent", False))) in rounds[5]
-    assert Config(best.defines, (("num_warps", 4), ("num_stages", 3), ("persistent", True),
-                                 ("stream_k", True))) in rounds[5]
+    assert Config(best.defines, (("num_warps", 4), ("num_stages", 4),
+                                 ("persistent", False), ("descriptors", True))) in rounds[5]
+    assert Config(best.defines, (("num_warps", 4), ("num_stages", 4), ("persistent", True),
+                                 ("descriptors", True), ("stream_k", True))) in rounds[5]
 
 
 def test_stream_k_only_where_the_grid_leaves_sms_idle() -> None:
@@ -130,7 +136,7 @@ def test_idle_waves() -> None:
 def test_fixed_defines_and_options_are_not_searched() -> None:
     space = _space(DECODE, defines={"TILE_M": 64}, options={"num_warps": 8})
     assert [name for name, _ in space.tiles] == ["TILE_N", "TILE_K", "WARP_K"]
-    assert [name for name, _ in space.options] == ["num_stages", "persistent"]
+    assert [name for name, _ in space.options] == ["num_stages", "persistent", "descriptors"]
     # with TILE_M fixed at 64, M = 16 still overhangs but is not searched; N = 4096 in
     # 256-wide tiles: 16 tiles, few
     assert dict(space.tiles)["TILE_N"] == (256, 128, 64)
