@@ -45,103 +45,73 @@ HAND_WRITTEN = [("ptr", False, False, 8, 3), ("tma", True, False, 8, 3),
 
 
 @triton.jit
-def _triton_fa(q_ptr, k_ptr, v_ptr, o_ptr, s_b, s_s, s_h, S, H, qk_scale,
-               CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
-               WS: tl.constexpr):
-    """A plain flash-attention forward (online softmax in base 2), strides (s_b, s_s, s_h)
-    shared by q, k, v and o; the causal diagonal blocks in a second loop with the mask."""
-    pid = tl.program_id(0)
-    bh = tl.program_id(1)
-    base = (bh // H) * s_b + (bh % H) * s_h
-    rows = pid * BM + tl.arange(0, BM)
-    cols = tl.arange(0, BN)
-    dims = tl.arange(0, D)
-    q = tl.load(q_ptr + base + rows[:, None] * s_s + dims[None, :], mask=rows[:, None] < S,
-                other=0.0)
-    m_i = tl.full([BM], float("-inf"), tl.float32)
-    l_i = tl.zeros([BM], tl.float32)
-    acc = tl.zeros([BM, D], tl.float32)
-    hi = tl.minimum((pid + 1) * BM, S) if CAUSAL else S
-    full = (pid * BM) // BN * BN if CAUSAL else hi // BN * BN
-    for start in tl.range(0, full, BN, warp_specialize=WS):
-        keys = start + cols
-        k = tl.load(k_ptr + base + keys[:, None] * s_s + dims[None, :])
-        v = tl.load(v_ptr + base + keys[:, None] * s_s + dims[None, :])
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
-    for start in tl.range(full, hi, BN, warp_specialize=WS):
-        keys = start + cols
-        k = tl.load(k_ptr + base + keys[:, None] * s_s + dims[None, :], mask=keys[:, None] < S,
-                    other=0.0)
-        v = tl.load(v_ptr + base + keys[:, None] * s_s + dims[None, :], mask=keys[:, None] < S,
-                    other=0.0)
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        keep = keys[None, :] < S
-        if CAUSAL:
-            keep = keep & (keys[None, :] <= rows[:, None])
-        s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
-    out = acc / l_i[:, None]
-    tl.store(o_ptr + base + rows[:, None] * s_s + dims[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=rows[:, None] < S)
+def _block(ptr, desc, base, keys, dims, s_s, S, start, TMA: tl.constexpr,
+           MASKED: tl.constexpr):
+    """Rows ``keys`` (from ``start``) of a [S, D] head: through its descriptor, or pointer
+    loads (masked past S where ``MASKED``)."""
+    if TMA:
+        return desc.load([start, 0])
+    pointers = ptr + base + keys[:, None] * s_s + dims[None, :]
+    if MASKED:
+        return tl.load(pointers, mask=keys[:, None] < S, other=0.0)
+    return tl.load(pointers)
 
 
 @triton.jit
-def _triton_fa_tma(q_ptr, k_ptr, v_ptr, o_ptr, s_b, s_s, s_h, S, H, qk_scale,
-                   CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
-                   WS: tl.constexpr):
-    """The same forward with tensor-descriptor (TMA) loads: one [S, D] descriptor per
+def _step(q, k, v, m_i, l_i, acc, qk_scale, keep, MASKED: tl.constexpr):
+    """One key block of the online softmax in base 2: the running maximum, sum and
+    output (scores outside ``keep`` dropped where ``MASKED``)."""
+    s = tl.dot(q, tl.trans(k)) * qk_scale
+    if MASKED:
+        s = tl.where(keep, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _triton_fa(q_ptr, k_ptr, v_ptr, o_ptr, s_b, s_s, s_h, S, H, qk_scale,
+               CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
+               WS: tl.constexpr, TMA: tl.constexpr):
+    """A plain flash-attention forward (online softmax in base 2), strides (s_b, s_s, s_h)
+    shared by q, k, v and o; the causal diagonal blocks in a second loop with the mask.
+    With ``TMA`` the tiles come through tensor descriptors, one [S, D] descriptor per
     (batch, head) and tensor, made by each program."""
     pid = tl.program_id(0)
     bh = tl.program_id(1)
     base = (bh // H) * s_b + (bh % H) * s_h
-    q_desc = tl.make_tensor_descriptor(q_ptr + base, [S, D], [s_s, 1], [BM, D])
-    k_desc = tl.make_tensor_descriptor(k_ptr + base, [S, D], [s_s, 1], [BN, D])
-    v_desc = tl.make_tensor_descriptor(v_ptr + base, [S, D], [s_s, 1], [BN, D])
     rows = pid * BM + tl.arange(0, BM)
     cols = tl.arange(0, BN)
     dims = tl.arange(0, D)
-    q = q_desc.load([pid * BM, 0])
+    q_desc = None
+    k_desc = None
+    v_desc = None
+    if TMA:
+        q_desc = tl.make_tensor_descriptor(q_ptr + base, [S, D], [s_s, 1], [BM, D])
+        k_desc = tl.make_tensor_descriptor(k_ptr + base, [S, D], [s_s, 1], [BN, D])
+        v_desc = tl.make_tensor_descriptor(v_ptr + base, [S, D], [s_s, 1], [BN, D])
+    q = _block(q_ptr, q_desc, base, rows, dims, s_s, S, pid * BM, TMA, True)
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, D], tl.float32)
     hi = tl.minimum((pid + 1) * BM, S) if CAUSAL else S
     full = (pid * BM) // BN * BN if CAUSAL else hi // BN * BN
     for start in tl.range(0, full, BN, warp_specialize=WS):
-        k = k_desc.load([start, 0])
-        v = v_desc.load([start, 0])
-        s = tl.dot(q, tl.trans(k)) * qk_scale
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+        keys = start + cols
+        k = _block(k_ptr, k_desc, base, keys, dims, s_s, S, start, TMA, False)
+        v = _block(v_ptr, v_desc, base, keys, dims, s_s, S, start, TMA, False)
+        m_i, l_i, acc = _step(q, k, v, m_i, l_i, acc, qk_scale, None, False)
     for start in tl.range(full, hi, BN, warp_specialize=WS):
         keys = start + cols
-        k = k_desc.load([start, 0])
-        v = v_desc.load([start, 0])
-        s = tl.dot(q, tl.trans(k)) * qk_scale
+        k = _block(k_ptr, k_desc, base, keys, dims, s_s, S, start, TMA, True)
+        v = _block(v_ptr, v_desc, base, keys, dims, s_s, S, start, TMA, True)
         keep = keys[None, :] < S
         if CAUSAL:
             keep = keep & (keys[None, :] <= rows[:, None])
-        s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.exp2(s - m_new[:, None])
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+        m_i, l_i, acc = _step(q, k, v, m_i, l_i, acc, qk_scale, keep, True)
     out = acc / l_i[:, None]
     tl.store(o_ptr + base + rows[:, None] * s_s + dims[None, :], out.to(o_ptr.dtype.element_ty),
              mask=rows[:, None] < S)
@@ -156,9 +126,9 @@ def triton_fa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     h = q.shape[2] if seq_dim == 1 else q.shape[1]
     s_b, s_s, s_h = q.stride(0), q.stride(seq_dim), q.stride(2 if seq_dim == 1 else 1)
     grid = (triton.cdiv(s, bm), b * h)
-    kernel = _triton_fa_tma if tma else _triton_fa
-    kernel[grid](q, k, v, o, s_b, s_s, s_h, s, h, 1.4426950408889634 / d ** 0.5,
-                 CAUSAL=causal, BM=bm, BN=bn, D=d, WS=ws, num_warps=warps, num_stages=stages)
+    _triton_fa[grid](q, k, v, o, s_b, s_s, s_h, s, h, 1.4426950408889634 / d ** 0.5,
+                     CAUSAL=causal, BM=bm, BN=bn, D=d, WS=ws, TMA=tma, num_warps=warps,
+                     num_stages=stages)
 
 
 class Kernel:
