@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .driver import compile_source, make_options
+from .library import register
 from .module import Function, Module
 from .tuning import Config, Tunables, make_tuned
 
@@ -17,7 +18,8 @@ Defines = Mapping[str, int | float | str | None]
 
 def compile(src: str, *, defines: Defines | None = None, filename: str = "<string>",
             autotune: str = "none", tunables: Tunables | TunablesByShape | None = None,
-            tune_budget_s: float | None = None, **options: Any) -> Module:
+            tune_budget_s: float | None = None, library: str | None = None,
+            **options: Any) -> Module:
     """Compile Croqtile source text into a module of torch-callable functions.
 
     >>> import croqtile, torch
@@ -52,15 +54,26 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     timed and kept unless beaten by 1 %). ``tune_budget_s``
     bounds one search (default 30 s quick, 300 s full); values fixed by ``defines`` or
     options are not searched. Choices are cached in the cache directory.
+
+    ``library="NS"`` registers every function as the PyTorch operator
+    ``torch.ops.NS.<name>`` (``croqtile.library``): ``mod.<name>.op`` is it, and calling
+    ``mod.<name>`` goes through it, so that ``torch.compile`` traces the call.
     Raises ``CompileError`` with located diagnostics when the program is wrong.
     """
     if autotune != "none":
-        return _tuned(src, defines or {}, filename, autotune, tunables, tune_budget_s, options)
-    if tunables is not None or tune_budget_s is not None:
-        raise ValueError("tunables= and tune_budget_s= apply with autotune='quick' or 'full'")
-    result = compile_source(src, filename=filename, defines=defines,
-                            options=make_options(options))
-    return Module([Function(f) for f in result.functions], filename)
+        module = _tuned(src, defines or {}, filename, autotune, tunables, tune_budget_s,
+                        options)
+    else:
+        if tunables is not None or tune_budget_s is not None:
+            raise ValueError("tunables= and tune_budget_s= apply with autotune='quick' or "
+                             "'full'")
+        result = compile_source(src, filename=filename, defines=defines,
+                                options=make_options(options))
+        module = Module([Function(f) for f in result.functions], filename)
+    if library is not None:
+        for function in module.functions.values():
+            function.op = register(library, function.compiled, function.call)
+    return module
 
 
 def _tuned(src: str, defines: Defines, filename: str, mode: str,
@@ -82,6 +95,7 @@ def _tuned(src: str, defines: Defines, filename: str, mode: str,
 
 
 def load(path: str | PathLike[str], *, defines: Defines | None = None, **options: Any) -> Module:
-    """Compile the ``.co`` file at ``path`` (see ``compile``; same keyword arguments)."""
+    """Compile the ``.co`` file at ``path`` (see ``compile``; same keyword arguments,
+    ``library=`` included)."""
     p = Path(path)
     return compile(p.read_text(), defines=defines, filename=str(path), **options)

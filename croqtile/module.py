@@ -44,6 +44,7 @@ class Function:
         self._compiled = compiled
         self._launcher = Launcher()
         self.name = compiled.name
+        self.op: Any = None  # the torch.library operator, when compiled with library=
         self.loads = 0  # how many times a generated module was loaded (1 after a call)
         self.warm_calls = 0  # calls that skipped the argument checks (a known signature)
         self._sign = make_signer(self._host_params())
@@ -70,6 +71,11 @@ class Function:
     def specialize_on(self) -> tuple[str, ...]:
         """Dimensions the kernels are specialised on (one compile per distinct value)."""
         return self._compiled.specialize_on
+
+    @property
+    def compiled(self) -> CompiledFunction:
+        """What the compiler made of the function (its checked form, parameters, kernels)."""
+        return self._compiled
 
     @property
     def params(self) -> list[str]:
@@ -120,6 +126,12 @@ class Function:
         return self._artifacts[key]
 
     def __call__(self, *args: Any) -> Any:
+        if self.op is not None:  # (its implementation calls `call`)
+            return self.op(*args)
+        return self.call_signed(self._sign(args), args)
+
+    def call(self, *args: Any) -> Any:
+        """The call itself, not through the registered operator."""
         return self.call_signed(self._sign(args), args)
 
     def call_signed(self, signature: Signature | None, args: tuple[Any, ...]) -> Any:

@@ -253,6 +253,7 @@ class TunedFunction:
         self._default = Config()
         self._last: Config | None = None
         self._warned_cpu = False
+        self.op: Any = None  # the torch.library operator, when compiled with library=
         default = self._function(self._default)  # (compile errors surface at compile())
         self._sign: Callable[[Sequence[Any]], Any] = getattr(default, "_sign", _signature)
 
@@ -276,7 +277,18 @@ class TunedFunction:
     def specialize_on(self) -> tuple[str, ...]:
         return self._function(self._default).specialize_on
 
+    @property
+    def compiled(self) -> Any:
+        """The untuned configuration's compiled function (parameters, checked form)."""
+        return self._function(self._default).compiled
+
     def __call__(self, *args: Any) -> Any:
+        if self.op is not None:  # (its implementation calls `call`)
+            return self.op(*args)
+        return self.call(*args)
+
+    def call(self, *args: Any) -> Any:
+        """The call itself, not through the registered operator."""
         # the compiled functions' own signature (one computation serves both lookups)
         signature = self._sign(args)
         known = self._by_signature.get(signature) if signature is not None else None

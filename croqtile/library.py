@@ -1,0 +1,161 @@
+"""``__co__`` functions as PyTorch operators (arch 4.1): ``croqtile.compile(src,
+library="NS")`` registers each function as ``torch.ops.NS.<name>`` through
+``torch.library``.
+
+The schema follows torch's rules: spanned parameters are ``Tensor``, those the function
+writes in place (``global`` parameters it stores into, ``frontend.sema.effects``) are
+``Tensor(a!)`` with an alias set each, scalar parameters are ``float``, ``SymInt`` or
+``bool``; a function returning new data returns ``Tensor``, a ``void`` one nothing, one
+returning a scalar (folded from the sizes when compiling) ``SymInt`` or ``float``. The
+fake (meta) implementation builds the returned tensor from the declared shape, its
+symbolic dimensions bound from the arguments' sizes (symbolic sizes under dynamic
+shapes), so that ``torch.library.opcheck`` passes and ``torch.compile`` traces through
+the op without a graph break.
+
+The operator is opaque to the compiler (``torch.library`` custom op, registered for
+every backend): its implementation is the compiled function's own call path, which
+picks the kernel of the call's shapes and launches it (or, on CPU tensors, runs it in
+Triton's interpreter). Compiling the same source again with the same library points the
+operator at the new function; another function under a name already taken with a
+different schema is an error.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .backends.ir.nodes import HostParam
+from .driver import CompiledFunction
+from .frontend import syntax as ast
+from .frontend.sema import dtypes
+from .frontend.sema.effects import written_parameters
+from .frontend.sema.symbolic import Sym
+
+Call = Callable[..., Any]
+
+
+@dataclass
+class _Operator:
+    """A registered operator: its schema and the implementation it runs now."""
+
+    schema: str
+    impl: Call
+    fake: Call
+
+
+# torch.library.Library objects must stay alive for their registrations to hold
+_LIBRARIES: dict[str, torch.library.Library] = {}
+_OPERATORS: dict[tuple[str, str], _Operator] = {}
+
+
+def register(namespace: str, compiled: CompiledFunction, impl: Call) -> Any:
+    """Register ``compiled`` (whose call is ``impl``) as ``torch.ops.<namespace>.<name>``
+    and return that operator."""
+    if not namespace.isidentifier():
+        raise ValueError(f"library={namespace!r}: a torch.library namespace must be a "
+                         "Python identifier")
+    name = compiled.name
+    schema = schema_of(compiled)
+    fake = _fake(compiled)
+    key = (namespace, name)
+    registered = _OPERATORS.get(key)
+    if registered is None:
+        library = _LIBRARIES.get(namespace)
+        if library is None:
+            library = _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
+        library.define(name + schema)
+        registered = _OPERATORS[key] = _Operator(schema, impl, fake)
+        library.impl(name, lambda *args: registered.impl(*args), "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{namespace}::{name}", lambda *args: registered.fake(*args),
+                                    lib=library)
+    elif registered.schema != schema:
+        raise ValueError(f"torch.ops.{namespace}.{name} is already registered with the schema "
+                         f"{name}{registered.schema}; this '{name}' needs {name}{schema}: "
+                         "give it another library= namespace")
+    registered.impl, registered.fake = impl, fake
+    return getattr(getattr(torch.ops, namespace), name)
+
+
+def schema_of(compiled: CompiledFunction) -> str:
+    """The torch.library schema of a function (without its name)."""
+    checked = compiled.checked
+    written = written_parameters(checked)
+    aliases = iter(string.ascii_lowercase)
+    parts = []
+    for param in _params(compiled):
+        if param.kind == "tensor":
+            kind = f"Tensor({next(aliases)}!)" if param.name in written else "Tensor"
+        else:
+            elem = dtypes.lookup(param.elem)
+            kind = "float" if elem.is_float else "bool" if elem.name == "bool" else "SymInt"
+        parts.append(f"{kind} {param.name}")
+    result = {"data": "Tensor", "void": "()"}.get(checked.returns)
+    if result is None:  # a scalar, computed from the sizes when compiling
+        elem = getattr(checked.ret_type, "elem", None)
+        result = "float" if elem is not None and elem.is_float else "SymInt"
+    return f"({', '.join(parts)}) -> {result}"
+
+
+def _params(compiled: CompiledFunction) -> tuple[HostParam, ...]:
+    return compiled.artifact.params if compiled.artifact is not None else compiled.params
+
+
+def _fake(compiled: CompiledFunction) -> Call:
+    """The fake implementation: a new tensor of the returned shape (dimensions bound from
+    the arguments' sizes) on the arguments' device, the returned scalar (an expression of
+    the sizes), or nothing."""
+    checked = compiled.checked
+    params = _params(compiled)
+    returned = checked.returned
+    if checked.returns == "scalar":
+        value = _returned_scalar(compiled)
+        return lambda *args: value.evaluate(_dims(params, args))
+    if checked.returns != "data" or returned is None:
+        return lambda *args: None
+    dtype = getattr(torch, (returned.elem or dtypes.F32).torch or "float32")
+    shape = returned.shape or ()
+
+    def fake(*args: Any) -> torch.Tensor:
+        device = next(a.device for p, a in zip(params, args) if p.kind == "tensor")
+        dims = _dims(params, args)
+        return torch.empty([extent.evaluate(dims) for extent in shape], dtype=dtype,
+                           device=device)
+
+    return fake
+
+
+def _dims(params: tuple[HostParam, ...], args: tuple[Any, ...]) -> dict[str, Any]:
+    """The symbolic dimensions the arguments' sizes give (symbolic sizes when traced)."""
+    dims: dict[str, Any] = {}
+    for param, arg in zip(params, args):
+        if param.kind == "tensor":
+            for extent, size in zip(param.dims, arg.shape):
+                name = _dimension(extent)
+                if name is not None:
+                    dims.setdefault(name, size)
+    return dims
+
+
+def _returned_scalar(compiled: CompiledFunction) -> Sym:
+    """The value a function returning a scalar returns: the checker folds it from the
+    sizes (a value computed at run time is refused when compiling)."""
+    for stmt in compiled.checked.node.body.stmts:
+        if isinstance(stmt, ast.ReturnStmt) and stmt.value is not None:
+            info = compiled.checked.exprs.get(id(stmt.value))
+            if info is not None and info.static is not None:
+                return info.static
+    raise ValueError(f"'{compiled.name}': no return value known when compiling")
+
+
+def _dimension(extent: Sym) -> str | None:
+    """The name of a parameter's dimension that is a plain symbolic size."""
+    names = extent.free_vars()
+    if len(names) == 1:
+        name = next(iter(names))
+        if extent == Sym.var(name):
+            return name
+    return None

@@ -1,0 +1,108 @@
+"""Which parameters a ``__co__`` function writes (its effects on its caller's tensors).
+
+A write is an element assignment (``x.at(i) = ...``), an atomic on an element, an
+``mma.store`` or a copy into a view. Its target names a parameter directly, or through
+a view alias (``o_head = o.subspan(...).at(...);``) whose root is one. Only ``global``
+parameters are written in place: a written parameter without the qualifier is copied
+first, so its caller sees no change (a by-reference one, ``f32 [M]& out``, is written
+back: it counts). A write whose target cannot be traced to names
+(none that the checker resolved) is taken to reach every global parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from .. import syntax as ast
+from .model import CheckedFunction, Symbol, SymKind
+
+
+def written_parameters(fn: CheckedFunction) -> frozenset[str]:
+    """The names of the tensor parameters that ``fn`` may write in place (``global`` or
+    by-reference ones)."""
+    aliases = _alias_roots(fn)
+    written: set[Symbol] = set()
+    unknown = False
+    for node in _nodes(fn.node.body):
+        for target in _write_targets(node):
+            roots = _roots(fn, target, aliases)
+            if roots is None:
+                unknown = True
+            else:
+                written |= roots
+    in_place = {p.name for p in fn.node.params if p.storage == "global" or p.by_ref}
+    if unknown:
+        return frozenset(in_place)
+    return frozenset(s.name for s in written if s.is_param and s.name in in_place)
+
+
+def _write_targets(node: ast.Node) -> list[ast.Expr]:
+    if isinstance(node, ast.Assign) and isinstance(node.target, ast.ElemAccess):
+        return [node.target]
+    if isinstance(node, ast.MmaStore):
+        return [node.dst]
+    if isinstance(node, ast.DmaStmt) and isinstance(node.dst, ast.SelectExpr):
+        return list(node.dst.options)
+    if isinstance(node, ast.DmaStmt) and not isinstance(node.dst, ast.StorageDest):
+        return [node.dst]
+    if isinstance(node, ast.CallExpr) and node.name.startswith("__atomic_") and node.args:
+        return [node.args[0]]
+    return []
+
+
+def _roots(fn: CheckedFunction, target: ast.Expr,
+           aliases: dict[Symbol, Symbol | None]) -> set[Symbol] | None:
+    """The symbol a written target writes into (empty for registers, events and other
+    non-data names; None: not known). Indices are not followed: ``h.at(x.at(i))`` writes
+    ``h`` only."""
+    while True:
+        if isinstance(target, ast.Unary) and target.op == "&":
+            target = target.operand
+        elif isinstance(target, ast.ElemAccess):
+            target = target.base
+        elif isinstance(target, ast.Member):
+            target = target.obj
+        elif isinstance(target, ast.Index):  # an element of an array of buffers
+            target = target.base
+        else:
+            break
+    if isinstance(target, ast.View) and id(target) in fn.views:
+        sym: Symbol | None = fn.views[id(target)].root
+    elif isinstance(target, ast.Ident):
+        sym = fn.refs.get(id(target))
+    else:
+        return None
+    if sym is None:
+        return None
+    if sym.kind is SymKind.VIEW:
+        sym = aliases.get(sym)
+        if sym is None:
+            return None
+    return {sym} if sym.kind in (SymKind.DATA, SymKind.FUTURE) else set()
+
+
+def _alias_roots(fn: CheckedFunction) -> dict[Symbol, Symbol | None]:
+    """Each view alias with the data symbol it views (None when that is not known)."""
+    aliases: dict[Symbol, Symbol | None] = {}
+    for node in _nodes(fn.node.body):
+        if not isinstance(node, ast.AssignStmt):
+            continue
+        for item, sym in zip(node.items, fn.decls.get(id(node), [])):
+            if sym.kind is SymKind.VIEW:
+                info = fn.views.get(id(item.value))
+                root = info.root if info is not None else None
+                aliases[sym] = aliases.get(root, root) if root is not None and \
+                    root.kind is SymKind.VIEW else root
+    return aliases
+
+
+def _nodes(node: object):
+    """Every AST node under ``node`` (itself included)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (list, tuple)):
+            stack.extend(current)
+        elif isinstance(current, ast.Node):
+            yield current
+            stack.extend(getattr(current, f.name) for f in fields(current))
