@@ -9,7 +9,8 @@ language has aliases (``half`` -> ``f16``, ``bfp16`` -> ``bf16``, ``float`` -> `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Iterator
 
 from .source import Span
 
@@ -775,3 +776,20 @@ class BufferMap(Stmt):
     """``buffer.map ...;`` [ext]: kept as raw text."""
 
     text: str
+
+
+def walk(node: object) -> Iterator[Node]:
+    """Every AST node under ``node`` (statements and expressions)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (list, tuple)):
+            stack.extend(current)
+            continue
+        if not isinstance(current, Node):
+            continue
+        yield current
+        for f in fields(current):
+            value = getattr(current, f.name)
+            if isinstance(value, (Node, list, tuple)):
+                stack.append(value)

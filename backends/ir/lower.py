@@ -29,7 +29,7 @@ from .control import Control
 from .errors import LoweringError, NeedsSpecialization, unsupported
 from .exprs import Expressions
 from .kernel import KernelAssembly
-from .state import FunctionState, HostScalar, Options, describe, walk
+from .state import FunctionState, HostScalar, Options, describe
 from .values import Region, Scalar, TensorRef
 from .views import Views
 
@@ -220,7 +220,7 @@ def _from_scalars(expr: ast.Expr) -> bool:
     """Whether ``expr`` reads no data (only names, literals, operators and math)."""
     allowed = (ast.Ident, ast.IntLit, ast.FloatLit, ast.BoolLit, ast.Binary, ast.Unary,
                ast.Ternary, ast.Cast)
-    for node in walk(expr):
+    for node in ast.walk(expr):
         if isinstance(node, ast.CallExpr) and node.name in builtins.SUPPORTED:
             continue
         if isinstance(node, ast.Expr) and not isinstance(node, allowed):
@@ -232,7 +232,7 @@ def _touches_data(stmt: ast.Stmt) -> bool:
     """Host statements that run as a one-thread program: loops, branches, element
     writes and atomics (what only computes views, shapes or constants stays on the host;
     a loop that launches parallel blocks is not one program)."""
-    if any(isinstance(node, ast.Parallel) for node in walk(stmt)):
+    if any(isinstance(node, ast.Parallel) for node in ast.walk(stmt)):
         return False
     if isinstance(stmt, (ast.Foreach, ast.If, ast.While, ast.ExprStmt)):
         return True

@@ -21,12 +21,13 @@ branch, which would move it on one path only).
 from __future__ import annotations
 
 from ...frontend import syntax as ast
+from ...frontend.sema.effects import element_write
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
-from .state import KernelState, broadcast, walk
+from .state import KernelState, broadcast
 from .tiles import load_tile, store_tile
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
 
@@ -37,20 +38,13 @@ def element_written(kl: KernelState, sym: object) -> bool:
     if kl.element_targets is None:
         targets: set[object] = set()
         # (writes inside `apply` replace whole register tiles: apply.py)
-        in_apply = {id(n) for a in walk(kl.root) if isinstance(a, ast.Apply)
-                    for n in walk(a.body)}
-        for node in walk(kl.root):
+        in_apply = {id(n) for a in ast.walk(kl.root) if isinstance(a, ast.Apply)
+                    for n in ast.walk(a.body)}
+        for node in ast.walk(kl.root):
             if id(node) in in_apply:
                 continue
-            target = None
-            if isinstance(node, ast.Assign) and isinstance(node.target, ast.ElemAccess):
-                target = node.target
-            elif isinstance(node, ast.CallExpr) and node.name.startswith("__atomic_") \
-                    and node.args:
-                target = node.args[0]
-                if isinstance(target, ast.Unary) and target.op == "&":
-                    target = target.operand
-            if isinstance(target, ast.ElemAccess):
+            target = element_write(node)
+            if target is not None:
                 base = target.base
                 if isinstance(base, ast.Member):
                     base = base.obj

@@ -567,23 +567,6 @@ def iter_stmts(block: ast.Block) -> Iterator[ast.Stmt]:
                 yield from iter_stmts(child)
 
 
-def walk(node: object):
-    """Every AST node under ``node`` (statements and expressions)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (list, tuple)):
-            stack.extend(current)
-            continue
-        if not isinstance(current, ast.Node):
-            continue
-        yield current
-        for f in fields(current):
-            value = getattr(current, f.name)
-            if isinstance(value, (ast.Node, list, tuple)):
-                stack.append(value)
-
-
 def as_expr(value: object, span: Span) -> ir.Expr:
     """The expression a scalar or an index names."""
     if isinstance(value, (Scalar, Bounded)):

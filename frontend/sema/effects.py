@@ -11,8 +11,6 @@ back: it counts). A write whose target cannot be traced to names
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from .. import syntax as ast
 from .model import CheckedFunction, Symbol, SymKind
 
@@ -23,7 +21,7 @@ def written_parameters(fn: CheckedFunction) -> frozenset[str]:
     aliases = _alias_roots(fn)
     written: set[Symbol] = set()
     unknown = False
-    for node in _nodes(fn.node.body):
+    for node in ast.walk(fn.node.body):
         for target in _write_targets(node):
             roots = _roots(fn, target, aliases)
             if roots is None:
@@ -36,17 +34,29 @@ def written_parameters(fn: CheckedFunction) -> frozenset[str]:
     return frozenset(s.name for s in written if s.is_param and s.name in in_place)
 
 
+def element_write(node: ast.Node) -> ast.ElemAccess | None:
+    """The element ``node`` writes: the target of an element assignment, or of an atomic
+    (``__atomic_add(&h.at(i), 1)``); None for anything else."""
+    target: object = None
+    if isinstance(node, ast.Assign):
+        target = node.target
+    elif isinstance(node, ast.CallExpr) and node.name.startswith("__atomic_") and node.args:
+        target = node.args[0]
+        if isinstance(target, ast.Unary) and target.op == "&":
+            target = target.operand
+    return target if isinstance(target, ast.ElemAccess) else None
+
+
 def _write_targets(node: ast.Node) -> list[ast.Expr]:
-    if isinstance(node, ast.Assign) and isinstance(node.target, ast.ElemAccess):
-        return [node.target]
+    element = element_write(node)
+    if element is not None:
+        return [element]
     if isinstance(node, ast.MmaStore):
         return [node.dst]
     if isinstance(node, ast.DmaStmt) and isinstance(node.dst, ast.SelectExpr):
         return list(node.dst.options)
     if isinstance(node, ast.DmaStmt) and not isinstance(node.dst, ast.StorageDest):
         return [node.dst]
-    if isinstance(node, ast.CallExpr) and node.name.startswith("__atomic_") and node.args:
-        return [node.args[0]]
     return []
 
 
@@ -84,7 +94,7 @@ def _roots(fn: CheckedFunction, target: ast.Expr,
 def _alias_roots(fn: CheckedFunction) -> dict[Symbol, Symbol | None]:
     """Each view alias with the data symbol it views (None when that is not known)."""
     aliases: dict[Symbol, Symbol | None] = {}
-    for node in _nodes(fn.node.body):
+    for node in ast.walk(fn.node.body):
         if not isinstance(node, ast.AssignStmt):
             continue
         for item, sym in zip(node.items, fn.decls.get(id(node), [])):
@@ -95,14 +105,3 @@ def _alias_roots(fn: CheckedFunction) -> dict[Symbol, Symbol | None]:
                     root.kind is SymKind.VIEW else root
     return aliases
 
-
-def _nodes(node: object):
-    """Every AST node under ``node`` (itself included)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (list, tuple)):
-            stack.extend(current)
-        elif isinstance(current, ast.Node):
-            yield current
-            stack.extend(getattr(current, f.name) for f in fields(current))
