@@ -34,8 +34,9 @@ VARIANTS = [
     ("default", {}, {}),
     ("heavy", {}, {"heavy_first": True}),
     ("stages2", {}, {"num_stages": 2}),
+    ("stages4", {}, {"num_stages": 4}),
+    ("stages4_heavy", {}, {"num_stages": 4, "heavy_first": True}),
     ("bn64", {"BLOCK_N": 64}, {}),
-    ("bn64_heavy", {"BLOCK_N": 64}, {"heavy_first": True}),
     ("bm128_w8", {"BLOCK_M": 128}, {"num_warps": 8}),
     ("bm128_w8_heavy", {"BLOCK_M": 128}, {"num_warps": 8, "heavy_first": True}),
 ]
@@ -230,6 +231,8 @@ def main() -> int:
     parser.add_argument("--shapes", nargs="*", default=None, help="B,H,S ...")
     parser.add_argument("--variants", nargs="*", default=None, help="labels of VARIANTS")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--hand", nargs="*", default=None,
+                        help="labels of the hand-written yardsticks to time (default all)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--source-dir", type=Path, help="write each variant's Triton here")
     args = parser.parse_args()
@@ -237,6 +240,8 @@ def main() -> int:
                                                                  device="cuda"))
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes] if args.shapes else SHAPES
     variants = [v for v in VARIANTS if not args.variants or v[0] in args.variants]
+    if args.hand is not None:
+        HAND_WRITTEN[:] = [h for h in HAND_WRITTEN if h[0] in args.hand]
     rows = []
     hand: dict = {}
     for path in args.kernels:

@@ -59,7 +59,7 @@ _STREAM_K = {"quick": (True,), "full": (True, 2, 4)}
 _SWEEPS = {"quick": 1, "full": 2}
 TUNABLE_OPTIONS = ("num_warps", "num_stages", "persistent", "group_m", "flatten",
                    "warp_specialize", "descriptors", "epilogue_split", "stream_k",
-                   "split_tiles", "backend")
+                   "split_tiles", "backend", "heavy_first")
 _DEFINE_LINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(\S.*?)\s*$", re.MULTILINE)
 
 # Tile values searched. An MMA tile is at least 16 along each axis (tl.dot's minimum)

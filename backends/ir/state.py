@@ -47,6 +47,11 @@ class Options:
     # The order and number of the programs of a `: block` level (see _block_ids): blocks
     # are independent, so any one-to-one order computes the same result.
     group_m: int = 8  # MMA kernels on a 2-D block grid: GROUP_M rows of tiles at a time
+    # a program per block (not persistent, up to three block axes): the first axis walked
+    # from its last index, so that a causal loop whose length grows with that index starts
+    # its longest programs first and the launch ends on short ones (the other axes keep
+    # their order: programs of one head still run together and share its keys in L2)
+    heavy_first: bool = False
     # launch one program per SM, each looping over the tiles; None: for MMA kernels
     persistent: bool | None = None
     flatten: bool = False  # the persistent tile loop: tl.range(flatten=True)

@@ -273,3 +273,15 @@ def test_a_row_vector_written_with_a_column_dependent_value_is_reported() -> Non
     diagnostic = err.value.diagnostics[0]
     assert diagnostic.code == "CQ0701" and "reduce it first" in str(diagnostic)
     assert diagnostic.location.line == source[:source.index("peak.at(i) =")].count("\n") + 1
+
+
+@pytest.mark.parametrize("sq,sk", [(64, 64), (40, 72)])
+def test_heavy_first_walks_the_query_tiles_backwards(sq: int, sk: int) -> None:
+    """``heavy_first``: the first block axis runs from its last index (the longest causal
+    rows start first); the blocks are independent, so the result is unchanged."""
+    case = _attention_case(2, sq, sk, causal=True)
+    module = croqtile.compile(case.source, heavy_first=True)
+    assert "_walked" in module.attention.triton_source
+    args = case.inputs()
+    module.attention(*args)
+    assert_close(args[3], case.reference(args), case.dtype, case.tolerance)

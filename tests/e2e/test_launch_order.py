@@ -1,5 +1,5 @@
 """Block launch order and persistent launches (compile options ``group_m``, ``persistent``,
-``flatten``): any one-to-one order of the blocks computes the same result, so every
+``flatten``, ``heavy_first``): any one-to-one order of the blocks computes the same result, so every
 variant is checked against a float64 reference on shapes with ragged last tiles."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ VARIANTS = [
     {"persistent": True},
     {"persistent": True, "group_m": 1},
     {"persistent": True, "group_m": 2, "flatten": True},
+    {"heavy_first": True},
+    {"heavy_first": True, "group_m": 1, "persistent": True},
 ]
 
 
