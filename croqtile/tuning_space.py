@@ -172,7 +172,8 @@ class Descent:
 
     def _tile(self, name: str, values: tuple[int, ...], best: Config) -> list[Config]:
         written = {name: str(values[0])}
-        return [Config.of({**dict(best.defines), name: v}, dict(best.options), written)
+        return [Config.of({**dict(best.defines), name: v},
+                          {**dict(best.options), **_split_option(v, values[0])}, written)
                 for v in values]
 
     def _launch(self, best: Config) -> list[Config]:
@@ -200,6 +201,14 @@ class Descent:
 
 
 Plan = Space | Descent
+
+
+def _split_option(value: int, written: int) -> dict[str, Any]:
+    """The option a tile value needs: a three-quarter tile (192 = 128 + 64) is computed
+    in its two power-of-two pieces (``split_tiles``), not padded to the next power."""
+    if value != written and value & (value - 1):
+        return {"split_tiles": True}
+    return {}
 
 
 def _distance(knobs: Sequence[tuple[str, tuple[Any, ...]]], combo: Sequence[Any]) -> int:
@@ -326,8 +335,9 @@ def tile_values(tile: TileDefine, bucket: Mapping[str, int], few_tiles: bool, mm
     - A tile larger than its dimension (128 rows over M = 16) computes padding: the
       power of two covering the dimension first, then the larger ones up to the written
       value (16, 32, 64), never larger values.
-    - With few output tiles, a tile along an output dimension is halved (one or two
-      octaves, nearest first) to spread the work over more SMs; a loop's step (K) is
+    - With few output tiles, a tile along an output dimension of an MMA kernel is cut
+      to three quarters (192 for 256), then halved (one or two octaves, nearest first)
+      to spread the work over more SMs; a loop's step (K) is
       doubled first, then halved: each program then streams a long K, and longer steps
       with deep pipelines won the decode shapes of the benchmark kernel's calibration.
     - Otherwise half and twice the written value ("full": one more octave each way)."""
@@ -344,7 +354,10 @@ def tile_values(tile: TileDefine, bucket: Mapping[str, int], few_tiles: bool, mm
         fit = max(low, 1 << max(0, extent - 1).bit_length())
         tried = [v for v in reversed(below) if v >= fit]
     elif few_tiles and tile.parallel:
-        tried = below[:_HALVINGS[mode]]
+        # three quarters first (computed as two pieces, see _split_option): 128 x 192
+        # tiles over 512 x 6144 are 128 programs for 132 SMs where 128 x 256 are 96
+        # and 128 x 128 or 64 x 256 are 192 (one and a half waves)
+        tried = ([value * 3 // 4] if mma and value >= 128 else []) + below[:_HALVINGS[mode]]
     elif few_tiles:
         tried = above[:1] + below[:1]
     else:

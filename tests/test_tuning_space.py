@@ -44,8 +44,10 @@ def test_a_tile_over_a_small_dimension_tries_the_size_that_covers_it_first() -> 
 
 
 def test_with_few_output_tiles_output_tiles_shrink_and_k_steps_grow() -> None:
-    assert tile_values(COLS, DECODE, True, True, "quick") == (256, 128, 64)
-    assert tile_values(COLS, DECODE, True, True, "full") == (256, 128, 64, 32)
+    # three quarters (192) first, then the halvings
+    assert tile_values(COLS, DECODE, True, True, "quick") == (256, 192, 128, 64)
+    assert tile_values(COLS, DECODE, True, True, "full") == (256, 192, 128, 64, 32)
+    assert tile_values(COLS, DECODE, True, False, "quick") == (256, 128, 64)  # not an MMA
     assert tile_values(STEP, DECODE, True, True, "quick") == (64, 128, 32)
     assert tile_values(SLICE, DECODE, True, True, "quick") == (16, 32)
 
@@ -95,7 +97,7 @@ def test_a_round_starts_from_the_best_configuration_so_far() -> None:
     best = Config((("TILE_M", 16),), (("persistent", True), ("stream_k", True)))
     rounds = _all_rounds(space, best)
     # the TILE_N round keeps TILE_M = 16 and stream-K
-    assert rounds[2][1] == Config((("TILE_M", 16), ("TILE_N", 128)),
+    assert rounds[2][2] == Config((("TILE_M", 16), ("TILE_N", 128)),
                                   (("persistent", True), ("stream_k", True)))
     # the TILE_M round offers the written value too (a define at it is left out)
     assert rounds[1][0] == Config(options=best.options)
@@ -116,7 +118,7 @@ def test_stream_k_only_where_the_grid_leaves_sms_idle() -> None:
     tokens = _space({"M": 512, "N": 4096, "K": 4096})
     assert tokens.idle(Config())
     assert not tokens.idle(Config((("TILE_M", 64), ("TILE_N", 128))))  # 8 x 32 = 256 tiles
-    assert dict(tokens.tiles)["TILE_N"] == (256, 128, 64)
+    assert dict(tokens.tiles)["TILE_N"] == (256, 192, 128, 64)
     # a kernel without MMA never gets stream-K (the option would change nothing)
     assert _space({"R": 64, "C": 64}, text=COPY, function="copy2d").stream_k == ()
     # nor a caller who fixed stream_k or a non-persistent launch
@@ -139,7 +141,7 @@ def test_fixed_defines_and_options_are_not_searched() -> None:
     assert [name for name, _ in space.options] == ["num_stages", "persistent", "descriptors"]
     # with TILE_M fixed at 64, M = 16 still overhangs but is not searched; N = 4096 in
     # 256-wide tiles: 16 tiles, few
-    assert dict(space.tiles)["TILE_N"] == (256, 128, 64)
+    assert dict(space.tiles)["TILE_N"] == (256, 192, 128, 64)
 
 
 def test_full_mode_sweeps_the_tiles_twice_with_wider_options() -> None:
@@ -169,3 +171,12 @@ def test_a_callers_space_at_written_values_is_the_default() -> None:
                                            ({"M": 4096, "N": 64, "K": 4096}, "TILE_N")])
 def test_the_overhanging_tile_is_searched_first(bucket: dict, first: str) -> None:
     assert _space(bucket).tiles[0][0] == first
+
+
+def test_a_three_quarter_tile_is_computed_in_two_pieces() -> None:
+    """A 192-wide candidate carries ``split_tiles`` (else it would be padded to 256);
+    the power-of-two candidates do not."""
+    space = Descent(tiles=(("BN", (256, 192, 128)),))
+    [candidates] = _all_rounds(space)
+    options = {dict(c.defines).get("BN", 256): dict(c.options) for c in candidates}
+    assert options == {256: {}, 192: {"split_tiles": True}, 128: {}}
