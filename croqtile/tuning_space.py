@@ -280,11 +280,13 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     mma = probe.has_mma(function)
     tiles = probe.output_tiles(function, {}, bucket)
     few = tiles is not None and tiles < sms
+    # a grid over half the SMs: three-quarter tiles may fill one wave (tile_values)
+    near_wave = few and 2 * tiles >= sms
     searched = []
     for tile in probe.tile_defines(function):
         if tile.name in fixed_defines:
             continue
-        values = tile_values(tile, bucket, few, mma, mode)
+        values = tile_values(tile, bucket, few, mma, mode, near_wave)
         if len(values) > 1:
             searched.append((tile, values))
     # overhanging tiles first, then output tiles, then the rest (stable: source order)
@@ -326,18 +328,19 @@ def _extent(tile: TileDefine, bucket: Mapping[str, int]) -> int | None:
 
 
 def tile_values(tile: TileDefine, bucket: Mapping[str, int], few_tiles: bool, mma: bool,
-                mode: str) -> tuple[int, ...]:
+                mode: str, near_wave: bool = False) -> tuple[int, ...]:
     """The values of a tile define to try at a shape bucket, the written value first,
     then the most promising first; powers of two within the tile range of the kernel
     (``_MMA_TILES`` or ``_OTHER_TILES``). ``few_tiles``: the written tiles give fewer
-    output tiles than the device has SMs.
+    output tiles than the device has SMs; ``near_wave``: at least half as many.
 
     - A tile larger than its dimension (128 rows over M = 16) computes padding: the
       power of two covering the dimension first, then the larger ones up to the written
       value (16, 32, 64), never larger values.
-    - With few output tiles, a tile along an output dimension of an MMA kernel is cut
-      to three quarters (192 for 256), then halved (one or two octaves, nearest first)
-      to spread the work over more SMs; a loop's step (K) is
+    - With few output tiles, a tile along an output dimension is halved (one or two
+      octaves, nearest first) to spread the work over more SMs, and for an MMA kernel
+      whose tiles fill at least half the SMs first cut to three quarters (192 for 256:
+      one fuller wave where halving gives one and a half); a loop's step (K) is
       doubled first, then halved: each program then streams a long K, and longer steps
       with deep pipelines won the decode shapes of the benchmark kernel's calibration.
     - Otherwise half and twice the written value ("full": one more octave each way)."""
@@ -354,10 +357,11 @@ def tile_values(tile: TileDefine, bucket: Mapping[str, int], few_tiles: bool, mm
         fit = max(low, 1 << max(0, extent - 1).bit_length())
         tried = [v for v in reversed(below) if v >= fit]
     elif few_tiles and tile.parallel:
-        # three quarters first (computed as two pieces, see _split_option): 128 x 192
-        # tiles over 512 x 6144 are 128 programs for 132 SMs where 128 x 256 are 96
-        # and 128 x 128 or 64 x 256 are 192 (one and a half waves)
-        tried = ([value * 3 // 4] if mma and value >= 128 else []) + below[:_HALVINGS[mode]]
+        # three quarters first when the grid is near one wave (computed as two pieces,
+        # see _split_option): 128 x 192 tiles over 512 x 6144 are 128 programs for 132
+        # SMs where 128 x 256 are 96 and 128 x 128 or 64 x 256 are 192 (1.5 waves)
+        three_quarters = [value * 3 // 4] if mma and near_wave and value >= 128 else []
+        tried = three_quarters + below[:_HALVINGS[mode]]
     elif few_tiles:
         tried = above[:1] + below[:1]
     else:
