@@ -40,9 +40,11 @@ VARIANTS = [
     ("bm128_w8", {"BLOCK_M": 128}, {"num_warps": 8}),
     ("bm128_w8_heavy", {"BLOCK_M": 128}, {"num_warps": 8, "heavy_first": True}),
 ]
-# the hand-written yardsticks: (label, tensor descriptors, warp specialisation, warps, stages)
-HAND_WRITTEN = [("ptr", False, False, 8, 3), ("tma", True, False, 8, 3),
-                ("ptr_ws", False, True, 8, 3)]
+# the hand-written yardsticks: label -> options of triton_fa (8 warps, 3 stages, 128 x 64
+# tiles unless given)
+HAND_WRITTEN = [("ptr", {}), ("tma", {"tma": True}), ("ptr_ws", {"ws": True}),
+                ("ptr_rot", {"rotate": True}), ("ptr_bn128", {"bn": 128}),
+                ("ptr_bn128_rot", {"bn": 128, "rotate": True})]
 
 
 @triton.jit
@@ -74,9 +76,20 @@ def _step(q, k, v, m_i, l_i, acc, qk_scale, keep, MASKED: tl.constexpr):
 
 
 @triton.jit
+def _softmax_pv(s, v, m_i, l_i, acc):
+    """The rest of ``_step`` once the scores ``s`` (scaled) are known."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.exp2(s - m_new[:, None])
+    alpha = tl.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _triton_fa(q_ptr, k_ptr, v_ptr, o_ptr, s_b, s_s, s_h, S, H, qk_scale,
                CAUSAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
-               WS: tl.constexpr, TMA: tl.constexpr):
+               WS: tl.constexpr, TMA: tl.constexpr, ROTATE: tl.constexpr = False):
     """A plain flash-attention forward (online softmax in base 2), strides (s_b, s_s, s_h)
     shared by q, k, v and o; the causal diagonal blocks in a second loop with the mask.
     With ``TMA`` the tiles come through tensor descriptors, one [S, D] descriptor per
@@ -100,11 +113,27 @@ def _triton_fa(q_ptr, k_ptr, v_ptr, o_ptr, s_b, s_s, s_h, S, H, qk_scale,
     acc = tl.zeros([BM, D], tl.float32)
     hi = tl.minimum((pid + 1) * BM, S) if CAUSAL else S
     full = (pid * BM) // BN * BN if CAUSAL else hi // BN * BN
-    for start in tl.range(0, full, BN, warp_specialize=WS):
-        keys = start + cols
-        k = _block(k_ptr, k_desc, base, keys, dims, s_s, S, start, TMA, False)
-        v = _block(v_ptr, v_desc, base, keys, dims, s_s, S, start, TMA, False)
-        m_i, l_i, acc = _step(q, k, v, m_i, l_i, acc, qk_scale, None, False)
+    if ROTATE and full > 0:
+        # the next block's scores issued before this block's softmax (the MMA then runs
+        # while the softmax does: FlashAttention-3's overlap within a warpgroup)
+        k = _block(k_ptr, k_desc, base, cols, dims, s_s, S, 0, TMA, False)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        for start in tl.range(0, full - BN, BN):
+            nxt = start + BN
+            k = _block(k_ptr, k_desc, base, nxt + cols, dims, s_s, S, nxt, TMA, False)
+            s_next = tl.dot(q, tl.trans(k)) * qk_scale
+            v = _block(v_ptr, v_desc, base, start + cols, dims, s_s, S, start, TMA, False)
+            m_i, l_i, acc = _softmax_pv(s, v, m_i, l_i, acc)
+            s = s_next
+        last = full - BN
+        v = _block(v_ptr, v_desc, base, last + cols, dims, s_s, S, last, TMA, False)
+        m_i, l_i, acc = _softmax_pv(s, v, m_i, l_i, acc)
+    if not ROTATE:
+        for start in tl.range(0, full, BN, warp_specialize=WS):
+            keys = start + cols
+            k = _block(k_ptr, k_desc, base, keys, dims, s_s, S, start, TMA, False)
+            v = _block(v_ptr, v_desc, base, keys, dims, s_s, S, start, TMA, False)
+            m_i, l_i, acc = _step(q, k, v, m_i, l_i, acc, qk_scale, None, False)
     for start in tl.range(full, hi, BN, warp_specialize=WS):
         keys = start + cols
         k = _block(k_ptr, k_desc, base, keys, dims, s_s, S, start, TMA, True)
@@ -120,7 +149,8 @@ def _triton_fa(q_ptr, k_ptr, v_ptr, o_ptr, s_b, s_s, s_h, S, H, qk_scale,
 
 def triton_fa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
               seq_dim: int, causal: bool, bm: int = 128, bn: int = 64,
-              tma: bool = False, ws: bool = False, warps: int = 8, stages: int = 3) -> None:
+              tma: bool = False, ws: bool = False, warps: int = 8, stages: int = 3,
+              rotate: bool = False) -> None:
     """The hand-written kernel over tensors whose sequence is dimension ``seq_dim``."""
     b, d = q.shape[0], q.shape[-1]
     s = q.shape[seq_dim]
@@ -128,8 +158,8 @@ def triton_fa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor
     s_b, s_s, s_h = q.stride(0), q.stride(seq_dim), q.stride(2 if seq_dim == 1 else 1)
     grid = (triton.cdiv(s, bm), b * h)
     _triton_fa[grid](q, k, v, o, s_b, s_s, s_h, s, h, 1.4426950408889634 / d ** 0.5,
-                     CAUSAL=causal, BM=bm, BN=bn, D=d, WS=ws, TMA=tma, num_warps=warps,
-                     num_stages=stages)
+                     CAUSAL=causal, BM=bm, BN=bn, D=d, WS=ws, TMA=tma, ROTATE=rotate,
+                     num_warps=warps, num_stages=stages)
 
 
 class Kernel:
@@ -206,9 +236,9 @@ def hand_written(kernel: Kernel, shape: tuple[int, int, int], causal: bool,
         q, k, v = kernel.tensors(*shape)
         out = torch.full_like(q, float("nan"))
         times = {}
-        for label, tma, ws, warps, stages in HAND_WRITTEN:
-            run = functools.partial(triton_fa, q, k, v, out, kernel.seq_dim, causal, tma=tma,
-                                    ws=ws, warps=warps, stages=stages)
+        for label, options in HAND_WRITTEN:
+            run = functools.partial(triton_fa, q, k, v, out, kernel.seq_dim, causal,
+                                    **options)
             try:
                 out.fill_(float("nan"))
                 run()
