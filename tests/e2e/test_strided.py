@@ -327,6 +327,20 @@ def test_a_function_compiled_per_shape_takes_strided_arguments() -> None:
     assert fn.warm_calls == 1 and ".stride()" in fn.triton_source
 
 
+def test_the_registered_operator_takes_strided_arguments() -> None:
+    """Through ``torch.ops`` (``library=``): the strided call writes the caller's view,
+    and torch's operator checks pass for strided arguments."""
+    prog = PROGRAMS["gemm"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", croqtile.CompileWarning)
+        mod = croqtile.compile(GEMM, defines=SMALL, library="croqtile_strided")
+    args, placed = _arguments(prog, ("contiguous", "transposed", "slice_aligned"), "cpu", 6)
+    before = [p.storage.clone() for p in placed]
+    mod.gemm(*args)
+    _check_outputs(prog, args, placed, None, before)
+    torch.library.opcheck(mod.gemm.op, tuple(args))
+
+
 # ------------------------------------------------------------------------------ written views
 
 
