@@ -68,8 +68,9 @@ class Function:
     @property
     def triton_source(self) -> str:
         """The generated Python module: the Triton kernels and the host function. A
-        function specialised per call on its dimensions has one per shape: this is the
-        last one called (a comment saying so before the first call)."""
+        function specialised per call on its dimensions has one per shape, and calls with
+        strided tensors run a variant of their own: this is the last one called (a
+        comment saying so before the first call of a specialised function)."""
         if self._last is not None or () in self._artifacts:
             return self._artifacts[self._last or ()].source
         dims = ", ".join(self._compiled.specialize_on)

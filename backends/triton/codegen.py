@@ -537,12 +537,15 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
 
 def _host_layouts(w: _Writer, fn: ir.Function) -> None:
     """The host function's first lines: private copies of the tensors it writes but the
-    caller keeps (``clone_inputs``), contiguous copies of the parameters the variant
-    cannot take strided (the caller's tensor kept to be written back), and the element
-    strides of the parameters the kernels take strided, read off the tensors launched."""
+    caller keeps (``clone_inputs``; contiguous when the caller's is strided, as a returned
+    copy is then, like the operator's fake result), contiguous copies of the parameters
+    the variant cannot take strided (the caller's tensor kept to be written back), and
+    the element strides of the parameters the kernels take strided, read off the tensors
+    launched."""
     copied = fn.layout.copied
     for name in fn.clone_inputs:
-        fmt = "memory_format=torch.contiguous_format" if name in copied else ""
+        strided = name in copied or name in fn.layout.strided
+        fmt = "memory_format=torch.contiguous_format" if strided else ""
         w.line(f"{host_name(name)} = {host_name(name)}.clone({fmt})")
     for p in fn.params:
         if p.name in copied and p.name not in fn.clone_inputs:

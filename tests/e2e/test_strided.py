@@ -370,6 +370,28 @@ def test_unqualified_parameters_written_by_the_kernel_stay_unchanged_when_stride
     assert torch.equal(storage, torch.arange(8, dtype=torch.int32))
 
 
+RETURNS_ITS_PARAMETER = """
+__co__ auto bump(s32 [R, 8] a) {
+  parallel r by R : block
+    parallel c by 8 : thread
+      a.at(r, c) = a.at(r, c) + 1;
+  return a;
+}
+"""
+
+
+def test_a_returned_copy_of_a_strided_parameter_is_contiguous() -> None:
+    """A parameter the function writes and returns is copied in: from a strided one the
+    copy is contiguous (the shape the operator's fake result has), the caller's unchanged."""
+    fn = croqtile.compile(RETURNS_ITS_PARAMETER).bump
+    storage = torch.randint(-9, 10, (8, 12), dtype=torch.int32)
+    kept = storage.clone()
+    a = storage.T  # [12, 8], strides (1, 12)
+    out = fn(a)
+    assert out.is_contiguous() and torch.equal(out, kept.T + 1)
+    assert torch.equal(storage, kept)
+
+
 @pytest.mark.parametrize("path", ["triton", "reference"])
 def test_an_expanded_output_is_an_error_naming_the_parameter(path: str) -> None:
     """An output whose elements share memory (stride 0) cannot be written in place: the
