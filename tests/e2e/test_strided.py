@@ -21,7 +21,7 @@ from croqtile.backends.triton.launcher import Launcher
 
 from .checks import DATA, DEVICES, assert_close
 from .test_element_buffers import HOST_SPAN_AS, KERNEL_SPAN_AS
-from .test_language_gaps import STRIDED_VIEWS, _strided_reference
+from .test_language_gaps import STRIDED_VIEWS, strided_views_reference
 
 GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
 SMALL = {"TILE_M": 64, "TILE_N": 64, "TILE_K": 32}
@@ -149,7 +149,7 @@ PROGRAMS = {p.id: p for p in [
             lambda a: a[0].double().reshape(64) + a[0].double().reshape(64).flip(0), 1),
     # explicit element strides over a parameter's memory
     Program("strided_views", STRIDED_VIEWS, ((8, 16), (12, 8)), torch.float32,
-            lambda a: _strided_reference([a[0].contiguous()]), 1),
+            strided_views_reference, 1),
 ]}
 
 # (program, the layout of each tensor parameter in order)
