@@ -211,7 +211,6 @@ def _check_outputs(program: Program, args: list[Any], placed: list[Placed],
     assert_close(got.cpu(), expected, program.dtype, program.tolerance)
     tensor_args = [a for a in args if isinstance(a, torch.Tensor)]
     for where, arg, old in zip(placed, tensor_args, before):
-        assert where.view.data_ptr() == arg.data_ptr()  # (the caller's own view)
         outside = ~where.inside
         assert torch.equal(where.storage[outside], old[outside]), "memory outside a view changed"
         if arg is not got:
@@ -228,6 +227,8 @@ def test_strided_arguments(program: str, layouts: tuple[str, ...], device: str) 
         before = [p.storage.clone() for p in placed]
         result = fn(*args)
         _check_outputs(prog, args, placed, result, before)
+        # the strided variant ran: its host reads strides or makes contiguous copies
+        assert ".stride()" in fn.triton_source or ".contiguous()" in fn.triton_source
     assert fn.warm_calls == 1
 
 
