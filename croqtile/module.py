@@ -12,8 +12,8 @@ from .backends.triton.codegen import Artifact
 from .backends.triton.launcher import Launcher, load_module
 from .binding import Bound, Signature, bind, make_signer, scalar_converters
 from .driver import CompiledFunction
-from .frontend.sema.effects import written_parameters
 from .errors import ArgumentError, CompileError
+from .frontend.sema.effects import written_parameters
 
 
 # signatures remembered per function; past this many (a shape sweep) the memory restarts
