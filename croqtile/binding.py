@@ -1,6 +1,7 @@
 """Binding call arguments to a function's parameters (spec 6): dtype, rank, static and
-symbolic dimensions, contiguity, one device for all tensors. Every mismatch raises
-``ArgumentError`` naming the parameter, the dimension, the expected and actual value."""
+symbolic dimensions, one device for all tensors, and the layout of each tensor
+(contiguous or strided: arch 4.1). Every mismatch raises ``ArgumentError`` naming the
+parameter, the dimension, the expected and actual value."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .backends.ir.nodes import HostParam
+from .backends.layouts import shared_elements
 from .errors import ArgumentError
 from .frontend.sema import dtypes
 
@@ -19,6 +21,7 @@ class Bound:
     args: list[Any]
     dims: dict[str, int]
     device: torch.device
+    strided: frozenset[str] = frozenset()  # the tensor parameters that are not contiguous
 
 
 Signature = tuple[Any, ...]
@@ -27,11 +30,13 @@ Signer = Callable[[Sequence[Any]], "Signature | None"]
 
 def make_signer(params: Sequence[HostParam]) -> Signer:
     """A function from call arguments to a hashable signature holding everything ``bind``
-    reads: per tensor its type, dtype, shape (rank and dimensions), device and contiguity;
-    per scalar its type. Two argument lists with the same signature bind alike (same
-    checks passed or failed, same dimensions, same device), so a signature that bound once
-    can skip the checks. ``None`` (never cached) for a wrong argument count or an object
-    that lacks a tensor's attributes: those take the checked path, which explains them."""
+    reads: per tensor its type, dtype, shape (rank and dimensions), device and layout
+    (True when contiguous, else its strides: the written-in-place check reads them); per
+    scalar its type. Two argument lists with the same signature bind alike (same checks
+    passed or failed, same dimensions, same device, same strided tensors), so a signature
+    that bound once can skip the checks. ``None`` (never cached) for a wrong argument
+    count or an object that lacks a tensor's attributes: those take the checked path,
+    which explains them."""
     tensor = tuple(p.kind != "scalar" for p in params)
     count = len(tensor)
 
@@ -39,8 +44,8 @@ def make_signer(params: Sequence[HostParam]) -> Signer:
         if len(args) != count:
             return None
         try:
-            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous()) if t
-                          else type(a) for a, t in zip(args, tensor)])
+            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous() or a.stride())
+                          if t else type(a) for a, t in zip(args, tensor)])
         except Exception:  # not a tensor: the checked path names the mistake
             return None
 
@@ -49,7 +54,7 @@ def make_signer(params: Sequence[HostParam]) -> Signer:
         if len(args) != count:
             return None
         try:
-            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous())
+            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous() or a.stride())
                           for a in args])
         except Exception:
             return None
@@ -94,7 +99,9 @@ def _torch_dtype(elem: str) -> torch.dtype | None:
 
 
 def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any],
-         checks: Sequence[Any] = ()) -> Bound:
+         checks: Sequence[Any] = (), written: frozenset[str] = frozenset()) -> Bound:
+    """The arguments checked against ``params``; ``written``: the tensor parameters the
+    function writes in place (their elements must not share memory)."""
     if len(args) != len(params):
         names = ", ".join(p.name for p in params)
         raise ArgumentError(f"{fn_name}() takes {len(params)} argument(s) ({names}), "
@@ -104,11 +111,19 @@ def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any],
     device: torch.device | None = None
     device_from = ""
     values: list[Any] = []
+    strided: list[str] = []
     for param, arg in zip(params, args):
         if param.kind == "scalar":
             values.append(_scalar(fn_name, param, arg))
             continue
         tensor = _tensor(fn_name, param, arg)
+        if not tensor.is_contiguous():
+            strided.append(param.name)
+            if param.name in written:
+                problem = shared_elements(tensor)
+                if problem is not None:
+                    raise ArgumentError(f"{fn_name}(): parameter '{param.name}' is written in "
+                                        f"place, but {problem}")
         if device is None:
             device, device_from = tensor.device, param.name
         elif tensor.device != device:
@@ -121,7 +136,7 @@ def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any],
     for check in checks:
         if check.holds(dims) is False:
             raise ArgumentError(f"{fn_name}(): {check.message(dims)}")
-    return Bound(values, dims, device)
+    return Bound(values, dims, device, frozenset(strided))
 
 
 def _scalar(fn_name: str, param: HostParam, arg: Any) -> int | float:
@@ -153,10 +168,6 @@ def _tensor(fn_name: str, param: HostParam, arg: Any) -> torch.Tensor:
         raise ArgumentError(f"{fn_name}(): parameter '{param.name}' expects rank "
                             f"{len(param.dims)}, got a tensor of rank {arg.dim()} "
                             f"(shape {list(arg.shape)})")
-    if not arg.is_contiguous():
-        raise ArgumentError(f"{fn_name}(): parameter '{param.name}' must be contiguous "
-                            f"(row-major); got strides {list(arg.stride())}; pass "
-                            f"'{param.name}.contiguous()'")
     return arg
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from .backends.cuda.match import GemmPlan, NotAGemm, match_gemm
-from .backends.ir.errors import LoweringError, NeedsSpecialization
+from .backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
 from .backends.ir.lower import FunctionLowering, Options
 from .backends.ir.nodes import Function as IRFunction
-from .backends.ir.nodes import HostParam
+from .backends.ir.nodes import HostParam, Layout
 from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
@@ -34,14 +34,20 @@ from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import NO_SPAN, Source, SourceMap, Span
 
 
-Specializer = Callable[[Mapping[str, int]], Artifact]
+# the artifact for the dimensions of a call (a function compiled per call shape), for
+# arguments whose tensors named in the set are strided (not contiguous)
+Specializer = Callable[[Mapping[str, int], frozenset[str]], Artifact]
+# the artifact of a function compiled once, for arguments whose named tensors are strided
+Restrider = Callable[[frozenset[str]], Artifact]
 
 
 @dataclass(frozen=True)
 class CompiledFunction:
     """One function's artifact -- or, when it needs dimensions as constants (``M`` as a
     shared buffer's extent), ``artifact`` is None and ``specialize`` compiles it for the
-    dimensions of one call (raising ``CompileError`` when those values break a rule)."""
+    dimensions of one call (raising ``CompileError`` when those values break a rule).
+    ``artifact`` takes contiguous tensors; ``restride`` compiles the variant for calls
+    with strided ones (``specialize`` takes their names too)."""
 
     name: str
     artifact: Artifact | None
@@ -49,6 +55,7 @@ class CompiledFunction:
     params: tuple[HostParam, ...] = ()
     specialize: Specializer | None = None
     gemm: GemmPlan | None = None  # backend="cuda": the operands of the hand-written GEMM
+    restride: Restrider | None = None
 
     @property
     def specialize_on(self) -> tuple[str, ...]:
@@ -194,7 +201,8 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
         except LoweringError as err:  # (codegen reports what Python cannot write: CQ0702)
             reporter.report(err.code, err.span, **err.fields)
             continue
-        functions.append(CompiledFunction(fn.node.name, artifact, fn, gemm=gemm))
+        functions.append(CompiledFunction(fn.node.name, artifact, fn, gemm=gemm,
+                                          restride=_restrider(fn, options, locate, filename)))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)
 
@@ -218,13 +226,13 @@ def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,
     memory are checked then, for those values."""
     target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
 
-    def specialize(dims: Mapping[str, int]) -> Artifact:
+    def specialize(dims: Mapping[str, int], strided: frozenset[str] = frozenset()) -> Artifact:
         local = Reporter(reporter.source_map)
         with recursion_headroom(), gc_paused():
             checked = Checker(local, target, specialize=dims).check_function(fn.node)
             local.raise_if_errors()
             try:
-                lowered = FunctionLowering(checked, options).lower()
+                lowered = lower_layout(checked, options, strided)
                 return generate(lowered, locate, filename)
             except LoweringError as err:
                 local.report(err.code, err.span, **err.fields)
@@ -234,3 +242,33 @@ def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,
 
     params = tuple(FunctionLowering(fn, options).host_params())
     return CompiledFunction(fn.node.name, None, fn, params, specialize)
+
+
+def lower_layout(fn: CheckedFunction, options: Options, strided: frozenset[str]) -> IRFunction:
+    """``fn`` lowered for arguments whose tensors named in ``strided`` are strided: each
+    taken with its strides, or copied contiguous by the host where a construct reads its
+    memory as row-major (the lowering says which, one at a time). A strided lowering
+    that fails where the contiguous one succeeded copies every strided tensor (it is then
+    the contiguous lowering), so a layout is never an error."""
+    copied: set[str] = set()
+    while True:
+        layout = Layout(strided - frozenset(copied), frozenset(copied))
+        try:
+            return FunctionLowering(fn, options, layout).lower()
+        except NeedsContiguous as err:
+            copied.add(err.param)
+        except LoweringError:
+            if not layout.strided:
+                raise
+            copied |= strided
+
+
+def _restrider(fn: CheckedFunction, options: Options, locate: Callable[[Span], str],
+               filename: str) -> Restrider:
+    """The strided variants of a function compiled once (see ``lower_layout``)."""
+
+    def restride(strided: frozenset[str]) -> Artifact:
+        with recursion_headroom(), gc_paused():
+            return generate(lower_layout(fn, options, strided), locate, filename)
+
+    return restride

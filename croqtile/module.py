@@ -13,6 +13,7 @@ from .backends.triton.launcher import Launcher, load_module
 from .binding import Bound, Signature, bind, make_signer, scalar_converters
 from .driver import CompiledFunction
 from .errors import ArgumentError, CompileError
+from .frontend.sema.effects import written_parameters
 
 
 # signatures remembered per function; past this many (a shape sweep) the memory restarts
@@ -25,7 +26,7 @@ class _Warm:
     the device, the dimension values in the host function's order and the scalar
     conversions. Read on every warm call, so it holds ready values, not recipes."""
 
-    key: tuple[int, ...]
+    key: tuple[Any, ...]
     host: Callable[..., Any]
     device: Any
     dims: tuple[int, ...]
@@ -36,9 +37,14 @@ class Function:
     """One compiled ``__co__`` function. Call it with torch tensors and Python scalars.
 
     A call whose arguments have the signature of an earlier successful call (same tensor
-    types, dtypes, shapes, devices and contiguity; same scalar types) skips ``bind``: that
+    types, dtypes, shapes, devices and layouts; same scalar types) skips ``bind``: that
     signature decides every check, so it passed again. Anything else is bound and checked
-    in full, and raises the same ``ArgumentError`` as a first call would."""
+    in full, and raises the same ``ArgumentError`` as a first call would.
+
+    Contiguous tensors run the artifact compiled for them; a call with strided tensors
+    (transposed views, slices, permuted dimensions) runs a variant compiled on first use
+    for the set of parameters that are strided, whose kernels take their strides (arch
+    4.1); any other strides of the same parameters run the same variant."""
 
     def __init__(self, compiled: CompiledFunction) -> None:
         self._compiled = compiled
@@ -48,19 +54,23 @@ class Function:
         self.loads = 0  # how many times a generated module was loaded (1 after a call)
         self.warm_calls = 0  # calls that skipped the argument checks (a known signature)
         self._sign = make_signer(self._host_params())
+        self._written = written_parameters(compiled.checked)
         self._warm: dict[Signature, _Warm] = {}
-        # artifacts and loaded modules by specialisation key (() when not specialised)
-        self._artifacts: dict[tuple[int, ...], Artifact] = {}
-        self._modules: dict[tuple[int, ...], ModuleType] = {}
-        self._last: tuple[int, ...] | None = None
+        # artifacts and loaded modules by variant key: the dimension values of a function
+        # specialised per shape, then the strided parameters when there are any (() when
+        # neither)
+        self._artifacts: dict[tuple[Any, ...], Artifact] = {}
+        self._modules: dict[tuple[Any, ...], ModuleType] = {}
+        self._last: tuple[Any, ...] | None = None
         if compiled.artifact is not None:
             self._artifacts[()] = compiled.artifact
 
     @property
     def triton_source(self) -> str:
         """The generated Python module: the Triton kernels and the host function. A
-        function specialised per call on its dimensions has one per shape: this is the
-        last one called (a comment saying so before the first call)."""
+        function specialised per call on its dimensions has one per shape, and calls with
+        strided tensors run a variant of their own: this is the last one called (a
+        comment saying so before the first call of a specialised function)."""
         if self._last is not None or () in self._artifacts:
             return self._artifacts[self._last or ()].source
         dims = ", ".join(self._compiled.specialize_on)
@@ -89,7 +99,7 @@ class Function:
         artifact = self._compiled.artifact
         return artifact.params if artifact is not None else self._compiled.params
 
-    def _load(self, key: tuple[int, ...]) -> ModuleType:
+    def _load(self, key: tuple[Any, ...]) -> ModuleType:
         module = self._modules.get(key)
         if module is None:
             module = load_module(self._artifacts[key], settings.cache_dir())
@@ -97,22 +107,27 @@ class Function:
             self.loads += 1
         return module
 
-    def _bind(self, args: tuple[Any, ...]) -> tuple[tuple[int, ...], Any]:
-        """Bind the arguments; the key of the artifact for their shapes (compiled now
-        when this shape is new)."""
+    def _bind(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
+        """Bind the arguments; the key of the artifact for their shapes and layouts
+        (compiled now when it is new)."""
         compiled = self._compiled
         checks = compiled.artifact.checks if compiled.artifact is not None else \
             compiled.checked.runtime_checks
-        bound = bind(self.name, self._host_params(), args, checks)
+        bound = bind(self.name, self._host_params(), args, checks, self._written)
+        layout: tuple[Any, ...] = (bound.strided,) if bound.strided else ()
         if compiled.artifact is not None:
-            return (), bound
+            if layout and layout not in self._artifacts:
+                assert compiled.restride is not None
+                self._artifacts[layout] = compiled.restride(bound.strided)
+            self._last = layout
+            return layout, bound
         dims = {name: bound.dims[name] for name in compiled.specialize_on
                 if name in bound.dims}
-        key = tuple(dims.get(name, 0) for name in compiled.specialize_on)
+        key = tuple(dims.get(name, 0) for name in compiled.specialize_on) + layout
         if key not in self._artifacts:
             assert compiled.specialize is not None
             try:
-                self._artifacts[key] = compiled.specialize(dims)
+                self._artifacts[key] = compiled.specialize(dims, bound.strided)
             except CompileError as err:
                 if all(d.code.startswith(("CQ07", "CQ09")) for d in err.diagnostics):
                     raise  # a construct the backend cannot lower, whatever the shapes
@@ -159,7 +174,7 @@ class Function:
             self._warm[signature] = warm
         return warm.host(self._launcher, warm.device, *bound.args, *warm.dims)
 
-    def _remember(self, key: tuple[int, ...], bound: Bound, args: tuple[Any, ...]) -> _Warm:
+    def _remember(self, key: tuple[Any, ...], bound: Bound, args: tuple[Any, ...]) -> _Warm:
         """What later calls with these arguments' signature reuse, read off this binding."""
         artifact = self._artifacts[key]
         host = getattr(self._load(key), artifact.function)

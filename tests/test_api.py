@@ -74,7 +74,9 @@ def test_module_call_needs_exactly_one_function() -> None:
      r"parameter 'a' expects rank 2, got a tensor of rank 3"),
     (lambda: (f16(20, 40), f16(24, 41), f16(20, 24)),
      r"parameter 'b', dimension 1 \(K\): expected 40 \(bound by 'a'\), got 41"),
-    (lambda: (f16(40, 20).T, f16(24, 40), f16(20, 24)), r"parameter 'a' must be contiguous"),
+    (lambda: (f16(20, 40), f16(24, 40), f16(1, 24).expand(20, 24)),
+     r"parameter 'c' is written in place, but its elements share memory \(stride 0 along "
+     r"dimension 0 of size 20"),
     (lambda: (f16(20, 40), f16(24, 40).to("meta"), f16(20, 24)),
      r"parameter 'b' is on meta but 'a' is on cpu"),
     (lambda: ([[1.0]], f16(24, 40), f16(20, 24)), r"parameter 'a' expects a torch.Tensor"),

@@ -159,7 +159,7 @@ MISTAKES: dict[str, Callable[[], tuple[Any, ...]]] = {
     "rank": lambda: (f16(20, 40, 1), f16(24, 40), poisoned(20, 24)),
     "dimension": lambda: (f16(20, 40), f16(24, 41), poisoned(20, 24)),
     "output dimension": lambda: (f16(20, 40), f16(24, 40), poisoned(20, 25)),
-    "contiguity": lambda: (f16(40, 20).T, f16(24, 40), poisoned(20, 24)),
+    "expanded output": lambda: (f16(20, 40), f16(24, 40), poisoned(1, 24).expand(20, 24)),
     "device mix": lambda: (f16(20, 40), f16(24, 40).to("meta"), poisoned(20, 24)),
     "not a tensor": lambda: ([[1.0]], f16(24, 40), poisoned(20, 24)),
     "too few": lambda: (f16(20, 40), f16(24, 40)),
@@ -181,16 +181,27 @@ def test_mistakes_after_warm_calls_raise_as_cold(mistake: str) -> None:
     assert warm.warm_calls == 1
 
 
-def test_same_shape_but_not_contiguous_after_warm_calls() -> None:
-    cold = croqtile.compile(GEMM, filename="mm.co").mm
-    warm = croqtile.compile(GEMM, filename="mm.co").mm
-    b, c = f16(24, 40), poisoned(40, 24)
-    for _ in range(2):
-        warm(f16(40, 40), b, c)
-    transposed = f16(40, 40).T  # the warm signature's shape and dtype, strides (1, 40)
-    expected = message(lambda: cold(transposed, b, c))
-    assert "must be contiguous" in expected
-    assert message(lambda: warm(transposed, b, c)) == expected
+def test_same_shape_but_not_contiguous_after_warm_calls(counting_bind: CountingBind) -> None:
+    """A strided tensor of a warm signature's shape and dtype is not that signature: it
+    binds again and runs the strided variant, which reads its strides; and the contiguous
+    signature stays warm after it."""
+    fn = croqtile.compile(GEMM, filename="mm.co").mm
+    b = f16(24, 40)
+    for seed in range(2):
+        a, c = f16(40, 40, seed=seed), poisoned(40, 24)
+        fn(a, b, c)
+        assert_every_element(c, a.double() @ b.double().T, 2e-2)
+    assert (counting_bind.calls, fn.warm_calls) == (1, 1)
+    for seed in range(2):
+        transposed = f16(40, 40, seed=seed + 5).T  # the warm shape and dtype, strides (1, 40)
+        c = poisoned(40, 24)
+        fn(transposed, b, c)
+        assert_every_element(c, transposed.double() @ b.double().T, 2e-2)
+    assert (counting_bind.calls, fn.warm_calls) == (2, 2)
+    a, c = f16(40, 40, seed=9), poisoned(40, 24)
+    fn(a, b, c)
+    assert_every_element(c, a.double() @ b.double().T, 2e-2)
+    assert (counting_bind.calls, fn.warm_calls) == (2, 3)
 
 
 def test_tensor_changed_in_place_is_checked_again() -> None:

@@ -30,10 +30,11 @@ _TYPES = {torch.float16: ("f16", TENSOR_MAP_F16), torch.bfloat16: ("bf16", TENSO
 
 
 def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: bool = True,
-                aligned: bool = True) -> str | None:
+                aligned: bool = True, dense: bool = True) -> str | None:
     """Why the kernel cannot compute out = a @ b.T, or None when it can. ``device=False``
     leaves out the device checks, ``aligned=False`` the alignment of the pointers (a
-    caller that checks it per call)."""
+    caller that checks it per call), ``dense=False`` the contiguity of the matrices (a
+    caller that copies strided ones)."""
     tensors = (a, b, out)
     if device and any(not t.is_cuda for t in tensors):
         return "the tensors are not on a CUDA device"
@@ -41,7 +42,9 @@ def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: 
         return "the GPU is not a Hopper (compute capability 9.0)"
     if a.dtype not in _TYPES or any(t.dtype != a.dtype for t in tensors):
         return "the element type is not f16 or bf16 throughout"
-    if any(t.dim() != 2 or not t.is_contiguous() for t in tensors):
+    if any(t.dim() != 2 for t in tensors):
+        return "a tensor is not a matrix"
+    if dense and any(not t.is_contiguous() for t in tensors):
         return "a tensor is not a contiguous matrix"
     (m, k), (n, k_b) = a.shape, b.shape
     if k_b != k or tuple(out.shape) != (m, n) or min(m, n, k) == 0:

@@ -30,6 +30,17 @@ class NeedsSpecialization(Exception):
         self.names = frozenset(names)
 
 
+class NeedsContiguous(Exception):
+    """A construct that reads a parameter's memory as row-major (``span_as``, explicit
+    element strides) met a parameter lowered for strided arguments: the variant is
+    lowered again with that parameter copied contiguous by the host (the driver catches
+    this)."""
+
+    def __init__(self, param: str) -> None:
+        super().__init__(param)
+        self.param = param
+
+
 def static_extent(extent: Sym, span: Span) -> int:
     """The value of a tile extent; one that depends on parameter dimensions asks for a
     specialised compile (every free name of a ``Sym`` is a parameter dimension)."""

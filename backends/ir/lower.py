@@ -20,13 +20,14 @@ from ...frontend.parser import recursion_headroom
 from ...frontend.sema import dtypes
 from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Symbol, SymKind
+from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import apply, builtins, dma, loops, mma
 from . import build as b
 from . import nodes as ir
 from .assign import Assignments
 from .control import Control
-from .errors import LoweringError, NeedsSpecialization, unsupported
+from .errors import LoweringError, NeedsContiguous, NeedsSpecialization, unsupported
 from .exprs import Expressions
 from .kernel import KernelAssembly
 from .state import FunctionState, HostScalar, Options, describe
@@ -66,14 +67,19 @@ class FunctionLowering(FunctionState):
         clones = [p.name for p in self.params
                   if p.kind == "tensor" and p.storage != "global" and not p.by_ref
                   and p.name in self.written]
+        copy_back = [p.name for p in self.params if p.name in self.layout.copied
+                     and p.name in self.written and p.name not in clones]
         return ir.Function(node.name, self.params, self.body, self.fn.returns,
                            sorted(self.fn.dims), self.kernels, clones,
-                           list(self.fn.runtime_checks))
+                           list(self.fn.runtime_checks), self.layout, copy_back)
 
     def _param(self, sym: Symbol) -> None:
         elem = sym.elem or dtypes.F32
         if sym.kind is SymKind.DATA:
-            tensor = TensorRef(sym.name, elem, sym.shape or ())
+            shape = sym.shape or ()
+            strides = tuple(Sym.var(ir.stride_var_name(sym.name, d)) for d in range(len(shape))) \
+                if sym.name in self.layout.strided else ()
+            tensor = TensorRef(sym.name, elem, shape, strides)
             self.tensors[sym.name] = tensor
             self.env[sym] = tensor
             storage = "global" if _declared_global(self.fn, sym) else "host"
@@ -275,7 +281,7 @@ class KernelLowering(Expressions, Views, Control, Assignments, KernelAssembly):
             raise unsupported(stmt.span, describe(stmt))
         try:
             rule(self, stmt)
-        except (LoweringError, NeedsSpecialization):
+        except (LoweringError, NeedsSpecialization, NeedsContiguous):
             raise
         except Exception as exc:  # a lowering bug: report it at the statement, not line 1
             if isinstance(stmt, (ast.Block, ast.Parallel, ast.Foreach, ast.With, ast.If)):

@@ -50,8 +50,23 @@ def host_var_name(name: str) -> str:
     # flags of host descriptors) and dimension variables
     reserved = {"tl", "triton", "torch", "math", "launch", "device", "programs", "workspace",
                 "counters"}
-    own = keyword.iskeyword(name) or name in reserved or name.startswith(("TMA_", "d_"))
+    own = keyword.iskeyword(name) or name in reserved or name.startswith(
+        ("TMA_", "d_", "caller_"))
     return name + "_" if own else name
+
+
+def caller_var_name(name: str) -> str:
+    """The host variable holding the caller's tensor of parameter ``name`` while the
+    kernels work on a contiguous copy of it (``Layout.copied``)."""
+    return "caller_" + name
+
+
+def stride_var_name(param: str, dim: int) -> str:
+    """The symbolic name of the element stride of dimension ``dim`` of a tensor parameter
+    lowered for strided arguments (``Layout.strided``). It is a host local and a kernel
+    argument like a dimension (``dim_var_name``); the ``__`` prefix keeps it apart from
+    the program's own names."""
+    return f"__stride_{param}_{dim}"
 
 
 def sort_axes(axes: set[Axis] | list[Axis] | tuple[Axis, ...]) -> tuple[Axis, ...]:
@@ -433,6 +448,19 @@ class HostParam:
     storage: str = "global"
 
 
+@dataclass(frozen=True)
+class Layout:
+    """How the tensor parameters of one compiled variant lie in memory. A parameter in
+    ``strided`` is lowered with one stride argument per dimension, which the host reads
+    off the tensor it launches with; one in ``copied`` is made contiguous by the host
+    first (a construct that reinterprets its memory row-major, ``span_as``), and copied
+    back into the caller's tensor after the launches when the function writes it in place.
+    Every other parameter is contiguous (row-major strides from its dimensions)."""
+
+    strided: frozenset[str] = frozenset()
+    copied: frozenset[str] = frozenset()
+
+
 @dataclass
 class Function:
     """A lowered ``__co__`` function: parameters, host program and its kernels."""
@@ -445,6 +473,9 @@ class Function:
     kernels: list[Kernel]
     clone_inputs: list[str] = field(default_factory=list)
     checks: list[object] = field(default_factory=list)  # RuntimeChecks tested before launch
+    layout: Layout = Layout()
+    # ``layout.copied`` parameters the function writes in place: copied back after it ran
+    copy_back: list[str] = field(default_factory=list)
 
 
 FP8 = (DType.F8E4, DType.F8E5)

@@ -132,9 +132,11 @@ class FunctionState:
     """What the lowering of one ``__co__`` function collects (see ``lower.FunctionLowering``,
     which lowers its host statements)."""
 
-    def __init__(self, fn: CheckedFunction, options: Options) -> None:
+    def __init__(self, fn: CheckedFunction, options: Options,
+                 layout: ir.Layout | None = None) -> None:
         self.fn = fn
         self.options = options
+        self.layout = layout or ir.Layout()
         self.env: dict[Symbol, object] = {}
         self.tensors: dict[str, TensorRef] = {}
         self.body: list[ir.HostStmt] = []
@@ -343,7 +345,7 @@ class KernelState(ABC):
         if tensor.pointer not in self.params:
             self.params[tensor.pointer] = ir.KernelParam(tensor.pointer, ir.ParamKind.POINTER,
                                                          tensor.dtype, tensor.name)
-        for dim in tensor.dims:
+        for dim in tensor.dims + tensor.explicit:
             self.use_sym(dim)
         return tensor
 
@@ -360,12 +362,17 @@ class KernelState(ABC):
 
     def tma_flag(self, tensor: TensorRef) -> str:
         """A constexpr flag the host sets when ``tensor`` suits a tensor descriptor:
-        16-byte aligned base and leading strides."""
+        16-byte aligned base and leading strides, and (a parameter taken with its
+        strides) a unit last stride and no zero stride."""
         name = f"TMA_{tensor.name}"
         if name not in self.flags:
             size = tensor.elem.bits // 8
             conds = [f"{ir.host_var_name(tensor.name)}.data_ptr() % 16 == 0"]
-            for stride in tensor.strides()[:-1]:
+            strides = tensor.strides()
+            if tensor.name in self.fl.layout.strided:
+                conds.append(f"{strides[-1].render(ir.dim_var_name)} == 1")
+                conds += [f"{stride.render(ir.dim_var_name)} > 0" for stride in strides[:-1]]
+            for stride in strides[:-1]:
                 conds.append(f"{stride.render(ir.dim_var_name)} * {size} % 16 == 0")
             if self.fl.options.descriptor_maker == "host":  # (the host's descriptors need them)
                 conds += [f"{dim.render(ir.dim_var_name)} > 0" for dim in tensor.dims]

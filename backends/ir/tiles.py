@@ -136,7 +136,7 @@ def make_descriptor(kl: KernelState, tensor: TensorRef, block: tuple[int, ...]) 
         else:
             kl.prologue.append(ir.Branch(None, flag, [ir.DefineDesc(
                 None, name, tensor.pointer, tensor.dims, tensor.strides(), block)], []))
-        for dim in tensor.dims:
+        for dim in tensor.dims + tensor.strides():
             kl.use_sym(dim)
     return name
 

@@ -15,7 +15,7 @@ from ...frontend.source import Span
 from . import apply, scratch
 from . import build as b
 from . import nodes as ir
-from .errors import unsupported
+from .errors import NeedsContiguous, unsupported
 from .state import BufferSlot, KernelState, as_expr
 from .values import Acc, Buffer, BufferArray, Region, TensorRef, Tile
 
@@ -112,6 +112,8 @@ class Views(KernelState):
         if not isinstance(base, Region):
             raise unsupported(step.span, "explicit element strides in a view of a buffer",
                               "take the strided view of a global tensor")
+        if base.tensor.name in self.fl.layout.strided:  # (strides of row-major memory)
+            raise NeedsContiguous(base.tensor.name)
         if ends or any(d is not None for d in step.dynamic):
             raise unsupported(step.span, "explicit element strides with a runtime extent")
         self.use_tensor(base.tensor)
@@ -129,6 +131,8 @@ class Views(KernelState):
         span = step.span
         if not isinstance(base, Region):
             raise unsupported(span, "'span_as' of a register-resident buffer")
+        if base.tensor.name in self.fl.layout.strided:  # (a reshape of row-major memory)
+            raise NeedsContiguous(base.tensor.name)
         whole = Region.whole(base.tensor)
         if not (all(b.is_const(o, 0) for o in offsets) and base.key()[1:] == whole.key()[1:]
                 and all(e.provably_eq(d) for e, d in zip(extents, base.tensor.dims))):

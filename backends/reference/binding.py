@@ -1,6 +1,8 @@
 """Binding call arguments to parameters (spec 6): element types, ranks, static sizes,
 symbolic dimensions read from the argument shapes, and the call-time conditions the
-checker could not prove."""
+checker could not prove. Tensors may have any strides (the interpreter runs on
+contiguous copies of strided ones: ``interpret.run``), except that a tensor written in
+place must not have elements that share memory."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from typing import Any
 
 import torch
 
+from ...frontend.sema.effects import written_parameters
 from ...frontend.sema.model import CheckedFunction, SymKind
+from ..layouts import shared_elements
 from .arith import torch_dtype
 from .errors import ArgumentError
 
@@ -18,6 +22,7 @@ def bind_arguments(fn: CheckedFunction, args: list[Any],
     """Symbolic dimensions (named ones and anonymous ``?``) from the argument shapes,
     checked against ``given`` and against each other."""
     name = fn.node.name
+    written = written_parameters(fn)
     if len(args) != len(fn.params):
         raise ArgumentError(f"{name}() takes {len(fn.params)} argument(s), got {len(args)}")
     dims: dict[str, int] = dict(given or {})
@@ -36,8 +41,11 @@ def bind_arguments(fn: CheckedFunction, args: list[Any],
         if arg.dim() != len(sym.shape):
             raise ArgumentError(f"{name}(): parameter '{sym.name}' expects rank "
                                 f"{len(sym.shape)}, got {arg.dim()}")
-        if not arg.is_contiguous():
-            raise ArgumentError(f"{name}(): parameter '{sym.name}' must be contiguous")
+        if sym.name in written and not arg.is_contiguous():
+            problem = shared_elements(arg)
+            if problem is not None:
+                raise ArgumentError(f"{name}(): parameter '{sym.name}' is written in place, "
+                                    f"but {problem}")
         for d, (want, got) in enumerate(zip(sym.shape, arg.shape)):
             got = int(got)
             if want.value is not None:

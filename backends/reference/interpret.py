@@ -24,6 +24,7 @@ import torch
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.dtypes import ElemType
+from ...frontend.sema.effects import written_parameters
 from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
 from ...frontend.source import Span
@@ -629,7 +630,15 @@ def run(fn: CheckedFunction, args: list[Any], dims: dict[str, int] | None = None
     options = options or Options()
     bound = bind_arguments(fn, args, dims)
     interpreter = Interpreter(fn, bound, options, locate)
-    return interpreter.call(list(args))
+    # strided tensors (views, slices, permuted dimensions) run as contiguous copies, and
+    # what the function wrote in place into a copy goes back into the caller's tensor
+    dense = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+    result = interpreter.call(dense)
+    written = written_parameters(fn)
+    for sym, given, used in zip(fn.params, args, dense):
+        if used is not given and sym.name in written:
+            given.copy_(used)
+    return result
 
 
 def _allocate(name: str, arrays: tuple[int, ...], shape: tuple[int, ...], elem: ElemType,

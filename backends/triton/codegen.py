@@ -510,8 +510,7 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
         dim_name(d) for d in fn.dims]
     w.line(f"def host_{fn.name}({', '.join(args)}):")
     w.indent()
-    for name in fn.clone_inputs:
-        w.line(f"{host_name(name)} = {host_name(name)}.clone()")
+    _host_layouts(w, fn)
     for stmt in fn.body:
         if isinstance(stmt, ir.HostAlloc):
             shape = ", ".join(render_sym(s) for s in stmt.shape)
@@ -524,13 +523,47 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
                        f"dtype=torch.{stmt.dtype}, device=device)")
         elif isinstance(stmt, ir.HostLaunch):
             _launch(w, stmt.kernel)
-        elif isinstance(stmt, ir.HostReturn) and stmt.value is not None:
-            w.line(f"return {render_sym(stmt.value)}")
         elif isinstance(stmt, ir.HostReturn):
-            w.line(f"return {host_name(stmt.name)}" if stmt.name else "return None")
+            _copy_back(w, fn)
+            if stmt.value is not None:
+                w.line(f"return {render_sym(stmt.value)}")
+            else:
+                w.line(f"return {host_name(stmt.name)}" if stmt.name else "return None")
     if not fn.body or not isinstance(fn.body[-1], ir.HostReturn):
+        _copy_back(w, fn)
         w.line("return None")
     w.dedent()
+
+
+def _host_layouts(w: _Writer, fn: ir.Function) -> None:
+    """The host function's first lines: private copies of the tensors it writes but the
+    caller keeps (``clone_inputs``; contiguous when the caller's is strided, as a returned
+    copy is then, like the operator's fake result), contiguous copies of the parameters
+    the variant cannot take strided (the caller's tensor kept to be written back), and
+    the element strides of the parameters the kernels take strided, read off the tensors
+    launched."""
+    copied = fn.layout.copied
+    for name in fn.clone_inputs:
+        strided = name in copied or name in fn.layout.strided
+        fmt = "memory_format=torch.contiguous_format" if strided else ""
+        w.line(f"{host_name(name)} = {host_name(name)}.clone({fmt})")
+    for p in fn.params:
+        if p.name in copied and p.name not in fn.clone_inputs:
+            if p.name in fn.copy_back:
+                w.line(f"{ir.caller_var_name(p.name)} = {host_name(p.name)}")
+            w.line(f"{host_name(p.name)} = {host_name(p.name)}.contiguous()")
+    for p in fn.params:
+        if p.name in fn.layout.strided and p.dims:
+            names = [dim_name(ir.stride_var_name(p.name, d)) for d in range(len(p.dims))]
+            comma = "," if len(names) == 1 else ""
+            w.line(f"{', '.join(names)}{comma} = {host_name(p.name)}.stride()")
+
+
+def _copy_back(w: _Writer, fn: ir.Function) -> None:
+    """Before the host function returns: the results written into contiguous copies go
+    back into the caller's tensors (written in place, as the caller asked)."""
+    for name in fn.copy_back:
+        w.line(f"{ir.caller_var_name(name)}.copy_({host_name(name)})")
 
 
 def _launch(w: _Writer, k: ir.Kernel) -> None:

@@ -276,3 +276,32 @@ def test_calls_the_kernel_cannot_take_warn_once_and_run_triton(
         warnings.simplefilter("error")  # the same reason again: no second warning
         assert cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), triton_host,
                                        _operands()) is triton_host
+
+
+def test_strided_operands_are_copied_for_the_cuda_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel reads and writes contiguous matrices: a transposed rhs and a column
+    slice of a bigger output reach it as contiguous copies, and the product lands in the
+    caller's slice only."""
+    from croqtile import cuda_dispatch
+
+    class Product(_FakeGemm):
+        def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+            super().__call__(a, b, out)
+            out.copy_(a @ b.T)
+
+    fake, calls = Product(), []
+    monkeypatch.setattr(cuda_dispatch, "_kernel", lambda device: fake)
+    monkeypatch.setattr(cuda_dispatch, "unsupported", lambda *a, **k: None)
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(64, 32, generator=gen).half()
+    weight = torch.randn(32, 48, generator=gen).half()  # [K, N]: rhs = weight.T is [N, K]
+    wide = torch.full((64, 80), float("nan"), dtype=torch.float16)
+    out = wide[:, 16:64]
+    host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), _triton_host(calls),
+                                   (a, weight.T, out))
+    assert host(None, None, a, weight.T, out, 64, 48, 32) is None
+    assert calls == [] and len(fake.calls) == 1
+    assert all(t.is_contiguous() for t in fake.calls[0])
+    assert torch.equal(fake.calls[0][1], weight.T.contiguous())
+    assert torch.allclose(out.double(), a.double() @ weight.double(), rtol=1e-2, atol=5e-2)
+    assert wide[:, :16].isnan().all() and wide[:, 64:].isnan().all()

@@ -37,7 +37,7 @@ __co__ void strided(f32 [8, 16] a, global f32 [12, 8] out) {
 """
 
 
-def _strided_reference(args: list) -> torch.Tensor:
+def strided_views_reference(args: list) -> torch.Tensor:
     flat = args[0].double().flatten()
     p = torch.arange(4)[:, None]
     i = torch.arange(8)
@@ -444,7 +444,7 @@ CASES = [
                   *_outputs((4, 64))], _select_reference, torch.float32, output=2),
     Case("strided_views", STRIDED_VIEWS,
          lambda: [random((8, 16), torch.float32), *_outputs((12, 8))],
-         _strided_reference, torch.float32, output=1),
+         strided_views_reference, torch.float32, output=1),
     Case("strided_elements", STRIDED_ELEMENTS,
          lambda: [random((6, 10), torch.int32), *_outputs((10, 6), dtype=torch.int32)],
          lambda args: args[0].double().t() + 1, torch.int32, output=1),
