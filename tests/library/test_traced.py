@@ -28,6 +28,7 @@ from croqtile.backends.triton.launcher import Launcher
 
 from ..data.manifest import CORPUS
 from ..e2e.checks import DATA, Case, assert_close, poison, random
+from ..e2e.test_language_gaps import DEVICE_ASSERT
 from ..e2e.test_symbolic_extents import WHOLE_TILE
 from .test_registration import CONCAT, SCALE_ADD
 
@@ -167,6 +168,12 @@ def test_why_functions_stay_opaque(decomposing_on_cpu: list[Any]) -> None:
     staged = _compile(WHOLE_TILE).stage3
     assert "compiled per call" in str(croqtile.traced.opaque_reason(staged))
     assert croqtile.traced.traced_call(staged) is None
+    tuned = _compile(SCALE_ADD, autotune="quick").scale_add
+    assert "chosen per shape by timing" in str(croqtile.traced.opaque_reason(tuned))
+    checked = _compile(DEVICE_ASSERT).checked  # (its kernel checks device assertions)
+    traced = croqtile.traced.traced_call(checked)
+    assert traced is not None and "device assertions" in str(traced.reason)
+    assert not traced.decomposes((random((24,), torch.int32), torch.empty(24)))
     # an opaque operator stays in the traced graph, and its call gives the right result
     graphs = Graphs()
     compiled = torch.compile(lambda x, y: staged(x, y), fullgraph=True, backend=graphs)
