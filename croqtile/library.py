@@ -21,8 +21,9 @@ the model, and CUDA graphs capture them. Other functions and devices keep the op
 as one opaque call, each for the reason ``croqtile.traced`` gives.
 
 That is what ``torch.library.triton_op`` registers -- a custom operator, its fake
-implementation, and a decomposition under ``FunctionalTensorMode`` -- made here from the
-same public pieces because triton_op itself does not fit (torch 2.13):
+implementation, and a decomposition under ``FunctionalTensorMode`` (which falls back to
+the mode's own handling, as triton_op's does under ``torch.export``) -- made here piece by
+piece because triton_op itself does not fit (torch 2.13):
 
 - it infers the schema from the function's annotations (its ``schema=`` is not used:
   ``Tensor(a!)`` comes out as ``Tensor(a1!)``), where these schemas are built from the
@@ -46,7 +47,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-
 from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 

@@ -198,3 +198,14 @@ def test_traced_calls_check_their_arguments(decomposing_on_cpu: list[Any]) -> No
                                         r"size bound by 'x'"):
         torch.compile(model, backend=Graphs(), fullgraph=True)(x, random((32,), torch.float32))
     assert not decomposing_on_cpu
+
+
+def test_the_kernels_are_recorded_for_the_compile_cache() -> None:
+    """AOTAutograd's cache key takes the source of the kernels recorded for an operator
+    (as for a triton_op): a new source of an operator keys a new graph."""
+    from torch._library.triton import get_triton_kernels_for_op
+
+    scale_add = _compile(SCALE_ADD).scale_add
+    kernels = get_triton_kernels_for_op(scale_add.op.default._name)
+    assert [k.fn.__name__ for k in kernels] == ["scale_add_k0"]
+    assert get_triton_kernels_for_op(_compile(WHOLE_TILE).stage3.op.default._name) == []
