@@ -68,17 +68,21 @@ class TracedCall:
         self.function = function
         self._reason = opaque_reason(function)
         self._host: tuple[Artifact, Callable[..., Any]] | None = None
+        self._kernels_read = False  # (whether ``reason`` has looked at the kernels)
 
     @property
     def reason(self) -> str | None:
         """Why this function stays opaque, or None (loads the kernels to find out)."""
-        if self._reason is None and any(getattr(k, "debug", False) for k in self.kernels()):
-            # a kernel checking device assertions runs in Triton's debug mode, which would
-            # also trap on integer overflow (wrapping in Croqtile, as in C) unless launched
-            # with sanitize_overflow=False, a launch option wrap_triton does not pass on
-            self._reason = ("its kernels check device assertions (Triton's debug mode, "
-                            "launched with sanitize_overflow=False, which wrap_triton "
-                            "does not pass on)")
+        if self._reason is None and not self._kernels_read:
+            self._kernels_read = True
+            if any(getattr(k, "debug", False) for k in self.kernels()):
+                # a kernel checking device assertions runs in Triton's debug mode, which
+                # would also trap on integer overflow (wrapping in Croqtile, as in C)
+                # unless launched with sanitize_overflow=False, a launch option
+                # wrap_triton does not pass on
+                self._reason = ("its kernels check device assertions (Triton's debug "
+                                "mode, launched with sanitize_overflow=False, which "
+                                "wrap_triton does not pass on)")
         return self._reason
 
     def kernels(self) -> list[Any]:

@@ -1,101 +1,56 @@
 """A warm call (a known argument signature) touches no file, imports and compiles
 nothing, and allocates nothing but its outputs -- what capturing it in a CUDA graph and
 calling it at launch-bound sizes rely on. Checked on the CPU path (Triton's interpreter)
-and on the launcher's GPU path with a stand-in compiled kernel; ``tests/gpu/test_graphs.py``
-checks the real GPU path."""
+and on the launcher's GPU path with a stand-in compiled kernel (the file and compiler
+watch runs in a process of its own: ``tests/watched_calls.py``);
+``tests/gpu/test_graphs.py`` checks the real GPU path."""
 
 from __future__ import annotations
 
 import gc
-import os
+import json
+import subprocess
 import sys
 import tracemalloc
 import warnings
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import croqtile
-import croqtile.module
-from croqtile.backends.triton import launcher as launcher_module
 from croqtile.backends.triton.launcher import Launcher
 
 from .e2e.checks import DATA, assert_close, poison, random
 from .e2e.test_symbolic_extents import WHOLE_TILE
 from .library.test_registration import CONCAT, SCALE_ADD
-from .test_call_overhead import CUDA, StandInCompiled
 
-# audit events that read or change files, load code or start processes
-_FILE_EVENTS = ("open", "import", "compile", "exec", "glob.glob", "subprocess.Popen",
-                "ctypes.dlopen", "marshal.loads")
-_FILE_EVENT_PREFIXES = ("os.", "shutil.", "tempfile.", "pathlib.")
-
-_WATCHES: list[Watch] = []
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if _WATCHES and (event in _FILE_EVENTS or event.startswith(_FILE_EVENT_PREFIXES)):
-        for watch in _WATCHES:
-            watch.seen.append(f"{event} {str(args)[:120]}")
+def watched(mode: str) -> dict[str, list[str]]:
+    """``tests.watched_calls``'s report, run in a process of its own (see there why)."""
+    run = subprocess.run([sys.executable, "-m", "tests.watched_calls", mode], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(run.stdout.splitlines()[-1])
 
 
-_HOOKED: list[bool] = []
-
-
-class Watch:
-    """While active: Python's audit events that touch files or load code (``open``,
-    ``import``, ``compile``, ``exec``, ``os.*``...), plus ``os.stat``/``os.lstat``
-    (which have none: ``Path.exists`` and ``os.path.exists`` end there), plus the loading
-    of a generated module and Triton compiles, each as a line in ``seen``."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.seen: list[str] = []
-        self.monkeypatch = monkeypatch
-        if not _HOOKED:  # (audit hooks cannot be removed: one for the process)
-            sys.addaudithook(_audit)
-            _HOOKED.append(True)
-
-    def _counting(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            if self in _WATCHES:
-                self.seen.append(f"{name} {str(args)[:120]}")
-            return real(*args, **kwargs)
-        return counted
-
-    def __enter__(self) -> Watch:
-        import triton
-
-        for module, name in [(os, "stat"), (os, "lstat"), (croqtile.module, "load_module"),
-                             (triton, "compile")]:
-            self.monkeypatch.setattr(module, name,
-                                     self._counting(name, getattr(module, name)))
-        _WATCHES.append(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _WATCHES.remove(self)
-
-
-@pytest.fixture()
-def watch(monkeypatch: pytest.MonkeyPatch) -> Watch:
-    return Watch(monkeypatch)
-
-
-def _quiet_compile(source: str, **kw: Any) -> croqtile.Module:
+def quiet_compile(source: str, **kw: Any) -> croqtile.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", croqtile.CompileWarning)
         return croqtile.compile(source, **kw)
 
 
-def _calls() -> list[tuple[str, Any, Callable[[], tuple[Any, ...]], Callable[..., None]]]:
+def calls() -> list[tuple[str, Any, Callable[[], tuple[Any, ...]], Callable[..., None]]]:
     """(name, function, fresh arguments, check of the call's effect) for a function
     writing in place through its operator, one returning a tensor, one compiled per
     shape, and a GEMM taking host tensor descriptors."""
-    scale_add = _quiet_compile(SCALE_ADD, library="warm_calls_a").scale_add
-    stack = _quiet_compile(CONCAT, library="warm_calls_b").stack
-    staged = _quiet_compile(WHOLE_TILE).stage3
+    scale_add = quiet_compile(SCALE_ADD, library="warm_calls_a").scale_add
+    stack = quiet_compile(CONCAT, library="warm_calls_b").stack
+    staged = quiet_compile(WHOLE_TILE).stage3
     gemm = croqtile.load(DATA / "seed000_sm90_gemm.co")
     matmul = next(iter(gemm.functions.values()))
     x, y = random((100,), torch.float32), random((100,), torch.float32)
@@ -123,22 +78,13 @@ def _calls() -> list[tuple[str, Any, Callable[[], tuple[Any, ...]], Callable[...
              multiplied)]
 
 
-def test_warm_calls_touch_no_file_and_compile_nothing(watch: Watch) -> None:
-    calls = _calls()
-    for _, function, args, _ in calls:
-        for _ in range(2):
-            function(*args())
-    with watch:
-        for name, function, args, check in calls:
-            for _ in range(3):
-                values = args()
-                check(function(*values), values)
-            assert watch.seen == [], f"{name}: {watch.seen[:5]}"
-        # a cold call is seen: the check can fail
-        fresh = _quiet_compile(SCALE_ADD.replace("* a +", "* a * 2.0f +")).scale_add
-        fresh(random((64,), torch.float32), random((64,), torch.float32), torch.empty(64), 1.0)
-    assert any(line.startswith("load_module") for line in watch.seen)
-    assert any(line.startswith(("open", "exec", "import")) for line in watch.seen)
+def test_warm_calls_touch_no_file_and_compile_nothing() -> None:
+    report = watched("cpu")
+    cold = report.pop("cold")
+    assert report == {name: [] for name in ("scale_add", "stack", "stage3", "matmul")}
+    # a cold call is seen: the watch can fail
+    assert any(line.startswith("load_module") for line in cold), cold
+    assert any(line.startswith(("open", "exec", "import")) for line in cold), cold
 
 
 class _Allocations(TorchDispatchMode):
@@ -167,7 +113,7 @@ def no_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_warm_calls_allocate_only_their_outputs(no_launches: list[int]) -> None:
     made = {"scale_add": [], "stack": ["aten.zeros.default"], "stage3": [], "matmul": []}
-    for name, function, args, _ in _calls():
+    for name, function, args, _ in calls():
         values = args()
         for _ in range(2):
             function(*values)
@@ -193,7 +139,7 @@ def test_warm_calls_allocate_only_their_outputs(no_launches: list[int]) -> None:
 
 def test_memory_kept_by_calls_is_seen(no_launches: list[int]) -> None:
     """The measurement above can fail: a call that keeps its arguments is caught."""
-    _, function, args, _ = _calls()[0]
+    _, function, args, _ = calls()[0]
     kept: list[Any] = []
     values = args()
     function(*values)
@@ -209,24 +155,8 @@ def test_memory_kept_by_calls_is_seen(no_launches: list[int]) -> None:
     assert grown >= 4096
 
 
-@pytest.fixture()
-def gpu_launch_stand_ins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """The launcher's GPU path without a GPU: the device index, the allocator and the
-    final launch of a compiled kernel (Triton's C launcher) are stand-ins."""
-    direct: list[Any] = []
-    monkeypatch.setattr(launcher_module, "_ensure_allocator", lambda: None)
-    monkeypatch.setattr(launcher_module, "_current_device", lambda: 0)
-    monkeypatch.setattr(launcher_module, "_launch_compiled",
-                        lambda compiled, grid, args, device: direct.append(compiled))
-    yield direct
-
-
-def test_warm_gpu_launches_touch_no_file(gpu_launch_stand_ins: list[Any], watch: Watch) -> None:
-    kernel, launch = StandInCompiled(), Launcher()
-    x = torch.zeros(64)
-    launch(kernel, (2,), (x, 7, 2.0), num_warps=4, num_stages=3, device=CUDA)
-    with watch:
-        for _ in range(3):
-            launch(kernel, (2,), (x, 7, 2.5), num_warps=4, num_stages=3, device=CUDA)
-    assert watch.seen == []
-    assert len(gpu_launch_stand_ins) == 3 and len(kernel.launched) == 1
+def test_warm_gpu_launches_touch_no_file() -> None:
+    """The launcher's GPU path with a stand-in compiled kernel (tests.watched_calls)."""
+    report = watched("launcher")
+    assert report["launcher"] == []
+    assert any(line.startswith("import") for line in report["cold"])

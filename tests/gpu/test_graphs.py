@@ -1,7 +1,8 @@
 """On the GPU: croqtile operators in CUDA graphs and under Inductor (issue 17, item 2).
 
 A warm call neither synchronises, nor copies between host and device, nor allocates
-beyond its outputs, nor touches a file; ``torch.cuda.CUDAGraph`` captures it and replays
+beyond its outputs, nor touches a file (``tests/watched_calls.py``, in a process of its
+own); ``torch.cuda.CUDAGraph`` captures it and replays
 it on new data; a model mixing torch and croqtile operators compiles whole with Inductor
 (``fullgraph=True``, static and dynamic shapes, no graph break), its croqtile kernels in
 Inductor's code, and with ``mode="reduce-overhead"``; results are those of eager calls."""
@@ -20,7 +21,7 @@ import croqtile
 
 from ..e2e.checks import DATA, assert_close, poison, random
 from ..library.test_registration import CONCAT, SCALE_ADD
-from ..test_warm_calls import Watch
+from ..test_warm_calls import watched
 
 pytestmark = pytest.mark.gpu
 
@@ -89,9 +90,28 @@ def _effect(call: Call, result: Any, args: tuple[Any, ...]) -> torch.Tensor:
     return result if call.written is None else args[call.written]
 
 
+def watched_calls() -> list[tuple[str, Any, Callable[[], tuple[Any, ...]], Any]]:
+    """The calls above as ``tests.watched_calls`` takes them: (name, function, fresh
+    arguments, check of a call's effect)."""
+
+    def checker(call: Call) -> Callable[[Any, tuple[Any, ...]], None]:
+        def check(result: Any, args: tuple[Any, ...]) -> None:
+            torch.cuda.synchronize()
+            assert_close(_effect(call, result, args), call.reference(args), call.dtype)
+        return check
+
+    return [(c.name, c.function, c.args, checker(c)) for c in _calls()]
+
+
+def test_warm_calls_touch_no_file_and_compile_nothing() -> None:
+    report = watched("cuda")
+    cold = report.pop("cold")
+    assert report == {name: [] for name in CALLS}
+    assert any(line.startswith(("load_module", "open", "exec")) for line in cold), cold
+
+
 @pytest.mark.parametrize("name", CALLS)
-def test_warm_calls_neither_sync_nor_copy_nor_allocate_nor_touch_files(
-        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_warm_calls_neither_sync_nor_copy_nor_allocate(name: str) -> None:
     call = _call(name)
     args = call.args()
     for _ in range(3):
@@ -101,13 +121,11 @@ def test_warm_calls_neither_sync_nor_copy_nor_allocate_nor_touch_files(
     before = torch.cuda.memory_stats()["allocation.all.allocated"]
     torch.cuda.set_sync_debug_mode("error")  # a synchronising call raises
     try:
-        with Watch(monkeypatch) as watch:
-            for _ in range(calls):
-                call.function(*args)
+        for _ in range(calls):
+            call.function(*args)
     finally:
         torch.cuda.set_sync_debug_mode(0)
     made = torch.cuda.memory_stats()["allocation.all.allocated"] - before
-    assert watch.seen == []
     if name == "gemm_kernel_descriptors":
         assert made <= calls * call.allocations
     else:
