@@ -30,6 +30,9 @@ for script in call_overhead compile_latency; do
     [ -f "bench/$script.py" ] && python3 "bench/$script.py" --json "$out/$script.json" \
         > "$out/$script.txt" 2>&1
 done
+# a croqtile operator under torch.compile against a hand-written triton_op (issue 17)
+[ -f bench/op_overhead.py ] && python3 bench/op_overhead.py --reduce-overhead --out "$out" \
+    > "$out/op_overhead.txt" 2>&1
 read -r -a extra <<< "${BENCH_ARGS:-}"  # e.g. BENCH_ARGS="--dtype f16": half the LLM sweep
 tuned=() user=()
 for sweep in "${sweeps[@]}"; do
@@ -53,7 +56,8 @@ import json, pathlib, sys
 records = [json.loads(p.read_text()) for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json"))]
 pathlib.Path(sys.argv[2]).write_text(json.dumps(records, indent=1))
 PY
-cat "$out"/call_overhead.txt "$out"/compile_latency.txt 2>/dev/null | tail -n 20
+cat "$out"/call_overhead.txt "$out"/compile_latency.txt "$out"/op_overhead.txt 2>/dev/null \
+    | tail -n 30
 tail -n 40 "$out/bench.txt" "$out/bench_user.txt" 2>/dev/null
 if [ "${PACK:-0}" = 1 ]; then
     tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")" && rm -rf "$out"

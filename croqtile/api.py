@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping
 from .driver import compile_source, make_options
 from .library import register
 from .module import Function, Module
+from .traced import traced_call
 from .tuning import Config, Tunables, make_tuned
 
 TunablesByShape = Callable[[dict[str, int]], Tunables]
@@ -74,7 +75,8 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
         module = Module([Function(f) for f in result.functions], filename)
     if library is not None:
         for function in module.functions.values():
-            function.op = register(library, function.compiled, function.call)
+            function.op = register(library, function.compiled, function.call,
+                                   traced_call(function))
     return module
 
 

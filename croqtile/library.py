@@ -12,12 +12,32 @@ symbolic dimensions bound from the arguments' sizes (symbolic sizes under dynami
 shapes), so that ``torch.library.opcheck`` passes and ``torch.compile`` traces through
 the op without a graph break.
 
-The operator is opaque to the compiler (``torch.library`` custom op, registered for
-every backend): its implementation is the compiled function's own call path, which
-picks the kernel of the call's shapes and launches it (or, on CPU tensors, runs it in
-Triton's interpreter). Compiling the same source again with the same library points the
-operator at the new function; another function under a name already taken with a
-different schema is an error.
+Eager calls run the compiled function's own call path (registered for every backend):
+it picks the kernel of the call's shapes and launches it, or, on CPU tensors, runs it in
+Triton's interpreter. Under ``torch.compile`` the operator of a function whose kernels
+can be traced decomposes, on CUDA tensors, into those Triton kernels
+(``croqtile.traced``): Inductor sees, compiles and launches them as kernels written in
+the model, and CUDA graphs capture them. Other functions and devices keep the operator
+as one opaque call, each for the reason ``croqtile.traced`` gives.
+
+That is what ``torch.library.triton_op`` registers -- a custom operator, its fake
+implementation, and a decomposition under ``FunctionalTensorMode`` (which falls back to
+the mode's own handling, as triton_op's does under ``torch.export``) -- made here piece by
+piece because triton_op itself does not fit (torch 2.13):
+
+- it infers the schema from the function's annotations (its ``schema=`` is not used:
+  ``Tensor(a!)`` comes out as ``Tensor(a1!)``), where these schemas are built from the
+  checked function;
+- it decomposes on every device, and runs the traced function on eager calls: CPU
+  tensors then fail (a launch recorded by ``wrap_triton`` runs compiled kernels only,
+  not Triton's interpreter), and eager CUDA calls would bypass croqtile's launcher;
+- it finds the kernels for AOTAutograd's cache key by reading the function's source for
+  ``wrap_triton(name)`` calls; generated kernels are recorded here instead (without them,
+  a cached graph could run the kernels of an earlier source of the same operator).
+
+Compiling the same source again with the same library points the operator at the new
+function (a model ``torch.compile`` traced before keeps the kernels it traced); another
+function under a name already taken with a different schema is an error.
 """
 
 from __future__ import annotations
@@ -27,6 +47,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
 from .backends.ir.nodes import HostParam
 from .driver import CompiledFunction
@@ -40,11 +62,13 @@ Call = Callable[..., Any]
 
 @dataclass
 class _Operator:
-    """A registered operator: its schema and the implementation it runs now."""
+    """A registered operator: its schema, the implementation it runs now, and its
+    decomposition under tracing (None: opaque)."""
 
     schema: str
     impl: Call
     fake: Call
+    traced: Any = None  # a croqtile.traced.TracedCall
 
 
 # torch.library.Library objects must stay alive for their registrations to hold
@@ -52,9 +76,11 @@ _LIBRARIES: dict[str, torch.library.Library] = {}
 _OPERATORS: dict[tuple[str, str], _Operator] = {}
 
 
-def register(namespace: str, compiled: CompiledFunction, impl: Call) -> Any:
+def register(namespace: str, compiled: CompiledFunction, impl: Call,
+             traced: Any = None) -> Any:
     """Register ``compiled`` (whose call is ``impl``) as ``torch.ops.<namespace>.<name>``
-    and return that operator."""
+    and return that operator. ``traced`` (a ``croqtile.traced.TracedCall``, or None for
+    an opaque operator) is what the operator decomposes into while torch traces it."""
     if not namespace.isidentifier():
         raise ValueError(f"library={namespace!r}: a torch.library namespace must be a "
                          "Python identifier")
@@ -62,6 +88,7 @@ def register(namespace: str, compiled: CompiledFunction, impl: Call) -> Any:
     schema = schema_of(compiled)
     fake = _fake(compiled)
     key = (namespace, name)
+    qualname = f"{namespace}::{name}"
     registered = _OPERATORS.get(key)
     if registered is None:
         library = _LIBRARIES.get(namespace)
@@ -70,14 +97,59 @@ def register(namespace: str, compiled: CompiledFunction, impl: Call) -> Any:
         library.define(name + schema)
         registered = _OPERATORS[key] = _Operator(schema, impl, fake)
         library.impl(name, lambda *args: registered.impl(*args), "CompositeExplicitAutograd")
-        torch.library.register_fake(f"{namespace}::{name}", lambda *args: registered.fake(*args),
+        torch.library.register_fake(qualname, lambda *args: registered.fake(*args),
                                     lib=library)
+        torch.library.register_torch_dispatch(qualname, FunctionalTensorMode,
+                                              _decomposition(registered), lib=library)
     elif registered.schema != schema:
         raise ValueError(f"torch.ops.{namespace}.{name} is already registered with the schema "
                          f"{name}{registered.schema}; this '{name}' needs {name}{schema}: "
                          "give it another library= namespace")
-    registered.impl, registered.fake = impl, fake
+    registered.impl, registered.fake, registered.traced = impl, fake, traced
+    _record_kernels(qualname, traced.kernels() if traced is not None else [])
     return getattr(getattr(torch.ops, namespace), name)
+
+
+def _decomposition(registered: _Operator) -> Call:
+    """The operator under ``FunctionalTensorMode`` (AOTAutograd's tracing): its kernels
+    (``registered.traced``) where the call decomposes, else the operator itself, opaque
+    (the mode's own handling: functionalised, its mutations made explicit)."""
+
+    def rule(mode: Any, op: Any, types: Any, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any:
+        traced = registered.traced
+        values = _positional(op, args, kwargs)
+        if traced is None or not traced.decomposes(values):
+            return mode.__torch_dispatch__(op, types, args, kwargs)
+        if any(not issubclass(t, (FakeTensor, FunctionalTensor)) and t is not torch.Tensor
+               for t in types):
+            return NotImplemented  # another tensor subclass decides (as triton_op does)
+        with mode:
+            return traced(*values)
+
+    return rule
+
+
+def _positional(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """The operator's arguments in schema order (keywords placed by name)."""
+    if not kwargs:
+        return args
+    names = [a.name for a in op._schema.arguments]
+    return args + tuple(kwargs[n] for n in names[len(args):])
+
+
+def _record_kernels(qualname: str, kernels: list[Any]) -> None:
+    """Tell AOTAutograd's cache which Triton kernels ``qualname`` runs, as
+    ``torch.library.triton_op`` does: its key then includes their source, and a graph
+    cached with the kernels of an earlier source of the operator is not reused."""
+    from torch._library import triton as torch_triton
+
+    table = getattr(torch_triton, "triton_ops_to_kernels", None)
+    if isinstance(table, dict):  # (a torch without the table has no such cache key)
+        if kernels:
+            table[qualname] = list(kernels)
+        else:
+            table.pop(qualname, None)
 
 
 def schema_of(compiled: CompiledFunction) -> str:

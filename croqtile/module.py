@@ -95,6 +95,21 @@ class Function:
     def launches(self) -> int:
         return self._launcher.launches
 
+    @property
+    def launcher(self) -> Launcher:
+        """The launcher of this function's calls (compiled kernels, stage counts)."""
+        return self._launcher
+
+    def host(self) -> tuple[Artifact, Callable[..., Any]]:
+        """The artifact and generated host function of a function compiled once for all
+        shapes, loaded now if no call has loaded it (``ValueError`` for a function
+        compiled per call shape, which has one per shape)."""
+        artifact = self._artifacts.get(()) if self._compiled.artifact is not None else None
+        if artifact is None:
+            raise ValueError(f"'{self.name}' is compiled per call shape: it has no host "
+                             "function for all shapes")
+        return artifact, getattr(self._load(()), artifact.function)
+
     def _host_params(self) -> tuple[Any, ...]:
         artifact = self._compiled.artifact
         return artifact.params if artifact is not None else self._compiled.params

@@ -92,6 +92,13 @@ class Launcher:
         if compiled is not None and hasattr(compiled, "run"):
             self._compiled.setdefault(id(kernel), (kernel, {}))[1][key] = compiled
 
+    def stages(self, kernel: Any, num_stages: int) -> int:
+        """The stage count ``kernel`` launches with: the one a GPU launch settled on (fewer
+        than the codegen's when its pipeline did not fit in shared memory), else
+        ``num_stages``."""
+        plan = self._gpu.get(id(kernel))
+        return plan[0] if plan is not None else num_stages
+
     def sm_count(self, device: Any) -> int:
         """Streaming multiprocessors of ``device`` (persistent grids size themselves by
         it); 4 for a CPU device, where Triton's interpreter runs the programs."""
@@ -258,19 +265,25 @@ def _tensor_descriptor() -> type:
     return TensorDescriptor
 
 
-def _current_device() -> int:
+@functools.cache
+def _runtime() -> tuple[Any, Any]:
+    """Triton's ``knobs`` and ``driver`` modules, imported once (a warm launch runs no
+    import statement)."""
+    from triton import knobs
     from triton.runtime import driver
 
-    return driver.active.get_current_device()
+    return knobs, driver
+
+
+def _current_device() -> int:
+    return _runtime()[1].active.get_current_device()
 
 
 def _launch_compiled(compiled: Any, grid: tuple[int, ...], args: tuple[Any, ...],
                      device_index: int) -> None:
     """Launch a compiled Triton kernel as ``JITFunction.run`` does once it has found it:
     on the current stream, with Triton's launch hooks (profilers) honoured."""
-    from triton import knobs
-    from triton.runtime import driver
-
+    knobs, driver = _runtime()
     stream = driver.active.get_current_stream(device_index)
     grid3 = tuple(grid) + (1,) * (3 - len(grid))
     enter = knobs.runtime.launch_enter_hook

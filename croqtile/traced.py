@@ -1,0 +1,197 @@
+"""Operator calls that ``torch.compile`` sees through (issue 17). While torch traces a
+model (AOTAutograd, under ``FunctionalTensorMode``), the operator of a ``__co__``
+function (``croqtile.library``) on CUDA tensors decomposes into the function's own host
+code, each kernel launch recorded as ``torch.library.wrap_triton(kernel)[grid](...)``
+(``backends.triton.traced``): the graph then holds the generated Triton kernels, which
+Inductor compiles and launches as it does kernels written in the model, and which CUDA
+graphs capture. Sizes stay symbolic under dynamic shapes; conditions on them become
+``torch._check``s (guards or run-time asserts).
+
+The operator stays one opaque call (the function's own call path, which picks and
+launches its kernels, or runs them in Triton's interpreter) for:
+
+- tensors on other devices: the CPU runs kernels in Triton's interpreter, and the
+  higher-order operator ``wrap_triton`` records launches only compiled kernels (torch
+  passes an interpreted kernel through untraced);
+- the kinds of function ``opaque_reason`` names, each with its reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .backends.ir.nodes import HostParam
+from .backends.triton.codegen import Artifact
+from .backends.triton.traced import TracedTensor, TracingLaunch, traced_host
+from .errors import ArgumentError
+from .frontend.sema import dtypes
+from .module import Function
+
+# device types whose traced calls decompose into kernel launches (tests add "cpu", with
+# Triton's interpreter standing in for the compiled kernels)
+DECOMPOSED_DEVICES = frozenset({"cuda"})
+
+
+def opaque_reason(function: Any) -> str | None:
+    """Why the operator of ``function`` cannot decompose into its kernels under tracing,
+    or None when it can (known before its kernels are loaded; see also
+    ``TracedCall.reason``)."""
+    if not isinstance(function, Function):
+        return ("its configuration is chosen per shape by timing candidates on the first "
+                "call, which a trace cannot do")
+    compiled = function.compiled
+    if compiled.artifact is None:
+        return (f"its kernels are compiled per call for the values of its dimensions "
+                f"({', '.join(compiled.specialize_on)}), which a trace with symbolic sizes "
+                "does not know")
+    if compiled.gemm is not None:
+        return ("backend='cuda' runs a hand-written CUDA kernel where the GPU and the "
+                "arguments suit it, and wrap_triton traces Triton kernels only")
+    if any(kind.startswith("tensordesc") for signature in compiled.artifact.signatures
+           for kind in signature.values()):
+        # torch 2.13, torch/_higher_order_ops/triton_kernel_wrap.py, TracingTritonHOPifier:
+        # "TMA descriptor capturing not yet supported in non-dynamo tracing"
+        return ("its kernels take tensor descriptors made on the host, which torch's "
+                "tracing of wrap_triton outside Dynamo does not capture; compiled with "
+                "descriptors='kernel' (made in each program) it decomposes")
+    return None
+
+
+class TracedCall:
+    """The decomposition of one function's operator: ``TracedCall(f)(*args)``, called
+    under torch's tracing with the operator's arguments, runs ``f``'s host code with
+    launches recorded as ``wrap_triton`` calls and returns what the host code returns."""
+
+    def __init__(self, function: Function) -> None:
+        self.function = function
+        self._reason = opaque_reason(function)
+        self._host: tuple[Artifact, Callable[..., Any]] | None = None
+        self._kernels_read = False  # (whether ``reason`` has looked at the kernels)
+
+    @property
+    def reason(self) -> str | None:
+        """Why this function stays opaque, or None (loads the kernels to find out)."""
+        if self._reason is None and not self._kernels_read:
+            self._kernels_read = True
+            if any(getattr(k, "debug", False) for k in self.kernels()):
+                # a kernel checking device assertions runs in Triton's debug mode, which
+                # would also trap on integer overflow (wrapping in Croqtile, as in C)
+                # unless launched with sanitize_overflow=False, a launch option
+                # wrap_triton does not pass on
+                self._reason = ("its kernels check device assertions (Triton's debug "
+                                "mode, launched with sanitize_overflow=False, which "
+                                "wrap_triton does not pass on)")
+        return self._reason
+
+    def kernels(self) -> list[Any]:
+        """The function's Triton kernels (its generated module is loaded now if needed);
+        none for a function that stays opaque for a reason known before loading."""
+        if self._reason is not None:
+            return []
+        artifact, host = self._loaded()
+        scope = host.__globals__  # type: ignore[attr-defined]
+        return [scope[name] for name in artifact.kernels]
+
+    def decomposes(self, args: tuple[Any, ...]) -> bool:
+        """Whether a traced call with ``args`` decomposes: a traceable function, its
+        tensors on a device in ``DECOMPOSED_DEVICES``."""
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+        return device is not None and device.type in DECOMPOSED_DEVICES \
+            and self.reason is None
+
+    def __call__(self, *args: Any) -> Any:
+        artifact, host = self._loaded()
+        device, dims = _bind_traced(self.function.name, artifact, args)
+        values = [TracedTensor(a) if p.kind == "tensor" else _scalar(p, a)
+                  for p, a in zip(artifact.params, args)]
+        launch = TracingLaunch(self.function.launcher.stages)
+        result = host(launch, device, *values, *(dims[d] for d in artifact.dims))
+        return result.tensor if isinstance(result, TracedTensor) else result
+
+    def _loaded(self) -> tuple[Artifact, Callable[..., Any]]:
+        """The artifact and the host function for tracing (loaded once)."""
+        if self._host is None:
+            artifact, host = self.function.host()
+            self._host = (artifact, traced_host(host))
+        return self._host
+
+
+def traced_call(function: Any) -> TracedCall | None:
+    """The decomposition of ``function``'s operator, None when it stays opaque for a
+    reason known now (``opaque_reason``)."""
+    if opaque_reason(function) is not None:
+        return None
+    return TracedCall(function)
+
+
+def _scalar(param: HostParam, value: Any) -> Any:
+    """A scalar argument as the host code takes it (bool as int, int as float where the
+    parameter is a float); symbolic values as they are."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and dtypes.lookup(param.elem).is_float:
+        return float(value)
+    return value
+
+
+def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
+        -> tuple[torch.device, dict[str, Any]]:
+    """``bind`` for traced arguments: dtypes, ranks, contiguity and the device are known
+    while tracing and raise ``ArgumentError`` as a call would; sizes may be symbolic, so
+    the conditions on them (a dimension bound twice, a static extent, positive sizes, the
+    function's run-time checks) become ``torch._check``s, which torch proves, turns into
+    guards, or tests when the graph runs. Returns the device and the dimensions."""
+    dims: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    device: torch.device | None = None
+    for param, arg in zip(artifact.params, args):
+        if param.kind != "tensor":
+            continue
+        expected = getattr(torch, dtypes.lookup(param.elem).torch or "", None)
+        if arg.dtype != expected:
+            raise ArgumentError(f"{name}(): parameter '{param.name}' expects dtype {expected} "
+                                f"({param.elem}), got {arg.dtype}")
+        if arg.dim() != len(param.dims):
+            raise ArgumentError(f"{name}(): parameter '{param.name}' expects rank "
+                                f"{len(param.dims)}, got a tensor of rank {arg.dim()}")
+        if not arg.is_contiguous():
+            raise ArgumentError(f"{name}(): parameter '{param.name}' must be contiguous "
+                                f"(row-major); pass '{param.name}.contiguous()'")
+        if device is None:
+            device = arg.device
+        elif arg.device != device:
+            raise ArgumentError(f"{name}(): parameter '{param.name}' is on {arg.device} "
+                                f"but an earlier tensor is on {device}; all tensors must be "
+                                "on one device")
+        for d, (want, size) in enumerate(zip(param.dims, arg.shape)):
+            where = f"{name}(): parameter '{param.name}', dimension {d}"
+            if want.value is not None:
+                _check(size == want.value, lambda w=where, v=want.value: f"{w}: expected {v}")
+                continue
+            names = sorted(want.free_vars())
+            if len(names) != 1:
+                continue
+            dim = names[0]
+            if dim in dims:
+                _check(size == dims[dim], lambda w=where, n=dim: (
+                    f"{w} ({n}): must equal the size bound by {origin[n]}"))
+            else:
+                _check(size > 0, lambda w=where, n=dim: f"{w} ({n}) must be positive")
+                dims[dim], origin[dim] = size, f"'{param.name}'"
+    for check in artifact.checks:
+        holds = check.holds(dims)  # type: ignore[attr-defined]
+        if holds is not None:
+            _check(holds, lambda c=check: f"{name}(): {c.message(dims)}")  # type: ignore
+    assert device is not None, f"{name}: a traced call without tensors does not decompose"
+    return device, dims
+
+
+def _check(condition: Any, message: Callable[[], str]) -> None:
+    """A condition on sizes: ``ArgumentError`` when it is plainly false, else
+    ``torch._check`` (a symbolic condition: proved, guarded or tested at run time)."""
+    if condition is False:
+        raise ArgumentError(message())
+    if condition is not True:
+        torch._check(condition, message)
