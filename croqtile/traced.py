@@ -96,10 +96,13 @@ class TracedCall:
 
     def decomposes(self, args: tuple[Any, ...]) -> bool:
         """Whether a traced call with ``args`` decomposes: a traceable function, its
-        tensors on a device in ``DECOMPOSED_DEVICES``."""
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-        return device is not None and device.type in DECOMPOSED_DEVICES \
-            and self.reason is None
+        tensors contiguous and on a device in ``DECOMPOSED_DEVICES``. Strided tensors
+        take the opaque call, whose host code picks the variant compiled for their
+        layout (or copies what a kernel cannot take)."""
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors or tensors[0].device.type not in DECOMPOSED_DEVICES:
+            return False
+        return all(t.is_contiguous() for t in tensors) and self.reason is None
 
     def __call__(self, *args: Any) -> Any:
         artifact, host = self._loaded()
@@ -138,9 +141,9 @@ def _scalar(param: HostParam, value: Any) -> Any:
 
 def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
         -> tuple[torch.device, dict[str, Any]]:
-    """``bind`` for traced arguments: dtypes, ranks, contiguity and the device are known
-    while tracing and raise ``ArgumentError`` as a call would; sizes may be symbolic, so
-    the conditions on them (a dimension bound twice, a static extent, positive sizes, the
+    """``bind`` for traced arguments (contiguous ones: ``TracedCall.decomposes``): dtypes,
+    ranks and the device are known while tracing and raise ``ArgumentError`` as a call
+    would; sizes may be symbolic, so the conditions on them (a dimension bound twice, a static extent, positive sizes, the
     function's run-time checks) become ``torch._check``s, which torch proves, turns into
     guards, or tests when the graph runs. Returns the device and the dimensions."""
     dims: dict[str, Any] = {}
@@ -156,9 +159,6 @@ def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
         if arg.dim() != len(param.dims):
             raise ArgumentError(f"{name}(): parameter '{param.name}' expects rank "
                                 f"{len(param.dims)}, got a tensor of rank {arg.dim()}")
-        if not arg.is_contiguous():
-            raise ArgumentError(f"{name}(): parameter '{param.name}' must be contiguous "
-                                f"(row-major); pass '{param.name}.contiguous()'")
         if device is None:
             device = arg.device
         elif arg.device != device:

@@ -126,6 +126,28 @@ def test_cpu_calls_stay_opaque() -> None:
     assert "triton_kernel_wrapper" not in graphs.code[0]
 
 
+def test_strided_arguments_take_the_opaque_call(decomposing_on_cpu: list[Any]) -> None:
+    """A strided argument (a view with a step) keeps the operator opaque, whose call
+    runs the variant compiled for that layout: right results, no error, no graph break,
+    nothing decomposed."""
+    scale_add = _compile(SCALE_ADD).scale_add
+    graphs = Graphs()
+
+    def model(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(b)
+        scale_add(a[::2], b, out, 2.0)
+        return out * 2
+
+    compiled = torch.compile(model, fullgraph=True, backend=graphs)
+    a, b = random((128,), torch.float32), random((64,), torch.float32)
+    expected = (a[::2].double() * 2 + b.double()) * 2
+    assert_close(compiled(a, b), expected, torch.float32)
+    assert f"{scale_add.op}.default" in graphs.code[0]
+    assert "triton_kernel_wrapper" not in graphs.code[0]
+    assert decomposing_on_cpu == []
+    assert torch._dynamo.explain(model)(a, b).graph_break_count == 0
+
+
 @pytest.mark.parametrize("case", CORPUS, ids=lambda c: c.id)
 def test_every_corpus_program_decomposes_with_its_results(decomposing_on_cpu: list[Any],
                                                           case: Case) -> None:
