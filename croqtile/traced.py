@@ -143,9 +143,10 @@ def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
         -> tuple[torch.device, dict[str, Any]]:
     """``bind`` for traced arguments (contiguous ones: ``TracedCall.decomposes``): dtypes,
     ranks and the device are known while tracing and raise ``ArgumentError`` as a call
-    would; sizes may be symbolic, so the conditions on them (a dimension bound twice, a static extent, positive sizes, the
-    function's run-time checks) become ``torch._check``s, which torch proves, turns into
-    guards, or tests when the graph runs. Returns the device and the dimensions."""
+    would; sizes may be symbolic, so the conditions on them (a dimension bound twice, a
+    static extent, positive sizes, the function's run-time checks) become
+    ``torch._check``s, which torch proves, turns into guards, or tests when the graph
+    runs. Returns the device and the dimensions."""
     dims: dict[str, Any] = {}
     origin: dict[str, str] = {}
     device: torch.device | None = None
