@@ -1,0 +1,280 @@
+"""The Croqtile programs behind ``croqtile.nn`` (``croqtile/kernels/*.co``), compiled on
+first use into ``torch.ops.croqtile.<name>`` operators, one per variant, with autograd.
+
+A variant is a program and its ``#define`` values: the element type, the activation, the
+head dimension, whether a bias, weight or mask is passed, and the tile sizes of the device
+kind. Every variant has its own operator names (the programs take them as defines), so
+that variants never re-point each other's operators. Compiled modules are cached per
+variant; a lock makes the first use from several threads compile once.
+
+What the backward of each operator runs:
+
+- linear: ``LINEAR_GRAD`` (a Croqtile kernel: the product recomputed, times the
+  activation's slope, in the epilogue) gives ``g = dL/d(pre-activation)``; then
+  ``dx = g w`` and ``dw = g^T x`` are the Croqtile GEMMs of ``matmul.co``; ``dbias`` is
+  torch's ``g.sum(0)``.
+- attention: torch, by recomputation: the score matrix of each head is recomputed in the
+  accumulator type from the saved inputs, and the softmax backward is written out in torch
+  operations (it materialises L x S per head: a Croqtile backward kernel is still to come).
+- rms_norm: torch, from the saved input and weight (the reciprocal RMS recomputed).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..api import compile as compile_source
+from ..errors import CompileWarning
+from ..module import Module
+
+NAMESPACE = "croqtile"
+KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+
+# element types the kernels take, by torch dtype: (Croqtile type, accumulator type)
+ELEMENTS: dict[torch.dtype, tuple[str, str]] = {
+    torch.float16: ("f16", "f32"),
+    torch.bfloat16: ("bf16", "f32"),
+    torch.float32: ("f32", "f32"),
+    torch.float64: ("f64", "f64"),
+}
+ELEMENTS_ACC = {element: acc for element, acc in ELEMENTS.values()}
+ACC_DTYPE = {"f32": torch.float32, "f64": torch.float64}
+
+ACTIVATIONS = {None: "NONE", "relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELU_TANH",
+               "silu": "SILU"}
+HEAD_DIMS = (16, 32, 64, 128, 256)
+
+# Tile sizes by (program, device kind, element type or head dimension). The GPU tiles are
+# sized for Hopper (128-row tiles, 128 x 256 GEMM tiles for 16-bit types, 64-key blocks
+# at head dimension 256 to keep the accumulator and scores in registers); the CPU runs
+# Triton's interpreter, where small tiles keep the tests' small shapes crossing several
+# tiles and tails.
+GEMM_TILES = {
+    ("cpu", "f16"): (32, 32, 32), ("cpu", "bf16"): (32, 32, 32),
+    ("cpu", "f32"): (32, 32, 32), ("cpu", "f64"): (32, 32, 32),
+    ("gpu", "f16"): (128, 256, 64), ("gpu", "bf16"): (128, 256, 64),
+    ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
+}
+BACKWARD_GEMM_TILES = {
+    **{("cpu", t): (32, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
+    ("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64),
+    ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
+}
+
+
+def attention_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int, int]:
+    """(ROWS, COLS, WG_ROWS): query rows per block, keys per step, rows per warpgroup."""
+    if kind == "cpu":
+        return 32, 32, 16
+    if element in ("f32", "f64"):  # 4- and 8-byte tiles: half the rows and keys
+        return 64, 32, 64
+    return (128, 64, 64) if head_dim == 256 else (128, 128, 64)
+
+
+RMS_TILES = {"cpu": (16, 32), "gpu": (16, 256)}  # (ROWS, COLS)
+
+
+def device_kind(t: torch.Tensor) -> str:
+    return "gpu" if t.device.type == "cuda" else "cpu"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A program and its defines; ``names`` maps each function's macro to its name."""
+
+    program: str
+    defines: tuple[tuple[str, int | str], ...]
+    names: tuple[tuple[str, str], ...]
+
+
+_LOCK = threading.Lock()
+_MODULES: dict[Variant, Module] = {}
+
+
+def load(variant: Variant, autograd: Callable[[Module], None] | None = None) -> Module:
+    """The compiled module of ``variant`` (compiled and registered on first use, with its
+    autograd attached by ``autograd``)."""
+    module = _MODULES.get(variant)
+    if module is not None:
+        return module
+    with _LOCK:
+        module = _MODULES.get(variant)
+        if module is None:
+            source = (KERNELS / f"{variant.program}.co").read_text()
+            with warnings.catch_warnings():
+                # (the kernels' implicit conversions are deliberate: f32 results rounded
+                # to the element type at the store)
+                warnings.simplefilter("ignore", CompileWarning)
+                module = compile_source(source, defines=dict(variant.defines + variant.names),
+                                        filename=f"croqtile/kernels/{variant.program}.co",
+                                        library=NAMESPACE)
+            if autograd is not None:
+                autograd(module)
+            _MODULES[variant] = module
+    return module
+
+
+def loaded_operators() -> list[Any]:
+    """Every operator compiled so far (for checks such as ``torch.library.opcheck``)."""
+    with _LOCK:
+        return [f.op for m in _MODULES.values() for f in m.functions.values()]
+
+
+def op(module: Module, name: str) -> Any:
+    return module.functions[name].op
+
+
+# ---------------------------------------------------------------- linear
+
+
+def _gemm_defines(tiles: tuple[int, int, int], element: str) -> tuple[tuple[str, int | str], ...]:
+    bm, bn, bk = tiles
+    return (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("BM", bm), ("BN", bn), ("BK", bk))
+
+
+
+def matmul_ops(element: str, kind: str) -> tuple[Any, Any]:
+    """The backward GEMMs ``(nn, tn)``: ``a [M, J] @ b [J, K]`` and ``a[J, M]^T @ b[J, N]``."""
+    suffix = f"{element}_{kind}"
+    names = (("MATMUL_NN", f"matmul_nn_{suffix}"), ("MATMUL_TN", f"matmul_tn_{suffix}"))
+    module = load(Variant("matmul", _gemm_defines(BACKWARD_GEMM_TILES[kind, element], element),
+                          names))
+    return op(module, names[0][1]), op(module, names[1][1])
+
+
+def linear_ops(element: str, activation: str, bias: bool, kind: str) -> Any:
+    """The forward operator ``(x [M, K], w [N, K][, bias [N]]) -> [M, N]`` of a variant,
+    with its autograd."""
+    suffix = f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
+    forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
+    variant = Variant("linear", _gemm_defines(GEMM_TILES[kind, element], element)
+                      + (("ACT", activation), ("BIAS", int(bias))),
+                      (("LINEAR", forward), ("LINEAR_GRAD", grad)))
+
+    def autograd(module: Module) -> None:
+        grad_op = op(module, grad)
+
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(*inputs)
+
+        def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            saved = ctx.saved_tensors
+            x, w = saved[0], saved[1]
+            dy = dy.contiguous()
+            g = dy if activation == "NONE" else grad_op(*saved, dy)
+            nn, tn = matmul_ops(element, kind)
+            dx = nn(g, w) if ctx.needs_input_grad[0] else None
+            dw = tn(g, x) if ctx.needs_input_grad[1] else None
+            if not bias:
+                return dx, dw
+            return dx, dw, g.sum(0) if ctx.needs_input_grad[2] else None
+
+        torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
+                                        setup_context=setup_context)
+
+    return op(load(variant, autograd), forward)
+
+
+# ---------------------------------------------------------------- attention
+
+
+def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
+    """``(q [B, H, L, D], k [B, HKV, S, D], v [B, HKV, S, D][, mask [MB, MH, L, S]],
+    causal, scale [1]) -> [B, H, L, D]``, ``scale`` being sm_scale * log2(e), with autograd."""
+    rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
+    name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
+    variant = Variant("attention", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
+                                    ("HEAD_DIM", head_dim), ("ROWS", rows), ("COLS", cols),
+                                    ("WG_ROWS", wg_rows), ("MASK", int(masked))),
+                      (("NAME", name),))
+
+    def autograd(module: Module) -> None:
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(*(t for t in inputs if isinstance(t, torch.Tensor)))
+            ctx.causal = inputs[-2]
+
+        def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            saved = ctx.saved_tensors
+            q, k, v, scale = saved[0], saved[1], saved[2], saved[-1]
+            mask = saved[3] if masked else None
+            dq, dk, dv = attention_backward(q, k, v, mask, ctx.causal, scale, do)
+            return (dq, dk, dv) + ((None,) if masked else ()) + (None, None)
+
+        torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
+                                        setup_context=setup_context)
+
+    return op(load(variant, autograd), name)
+
+
+LOG2E = 1.4426950408889634
+
+
+def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       mask: torch.Tensor | None, causal: bool, scale: torch.Tensor,
+                       do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of softmax(q k^T s + mask) v by recomputation, in torch, in the
+    mask's accumulator type (``scale`` holds s * log2(e), as the kernel takes it)."""
+    acc = scale.dtype
+    group = q.shape[1] // k.shape[1]
+    qa, ka, va, doa = (t.to(acc) for t in (q, k, v, do))
+    ka, va = ka.repeat_interleave(group, 1), va.repeat_interleave(group, 1)
+    sm_scale = scale / LOG2E
+    scores = (qa @ ka.transpose(-1, -2)) * sm_scale
+    if mask is not None:
+        scores = scores + mask
+    if causal:
+        length, keys = scores.shape[-2:]
+        above = torch.ones(length, keys, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(above, float("-inf"))
+    # rows with every key masked have no weights (the forward gives 0 there)
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    dv = probs.transpose(-1, -2) @ doa
+    dp = doa @ va.transpose(-1, -2)
+    ds = probs * (dp - (dp * probs).sum(-1, keepdim=True))
+    dq = (ds @ ka) * sm_scale
+    dk = (ds.transpose(-1, -2) @ qa) * sm_scale
+    b, hkv, s, d = k.shape
+    dk = dk.view(b, hkv, group, s, d).sum(2)
+    dv = dv.view(b, hkv, group, s, dv.shape[-1]).sum(2)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+# ---------------------------------------------------------------- rms_norm
+
+
+def rms_norm_op(element: str, weighted: bool, kind: str) -> Any:
+    """``(x [R, N][, weight [N]], eps [1]) -> [R, N]``, with autograd."""
+    rows, cols = RMS_TILES[kind]
+    name = f"rms_norm_{element}{'_weight' if weighted else ''}_{kind}"
+    variant = Variant("rms_norm", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
+                                   ("WEIGHT", int(weighted)), ("ROWS", rows), ("COLS", cols)),
+                      (("NAME", name),))
+
+    def autograd(module: Module) -> None:
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(*inputs)
+
+        def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            saved = ctx.saved_tensors
+            x, eps = saved[0], saved[-1]
+            weight = saved[1] if weighted else None
+            acc = eps.dtype
+            xa, dya = x.to(acc), dy.to(acc)
+            rstd = torch.rsqrt((xa * xa).mean(-1, keepdim=True) + eps)
+            normed = xa * rstd
+            dnormed = dya * weight.to(acc) if weight is not None else dya
+            dx = rstd * (dnormed - normed * (dnormed * normed).mean(-1, keepdim=True))
+            if weight is None:
+                return dx.to(x.dtype), None
+            return dx.to(x.dtype), (dya * normed).sum(0).to(weight.dtype), None
+
+        torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
+                                        setup_context=setup_context)
+
+    return op(load(variant, autograd), name)
