@@ -138,6 +138,9 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     acc = kernels.ACC_DTYPE[acc_name]
     b, h, length, d = q.shape
     keys = k.shape[2]
+    # the head dimension as a plain int, also when tracing with symbolic sizes (the
+    # comparison specialises on it: each head dimension is its own kernel anyway)
+    d = next(size for size in kernels.HEAD_DIMS if size == d)
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_t = torch.full((1,), sm_scale * kernels.LOG2E, dtype=acc, device=q.device)
     op = kernels.attention_op(element, d, attn_mask is not None, kernels.device_kind(q))

@@ -99,7 +99,8 @@ _MODULES: dict[Variant, Module] = {}
 
 def load(variant: Variant, autograd: Callable[[Module], None] | None = None) -> Module:
     """The compiled module of ``variant`` (compiled and registered on first use, with its
-    autograd attached by ``autograd``)."""
+    autograd attached by ``autograd``: each variant is loaded by its ``*_name`` function
+    only, which always passes the same one)."""
     module = _MODULES.get(variant)
     if module is not None:
         return module
@@ -130,6 +131,18 @@ def op(module: Module, name: str) -> Any:
     return module.functions[name].op
 
 
+def operator(name: str) -> Any:
+    """``torch.ops.croqtile.<name>`` (registered by one of the ``*_name`` functions)."""
+    return getattr(getattr(torch.ops, NAMESPACE), name)
+
+
+# The ``*_name`` functions compile a variant on first use and return its operator's name.
+# torch.compile runs them when tracing rather than tracing into them (the compiler and the
+# lock are not traceable): their result is constant for given arguments, and the traced
+# graph calls the operator by that name.
+constant_result = torch.compiler.assume_constant_result
+
+
 # ---------------------------------------------------------------- linear
 
 
@@ -141,16 +154,32 @@ def _gemm_defines(tiles: tuple[int, int, int], element: str) -> tuple[tuple[str,
 
 def matmul_ops(element: str, kind: str) -> tuple[Any, Any]:
     """The backward GEMMs ``(nn, tn)``: ``a [M, J] @ b [J, K]`` and ``a[J, M]^T @ b[J, N]``."""
+    return operator(matmul_name(element, kind, "nn")), operator(matmul_name(element, kind, "tn"))
+
+
+@constant_result
+def matmul_name(element: str, kind: str, form: str) -> str:
     suffix = f"{element}_{kind}"
     names = (("MATMUL_NN", f"matmul_nn_{suffix}"), ("MATMUL_TN", f"matmul_tn_{suffix}"))
-    module = load(Variant("matmul", _gemm_defines(BACKWARD_GEMM_TILES[kind, element], element),
-                          names))
-    return op(module, names[0][1]), op(module, names[1][1])
+    load(Variant("matmul", _gemm_defines(BACKWARD_GEMM_TILES[kind, element], element), names))
+    return f"matmul_{form}_{suffix}"
 
 
 def linear_ops(element: str, activation: str, bias: bool, kind: str) -> Any:
     """The forward operator ``(x [M, K], w [N, K][, bias [N]]) -> [M, N]`` of a variant,
     with its autograd."""
+    return operator(linear_name(element, activation, bias, kind))
+
+
+def linear_grad_op(element: str, activation: str, bias: bool, kind: str) -> Any:
+    """The first step of that variant's backward: ``(x, w[, bias], dy) -> dy * act'(x w^T
+    + bias)`` (its other functions are ``matmul_ops``)."""
+    return operator(linear_name(element, activation, bias, kind).replace("linear_",
+                                                                         "linear_grad_", 1))
+
+
+@constant_result
+def linear_name(element: str, activation: str, bias: bool, kind: str) -> str:
     suffix = f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
     forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
     variant = Variant("linear", _gemm_defines(GEMM_TILES[kind, element], element)
@@ -178,7 +207,8 @@ def linear_ops(element: str, activation: str, bias: bool, kind: str) -> Any:
         torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
                                         setup_context=setup_context)
 
-    return op(load(variant, autograd), forward)
+    load(variant, autograd)
+    return forward
 
 
 # ---------------------------------------------------------------- attention
@@ -187,6 +217,11 @@ def linear_ops(element: str, activation: str, bias: bool, kind: str) -> Any:
 def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
     """``(q [B, H, L, D], k [B, HKV, S, D], v [B, HKV, S, D][, mask [MB, MH, L, S]],
     causal, scale [1]) -> [B, H, L, D]``, ``scale`` being sm_scale * log2(e), with autograd."""
+    return operator(attention_name(element, head_dim, masked, kind))
+
+
+@constant_result
+def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
     rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
     name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
     variant = Variant("attention", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
@@ -209,7 +244,8 @@ def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
         torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
                                         setup_context=setup_context)
 
-    return op(load(variant, autograd), name)
+    load(variant, autograd)
+    return name
 
 
 LOG2E = 1.4426950408889634
@@ -250,6 +286,11 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def rms_norm_op(element: str, weighted: bool, kind: str) -> Any:
     """``(x [R, N][, weight [N]], eps [1]) -> [R, N]``, with autograd."""
+    return operator(rms_norm_name(element, weighted, kind))
+
+
+@constant_result
+def rms_norm_name(element: str, weighted: bool, kind: str) -> str:
     rows, cols = RMS_TILES[kind]
     name = f"rms_norm_{element}{'_weight' if weighted else ''}_{kind}"
     variant = Variant("rms_norm", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
@@ -277,4 +318,5 @@ def rms_norm_op(element: str, weighted: bool, kind: str) -> Any:
         torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
                                         setup_context=setup_context)
 
-    return op(load(variant, autograd), name)
+    load(variant, autograd)
+    return name
