@@ -13,9 +13,10 @@ What the backward of each operator runs:
   activation's slope, in the epilogue) gives ``g = dL/d(pre-activation)``; then
   ``dx = g w`` and ``dw = g^T x`` are the Croqtile GEMMs of ``matmul.co``; ``dbias`` is
   torch's ``g.sum(0)``.
-- attention: torch, by recomputation: the score matrix of each head is recomputed in the
-  accumulator type from the saved inputs, and the softmax backward is written out in torch
-  operations (it materialises L x S per head: a Croqtile backward kernel is still to come).
+- attention: the Croqtile kernels of ``attention_backward.co`` (flash-attention style,
+  the probabilities recomputed tile by tile from each row's log-sum-exp): one for the
+  rows' log-sum-exp and ``delta = rowsum(dout * out)``, one for ``dq``, one for ``dk`` and
+  ``dv`` (per key block, summing the query heads of a group).
 - rms_norm: torch, from the saved input and weight (the reciprocal RMS recomputed).
 """
 
@@ -220,26 +221,36 @@ def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
     return operator(attention_name(element, head_dim, masked, kind))
 
 
+def _attention_defines(element: str, head_dim: int, masked: bool,
+                       tiles: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int | str], ...]:
+    return (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("HEAD_DIM", head_dim),
+            ("MASK", int(masked))) + tiles
+
+
 @constant_result
 def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
     rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
     name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
-    variant = Variant("attention", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
-                                    ("HEAD_DIM", head_dim), ("ROWS", rows), ("COLS", cols),
-                                    ("WG_ROWS", wg_rows), ("MASK", int(masked))),
-                      (("NAME", name),))
+    variant = Variant("attention", _attention_defines(
+        element, head_dim, masked, (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
+        (("NAME", name),))
 
     def autograd(module: Module) -> None:
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-            ctx.save_for_backward(*(t for t in inputs if isinstance(t, torch.Tensor)))
+            tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+            ctx.save_for_backward(*tensors, output)
             ctx.causal = inputs[-2]
 
         def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-            saved = ctx.saved_tensors
-            q, k, v, scale = saved[0], saved[1], saved[2], saved[-1]
-            mask = saved[3] if masked else None
-            dq, dk, dv = attention_backward(q, k, v, mask, ctx.causal, scale, do)
-            return (dq, dk, dv) + ((None,) if masked else ()) + (None, None)
+            *inputs, scale, out = ctx.saved_tensors  # q, k, v[, mask]
+            stats, dq, dkv = attention_backward_ops(element, head_dim, masked, kind)
+            q, k, v = inputs[:3]
+            mask = inputs[3:]
+            do = do.contiguous()
+            lse_delta = stats(q, k, *mask, out, do, ctx.causal, scale)
+            grad_q = dq(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
+            grad_kv = dkv(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
+            return (grad_q, grad_kv[0], grad_kv[1]) + ((None,) if masked else ()) + (None, None)
 
         torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
                                         setup_context=setup_context)
@@ -248,37 +259,29 @@ def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
     return name
 
 
+def attention_backward_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
+    """(ROWS, COLS) of the backward: query rows and keys per step (two accumulators of
+    COLS x HEAD_DIM per key block in the dk/dv kernel, so smaller than the forward's)."""
+    if kind == "cpu" or element in ("f32", "f64") or head_dim == 256:
+        return 32, 32
+    return 64, 64
+
+
+def attention_backward_ops(element: str, head_dim: int, masked: bool,
+                           kind: str) -> tuple[Any, Any, Any]:
+    """The backward's operators (attention_backward.co): ``stats`` (the rows' log-sum-exp
+    and delta), ``dq`` and ``dkv`` (dk and dv stacked)."""
+    rows, cols = attention_backward_tiles(kind, element, head_dim)
+    suffix = f"{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
+    names = (("NAME_STATS", f"attention_stats_{suffix}"), ("NAME_DQ", f"attention_dq_{suffix}"),
+             ("NAME_DKV", f"attention_dkv_{suffix}"))
+    load(Variant("attention_backward", _attention_defines(
+        element, head_dim, masked, (("ROWS", rows), ("COLS", cols))), names))
+    stats, dq, dkv = (operator(name) for _, name in names)
+    return stats, dq, dkv
+
+
 LOG2E = 1.4426950408889634
-
-
-def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       mask: torch.Tensor | None, causal: bool, scale: torch.Tensor,
-                       do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The gradients of softmax(q k^T s + mask) v by recomputation, in torch, in the
-    mask's accumulator type (``scale`` holds s * log2(e), as the kernel takes it)."""
-    acc = scale.dtype
-    group = q.shape[1] // k.shape[1]
-    qa, ka, va, doa = (t.to(acc) for t in (q, k, v, do))
-    ka, va = ka.repeat_interleave(group, 1), va.repeat_interleave(group, 1)
-    sm_scale = scale / LOG2E
-    scores = (qa @ ka.transpose(-1, -2)) * sm_scale
-    if mask is not None:
-        scores = scores + mask
-    if causal:
-        length, keys = scores.shape[-2:]
-        above = torch.ones(length, keys, dtype=torch.bool, device=q.device).triu(1)
-        scores = scores.masked_fill(above, float("-inf"))
-    # rows with every key masked have no weights (the forward gives 0 there)
-    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    dv = probs.transpose(-1, -2) @ doa
-    dp = doa @ va.transpose(-1, -2)
-    ds = probs * (dp - (dp * probs).sum(-1, keepdim=True))
-    dq = (ds @ ka) * sm_scale
-    dk = (ds.transpose(-1, -2) @ qa) * sm_scale
-    b, hkv, s, d = k.shape
-    dk = dk.view(b, hkv, group, s, d).sum(2)
-    dv = dv.view(b, hkv, group, s, dv.shape[-1]).sum(2)
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
 # ---------------------------------------------------------------- rms_norm

@@ -100,7 +100,7 @@ TIGHT = {"fast_mode": True, "atol": 1e-8, "rtol": 1e-6}
 
 
 def test_gradcheck_f64() -> None:
-    """gradcheck through the kernel and the recomputing backward, causal with grouped
+    """gradcheck through the forward kernel and the backward kernels, causal with grouped
     heads, and with an additive mask. Fast mode (the Jacobian along random directions: a
     few interpreted calls instead of two per input element) with tolerances far below its
     defaults, which would let a 1 % error in one gradient through."""
@@ -119,13 +119,16 @@ def test_gradcheck_f64() -> None:
 @pytest.mark.parametrize("kw", [{"is_causal": True, "enable_gqa": True},
                                 {"attn_mask": "bool"}], ids=["causal-gqa", "bool-mask"])
 def test_gradients_match_torch(kw: dict[str, Any]) -> None:
+    """The backward's three Croqtile kernels (the rows' statistics, dq, then dk and dv)
+    against torch autograd in float64, at shapes crossing the tiles."""
     q, k, v = (t.requires_grad_() for t in qkv(2, 4, 2, 40, 36, 64, torch.float32))
     if kw.get("attn_mask") == "bool":
         kw = {"attn_mask": torch.rand(40, 36) > 0.3, "enable_gqa": True}
     do = random((2, 4, 40, 64), torch.float32)
     out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
     assert ran
-    grads = torch.autograd.grad(out, (q, k, v), do)
+    grads, ran = croqtile_ops(torch.autograd.grad, out, (q, k, v), do)
+    assert [op.split("_")[1] for op in ran] == ["stats", "dq", "dkv"], ran
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     expected = torch.autograd.grad(reference(*leaves, **kw), leaves, do.double())
     for got, want in zip(grads, expected):
@@ -136,6 +139,20 @@ def test_gradients_match_torch(kw: dict[str, Any]) -> None:
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_bf16_1024_gpu(causal: bool) -> None:
     check(*qkv(2, 8, 8, 1024, 1024, 128, torch.bfloat16, "cuda"), is_causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_attention_gradients_gpu(d: int) -> None:
+    q, k, v = (t.requires_grad_() for t in qkv(2, 8, 2, 1024, 1024, d, torch.bfloat16, "cuda"))
+    do = random(tuple(q.shape), torch.bfloat16, "cuda")
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True), leaves,
+                                   do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.bfloat16)
 
 
 @pytest.mark.gpu

@@ -28,6 +28,16 @@ def _scale() -> torch.Tensor:
     return torch.full((1,), 0.125 * kernels.LOG2E)
 
 
+def _attention_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
+    stats, dq, dkv = kernels.attention_backward_ops("f32", 32, True, "cpu")
+    q, k, v = _f32(1, 2, 20, 32), _f32(1, 1, 24, 32), _f32(1, 1, 24, 32)
+    mask, out, do = _f32(1, 1, 20, 24), _f32(1, 2, 20, 32), _f32(1, 2, 20, 32)
+    if part == "stats":
+        return stats, (q, k, mask, out, do, False, _scale())
+    lse_delta = torch.randn(2, 1, 2, 20)
+    return {"dq": dq, "dkv": dkv}[part], (q, k, v, mask, do, lse_delta, False, _scale())
+
+
 # (operator kind, the operator, its arguments): every function of every kernel program
 OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
     "linear": lambda: (kernels.linear_ops("f32", "SILU", True, "cpu"),
@@ -45,6 +55,8 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                                  (_f32(1, 2, 20, 32, grad=True), _f32(1, 2, 24, 32, grad=True),
                                   _f32(1, 2, 24, 32, grad=True), _f32(1, 2, 20, 24), False,
                                   _scale())),
+    **{f"attention_{part}": (lambda part=part: _attention_backward(part))
+       for part in ("stats", "dq", "dkv")},
     "rms_norm": lambda: (kernels.rms_norm_op("f32", True, "cpu"),
                          (_f32(20, 40, grad=True), _f32(40, grad=True), torch.tensor([1e-6]))),
     "rms_norm (no weight)": lambda: (kernels.rms_norm_op("f32", False, "cpu"),
@@ -64,7 +76,8 @@ def test_every_registered_operator_is_of_a_checked_kind() -> None:
     for build in OPERATORS.values():
         build()
     names = [str(op).split(".")[-1] for op in kernels.loaded_operators()]
-    kinds = ("linear_grad_", "linear_", "matmul_nn_", "matmul_tn_", "attention_", "rms_norm_")
+    kinds = ("linear_grad_", "linear_", "matmul_nn_", "matmul_tn_", "attention_stats_",
+             "attention_dq_", "attention_dkv_", "attention_", "rms_norm_")
     assert names and all(name.startswith(kinds) for name in names), names
 
 
