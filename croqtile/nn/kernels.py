@@ -70,12 +70,29 @@ BACKWARD_GEMM_TILES = {
 
 
 def attention_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int, int]:
-    """(ROWS, COLS, WG_ROWS): query rows per block, keys per step, rows per warpgroup."""
+    """(ROWS, COLS, WG_ROWS): query rows per block, keys per step, rows per warpgroup.
+    The staged q, k and v tiles must fit in a block's shared memory (the checker holds
+    every target to sm_90's 227 KiB): 8-byte elements at head dimension 256 take 16-row
+    tiles on the CPU and 32-row ones on the GPU."""
+    wide = element == "f64" and head_dim == 256
     if kind == "cpu":
-        return 32, 32, 16
-    if element in ("f32", "f64"):  # 4- and 8-byte tiles: half the rows and keys
+        return (16, 16, 16) if wide else (32, 32, 16)
+    if element == "f64":
+        return (32, 32, 32) if wide else (64, 32, 64)
+    if element == "f32":  # 4-byte tiles: half the rows and keys
         return 64, 32, 64
     return (128, 64, 64) if head_dim == 256 else (128, 128, 64)
+
+
+def attention_backward_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
+    """(ROWS, COLS) of the backward: query rows and keys per step. Smaller than the
+    forward's: the statistics kernel stages q, out, dout and k, and the dk/dv kernel keeps
+    two COLS x HEAD_DIM accumulators."""
+    if element == "f64" and head_dim == 256:
+        return 16, 16
+    if kind == "cpu" or element in ("f32", "f64") or head_dim == 256:
+        return 32, 32
+    return 64, 64
 
 
 RMS_TILES = {"cpu": (16, 32), "gpu": (16, 256)}  # (ROWS, COLS)
@@ -221,7 +238,7 @@ def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
     return operator(attention_name(element, head_dim, masked, kind))
 
 
-def _attention_defines(element: str, head_dim: int, masked: bool,
+def attention_defines(element: str, head_dim: int, masked: bool,
                        tiles: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int | str], ...]:
     return (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("HEAD_DIM", head_dim),
             ("MASK", int(masked))) + tiles
@@ -231,7 +248,7 @@ def _attention_defines(element: str, head_dim: int, masked: bool,
 def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
     rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
     name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
-    variant = Variant("attention", _attention_defines(
+    variant = Variant("attention", attention_defines(
         element, head_dim, masked, (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
         (("NAME", name),))
 
@@ -259,14 +276,6 @@ def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
     return name
 
 
-def attention_backward_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
-    """(ROWS, COLS) of the backward: query rows and keys per step (two accumulators of
-    COLS x HEAD_DIM per key block in the dk/dv kernel, so smaller than the forward's)."""
-    if kind == "cpu" or element in ("f32", "f64") or head_dim == 256:
-        return 32, 32
-    return 64, 64
-
-
 def attention_backward_ops(element: str, head_dim: int, masked: bool,
                            kind: str) -> tuple[Any, Any, Any]:
     """The backward's operators (attention_backward.co): ``stats`` (the rows' log-sum-exp
@@ -275,7 +284,7 @@ def attention_backward_ops(element: str, head_dim: int, masked: bool,
     suffix = f"{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
     names = (("NAME_STATS", f"attention_stats_{suffix}"), ("NAME_DQ", f"attention_dq_{suffix}"),
              ("NAME_DKV", f"attention_dkv_{suffix}"))
-    load(Variant("attention_backward", _attention_defines(
+    load(Variant("attention_backward", attention_defines(
         element, head_dim, masked, (("ROWS", rows), ("COLS", cols))), names))
     stats, dq, dkv = (operator(name) for _, name in names)
     return stats, dq, dkv

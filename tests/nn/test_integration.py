@@ -5,6 +5,7 @@ a Llama-style decoder block converted to croqtile.nn gives the plain torch block
 from __future__ import annotations
 
 import copy
+import warnings
 import math
 from typing import Any, Callable
 
@@ -206,3 +207,38 @@ def test_a_converted_llama_block_on_the_gpu() -> None:
     out, ran = croqtile_ops(mine, x)
     assert len(ran) == 10
     assert_close(out, reference(x.double()), torch.bfloat16)
+
+
+# the variants with the most shared memory per block: the widest elements and heads
+LARGEST = [(kind, element, d) for kind in ("cpu", "gpu")
+           for element, d in (("f64", 256), ("f32", 256), ("bf16", 256), ("bf16", 128))]
+
+
+@pytest.mark.parametrize("kind, element, d", LARGEST)
+def test_the_largest_attention_variants_compile(kind: str, element: str, d: int) -> None:
+    """The tile sizes chosen for each device kind pass the checker's shared-memory budget
+    (GPU variants are compiled here, not run)."""
+    rows, cols, wg_rows = kernels.attention_tiles(kind, element, d)
+    backward_rows, backward_cols = kernels.attention_backward_tiles(kind, element, d)
+    for program, tiles in (
+            ("attention", (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
+            ("attention_backward", (("ROWS", backward_rows), ("COLS", backward_cols)))):
+        source = (kernels.KERNELS / f"{program}.co").read_text()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            module = croqtile.compile(source, defines=dict(
+                kernels.attention_defines(element, d, True, tiles)))
+        assert all("@triton.jit" in f.triton_source for f in module.functions.values())
+
+
+@pytest.mark.parametrize("element", ["bf16", "f32", "f64"])
+def test_the_gpu_gemm_variants_compile(element: str) -> None:
+    for program, tiles in (("linear", kernels.GEMM_TILES["gpu", element]),
+                           ("matmul", kernels.BACKWARD_GEMM_TILES["gpu", element])):
+        source = (kernels.KERNELS / f"{program}.co").read_text()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            module = croqtile.compile(source, defines={
+                "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "GELU_TANH",
+                "BM": tiles[0], "BN": tiles[1], "BK": tiles[2]})
+        assert all("tl.dot(" in f.triton_source for f in module.functions.values())
