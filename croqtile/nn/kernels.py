@@ -17,7 +17,8 @@ What the backward of each operator runs:
   the probabilities recomputed tile by tile from each row's log-sum-exp): one for the
   rows' log-sum-exp and ``delta = rowsum(dout * out)``, one for ``dq``, one for ``dk`` and
   ``dv`` (per key block, summing the query heads of a group).
-- rms_norm: torch, from the saved input and weight (the reciprocal RMS recomputed).
+- rms_norm: the Croqtile kernels of ``rms_norm_backward.co``: each row's reciprocal RMS,
+  then ``dx`` per block of rows and ``dweight`` per block of columns.
 """
 
 from __future__ import annotations
@@ -305,30 +306,40 @@ def rms_norm_op(element: str, weighted: bool, kind: str) -> Any:
 def rms_norm_name(element: str, weighted: bool, kind: str) -> str:
     rows, cols = RMS_TILES[kind]
     name = f"rms_norm_{element}{'_weight' if weighted else ''}_{kind}"
-    variant = Variant("rms_norm", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
-                                   ("WEIGHT", int(weighted)), ("ROWS", rows), ("COLS", cols)),
-                      (("NAME", name),))
+    defines = (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("WEIGHT", int(weighted)),
+               ("ROWS", rows), ("COLS", cols))
+    variant = Variant("rms_norm", defines, (("NAME", name),))
 
     def autograd(module: Module) -> None:
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
             ctx.save_for_backward(*inputs)
 
         def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-            saved = ctx.saved_tensors
-            x, eps = saved[0], saved[-1]
-            weight = saved[1] if weighted else None
-            acc = eps.dtype
-            xa, dya = x.to(acc), dy.to(acc)
-            rstd = torch.rsqrt((xa * xa).mean(-1, keepdim=True) + eps)
-            normed = xa * rstd
-            dnormed = dya * weight.to(acc) if weight is not None else dya
-            dx = rstd * (dnormed - normed * (dnormed * normed).mean(-1, keepdim=True))
-            if weight is None:
-                return dx.to(x.dtype), None
-            return dx.to(x.dtype), (dya * normed).sum(0).to(weight.dtype), None
+            x, *weight, eps = ctx.saved_tensors
+            rstd_op, dx_op, dw_op = rms_norm_backward_ops(element, weighted, kind)
+            dy = dy.contiguous()
+            rstd = rstd_op(x, eps)
+            dx = dx_op(x, *weight, dy, rstd)
+            if not weighted:
+                return dx, None
+            return dx, dw_op(x, dy, rstd) if ctx.needs_input_grad[1] else None, None
 
         torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
                                         setup_context=setup_context)
 
     load(variant, autograd)
     return name
+
+
+def rms_norm_backward_ops(element: str, weighted: bool, kind: str) -> tuple[Any, Any, Any]:
+    """The backward's operators (rms_norm_backward.co): ``rstd`` (each row's reciprocal
+    RMS), ``dx`` and ``dw``."""
+    rows, cols = RMS_TILES[kind]
+    suffix = f"{element}{'_weight' if weighted else ''}_{kind}"
+    names = (("NAME_RSTD", f"rms_norm_rstd_{suffix}"), ("NAME_DX", f"rms_norm_dx_{suffix}"),
+             ("NAME_DW", f"rms_norm_dw_{suffix}"))
+    load(Variant("rms_norm_backward", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
+                                       ("WEIGHT", int(weighted)), ("ROWS", rows),
+                                       ("COLS", cols)), names))
+    rstd, dx, dw = (operator(name) for _, name in names)
+    return rstd, dx, dw

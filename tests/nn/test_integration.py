@@ -39,6 +39,13 @@ def _attention_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
     return {"dq": dq, "dkv": dkv}[part], (q, k, v, mask, do, lse_delta, False, _scale())
 
 
+def _rms_norm_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
+    rstd, dx, dw = kernels.rms_norm_backward_ops("f32", True, "cpu")
+    x, dy, r = _f32(20, 40), _f32(20, 40), torch.rand(20) + 0.5
+    return {"rstd": (rstd, (x, torch.tensor([1e-6]))), "dx": (dx, (x, _f32(40), dy, r)),
+            "dw": (dw, (x, dy, r))}[part]
+
+
 # (operator kind, the operator, its arguments): every function of every kernel program
 OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
     "linear": lambda: (kernels.linear_ops("f32", "SILU", True, "cpu"),
@@ -60,6 +67,8 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
        for part in ("stats", "dq", "dkv")},
     "rms_norm": lambda: (kernels.rms_norm_op("f32", True, "cpu"),
                          (_f32(20, 40, grad=True), _f32(40, grad=True), torch.tensor([1e-6]))),
+    **{f"rms_norm_{part}": (lambda part=part: _rms_norm_backward(part))
+       for part in ("rstd", "dx", "dw")},
     "rms_norm (no weight)": lambda: (kernels.rms_norm_op("f32", False, "cpu"),
                                      (_f32(20, 40, grad=True), torch.tensor([1e-6]))),
 }
@@ -78,7 +87,8 @@ def test_every_registered_operator_is_of_a_checked_kind() -> None:
         build()
     names = [str(op).split(".")[-1] for op in kernels.loaded_operators()]
     kinds = ("linear_grad_", "linear_", "matmul_nn_", "matmul_tn_", "attention_stats_",
-             "attention_dq_", "attention_dkv_", "attention_", "rms_norm_")
+             "attention_dq_", "attention_dkv_", "attention_", "rms_norm_rstd_",
+             "rms_norm_dx_", "rms_norm_dw_", "rms_norm_")
     assert names and all(name.startswith(kinds) for name in names), names
 
 

@@ -56,6 +56,8 @@ def test_uncovered_calls_give_torch_results() -> None:
 
 
 def test_gradients() -> None:
+    """gradcheck in f64 (fast mode, tight tolerances), and the backward's Croqtile kernels
+    against torch autograd at shapes crossing the tiles."""
     x = random((4, 40), torch.float64).requires_grad_()
     weight = random((40,), torch.float64).requires_grad_()
     assert torch.autograd.gradcheck(lambda x, w: cf.rms_norm(x, (40,), w), (x, weight),
@@ -63,7 +65,9 @@ def test_gradients() -> None:
     x32 = random((3, 7, 48), torch.float32).requires_grad_()
     w32 = random((48,), torch.float32).requires_grad_()
     dy = random((3, 7, 48), torch.float32)
-    grads = torch.autograd.grad(cf.rms_norm(x32, (48,), w32), (x32, w32), dy)
+    grads, ran = croqtile_ops(torch.autograd.grad, cf.rms_norm(x32, (48,), w32), (x32, w32),
+                              dy)
+    assert [op.split("_")[2] for op in ran] == ["rstd", "dx", "dw"], ran
     leaves = [t.detach().double().requires_grad_() for t in (x32, w32)]
     expected = torch.autograd.grad(reference(leaves[0], (48,), leaves[1], None), leaves,
                                    dy.double())
