@@ -146,10 +146,6 @@ def loaded_operators() -> list[Any]:
         return [f.op for m in _MODULES.values() for f in m.functions.values()]
 
 
-def op(module: Module, name: str) -> Any:
-    return module.functions[name].op
-
-
 def operator(name: str) -> Any:
     """``torch.ops.croqtile.<name>`` (registered by one of the ``*_name`` functions)."""
     return getattr(getattr(torch.ops, NAMESPACE), name)
@@ -168,7 +164,6 @@ constant_result = torch.compiler.assume_constant_result
 def _gemm_defines(tiles: tuple[int, int, int], element: str) -> tuple[tuple[str, int | str], ...]:
     bm, bn, bk = tiles
     return (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("BM", bm), ("BN", bn), ("BK", bk))
-
 
 
 def matmul_ops(element: str, kind: str) -> tuple[Any, Any]:
@@ -206,7 +201,7 @@ def linear_name(element: str, activation: str, bias: bool, kind: str) -> str:
                       (("LINEAR", forward), ("LINEAR_GRAD", grad)))
 
     def autograd(module: Module) -> None:
-        grad_op = op(module, grad)
+        grad_op = operator(grad)
 
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
             ctx.save_for_backward(*inputs)
