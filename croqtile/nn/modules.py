@@ -34,7 +34,10 @@ class Linear(torch.nn.Linear):
 def convert(model: torch.nn.Module) -> torch.nn.Module:
     """Replace every ``torch.nn.Linear`` in ``model`` (the model itself included when it
     is one: then the new module is returned) by a ``croqtile.nn.Linear`` holding the same
-    parameters (same tensors: device, dtype and values kept), in place; returns the model."""
+    parameters (same tensors: device, dtype and values kept), in place; returns the model.
+    Only modules whose type is exactly ``torch.nn.Linear`` are replaced: a subclass may
+    have its own forward, or its owner may read its weight directly (the ``out_proj`` of
+    ``torch.nn.MultiheadAttention``)."""
     if type(model) is torch.nn.Linear:
         return _converted(model)
     for name, child in list(model.named_children()):

@@ -153,8 +153,8 @@ def _croqtile_calls(graph: torch.fx.GraphModule) -> int:
 def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     """Rotary position embedding of [B, H, S, D] (halves rotated, as Llama's)."""
     s, d = x.shape[-2:]
-    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angle = torch.arange(s, dtype=torch.float64)[:, None] * freq[None, :]
+    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angle = torch.arange(s, dtype=torch.float64, device=x.device)[:, None] * freq[None, :]
     cos, sin = (torch.cat([f, f], -1).to(x.dtype) for f in (angle.cos(), angle.sin()))
     first, second = x[..., : d // 2], x[..., d // 2:]
     return x * cos + torch.cat([-second, first], -1) * sin
