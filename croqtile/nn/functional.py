@@ -91,6 +91,19 @@ def _mask_shape(mask: torch.Tensor, batch: int, heads: int, length: int,
     return shape[0], shape[1]
 
 
+def _batch_dims(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                mask: torch.Tensor | None) -> bool:
+    """Whether q, k and v have other than one batch dimension in a form that flattens to
+    one (not when they have exactly one, or another form, which torch takes): three
+    dimensions (one batch of heads: a mask broadcasts the same way against [1, H, L, S]),
+    or more than four with the same leading dimensions and no mask."""
+    if not q.dim() == k.dim() == v.dim() or q.dim() == 4:
+        return False
+    if q.dim() == 3:
+        return mask is None or mask.dim() <= 3
+    return q.dim() > 4 and mask is None and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]
+
+
 def uncovered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         attn_mask: torch.Tensor | None, dropout_p: float, is_causal: bool,
                         enable_gqa: bool) -> str | None:
@@ -129,7 +142,15 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     """``torch.nn.functional.scaled_dot_product_attention``: q ``[B, H, L, D]``, k and v
     ``[B, HKV, S, D]``; causal or not, a boolean or additive mask broadcastable to
     ``[B, H, L, S]``, ``scale`` (default ``1 / sqrt(D)``), grouped-query attention with
-    ``enable_gqa``. Dropout, other layouts, dtypes and head dimensions run torch's."""
+    ``enable_gqa``. Three-dimensional tensors are one batch of heads, more than four
+    (without a mask) several batch dimensions. Dropout, other layouts, dtypes and head
+    dimensions run torch's."""
+    if _batch_dims(q, k, v, attn_mask):
+        lead = q.shape[:-3] if q.dim() > 3 else ()
+        flat = [t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)]
+        out = scaled_dot_product_attention(*flat, attn_mask, dropout_p, is_causal, scale,
+                                           enable_gqa)
+        return out.reshape(*lead, *out.shape[-3:]) if lead else out[0]
     if uncovered_attention(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa) is not None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                               dropout_p=dropout_p, is_causal=is_causal,

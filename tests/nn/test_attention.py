@@ -78,6 +78,16 @@ def test_an_additive_mask(mask_shape: tuple[int, ...]) -> None:
     check(q, k, v, attn_mask=mask, scale=0.2, enable_gqa=True)
 
 
+def test_three_and_five_dimensional_tensors() -> None:
+    """[H, L, D] is one batch of heads (a mask broadcasts as torch's does); [N1, N2, H, L,
+    D] flattens its batch dimensions."""
+    q, k, v = (t[0] for t in qkv(1, 2, 2, 20, 24, 32, torch.float32))
+    mask = torch.rand(20, 24) > 0.3
+    check(q, k, v, attn_mask=mask)
+    q, k, v = (t.unflatten(0, (2, 3)) for t in qkv(6, 2, 1, 20, 24, 32, torch.float32))
+    check(q, k, v, is_causal=True, enable_gqa=True)
+
+
 def test_uncovered_calls_give_torch_results() -> None:
     q, k, v = qkv(1, 2, 2, 20, 24, 48, torch.float32)  # head dimension 48
     out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, is_causal=True)
