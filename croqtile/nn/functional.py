@@ -181,7 +181,7 @@ def uncovered_rms_norm(x: torch.Tensor, shape: tuple[int, ...],
     """Why the rms_norm kernel does not take this call (``None``: it does)."""
     if x.dtype not in kernels.ELEMENTS:
         return f"dtype {x.dtype}"
-    if not shape or tuple(x.shape[len(x.shape) - len(shape):]) != shape or x.dim() < len(shape):
+    if not shape or x.dim() < len(shape) or tuple(x.shape[x.dim() - len(shape):]) != shape:
         return f"normalized_shape {shape} that is not the end of {tuple(x.shape)}"
     if weight is not None and (tuple(weight.shape) != shape or weight.dtype != x.dtype):
         return "a weight not of normalized_shape and x's dtype"
