@@ -10,7 +10,8 @@ from .errors import CompileWarning as CompileWarning
 from .errors import Diagnostic as Diagnostic
 from .module import Function as Function
 from .module import Module as Module
+from . import nn as nn
 
 __all__ = ["ArgumentError", "CompileError", "CompileWarning", "Diagnostic", "Function", "Module",
-           "compile", "load"]
+           "compile", "load", "nn"]
 __version__ = "0.1.0"

@@ -1,0 +1,209 @@
+"""``croqtile.nn.functional``: torch's ``linear``, ``scaled_dot_product_attention`` and
+``rms_norm`` (same signatures and semantics) running Croqtile kernels
+(``croqtile/kernels/*.co``, see ``croqtile.nn.kernels``), with autograd.
+
+A call the kernels do not cover runs torch's own function instead, so that the result is
+never wrong: ``uncovered_*`` say why for each function (``None`` when a kernel runs).
+Tensors are passed contiguous (a copy when they are not).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from . import kernels
+
+_ACTIVATIONS = {
+    None: lambda t: t,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
+def linear_activation(activation: str | None) -> None:
+    """Refuse an activation the linear kernel does not know."""
+    if activation not in _ACTIVATIONS:
+        choices = ", ".join(repr(a) for a in _ACTIVATIONS)
+        raise ValueError(f"activation={activation!r}: expected one of {choices}")
+
+
+def _uncovered_device(*tensors: torch.Tensor) -> str | None:
+    devices = {t.device for t in tensors}
+    if len(devices) != 1:
+        return "tensors on several devices"
+    if next(iter(devices)).type not in ("cpu", "cuda"):
+        return f"device {next(iter(devices))}"
+    return None
+
+
+def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                     activation: str | None) -> str | None:
+    """Why the linear kernel does not take this call (``None``: it does)."""
+    tensors = [x, weight] + ([bias] if bias is not None else [])
+    if any(t.dtype != x.dtype for t in tensors):
+        return "operands of different dtypes"
+    if x.dtype not in kernels.ELEMENTS:
+        return f"dtype {x.dtype}"
+    if activation == "gelu" and x.dtype == torch.float64:
+        return "exact gelu in float64 (the kernel's erf is good to about 1e-7)"
+    if x.dim() == 0 or weight.dim() != 2 or x.shape[-1] != weight.shape[1]:
+        return "shapes that are not [..., in] and [out, in]"
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        return "a bias that is not [out]"
+    if x.numel() == 0 or weight.numel() == 0:
+        return "an empty tensor"
+    return _uncovered_device(*tensors)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+           activation: str | None = None) -> torch.Tensor:
+    """``activation(x @ weight.T + bias)`` with the bias and activation fused into the
+    GEMM's epilogue; ``x`` is ``[..., in]``, ``weight`` ``[out, in]`` as
+    ``torch.nn.Linear`` stores it, ``activation`` one of ``None``, ``"relu"``, ``"gelu"``,
+    ``"gelu_tanh"`` and ``"silu"``."""
+    linear_activation(activation)
+    if uncovered_linear(x, weight, bias, activation) is not None:
+        return _ACTIVATIONS[activation](F.linear(x, weight, bias))
+    element = kernels.ELEMENTS[x.dtype][0]
+    op = kernels.linear_ops(element, kernels.ACTIVATIONS[activation], bias is not None,
+                            kernels.device_kind(x))
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
+    return op(*args).reshape(*x.shape[:-1], weight.shape[0])
+
+
+def _mask_shape(mask: torch.Tensor, batch: int, heads: int, length: int,
+                keys: int) -> tuple[int, int] | None:
+    """(MB, MH) of a mask broadcast to [B, H, L, S] as the kernel takes it (a batch and a
+    head dimension of 1 or full), or None when it is not such a mask."""
+    if mask.dim() > 4:
+        return None
+    shape = (1,) * (4 - mask.dim()) + tuple(mask.shape)
+    full = (batch, heads, length, keys)
+    if any(m not in (1, f) for m, f in zip(shape, full)):
+        return None
+    return shape[0], shape[1]
+
+
+def _batch_dims(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                mask: torch.Tensor | None) -> bool:
+    """Whether q, k and v have other than one batch dimension in a form that flattens to
+    one (not when they have exactly one, or another form, which torch takes): three
+    dimensions (one batch of heads: a mask broadcasts the same way against [1, H, L, S]),
+    or more than four with the same leading dimensions and no mask."""
+    if not q.dim() == k.dim() == v.dim() or q.dim() == 4:
+        return False
+    if q.dim() == 3:
+        return mask is None or mask.dim() <= 3
+    return q.dim() > 4 and mask is None and q.shape[:-3] == k.shape[:-3] == v.shape[:-3]
+
+
+def uncovered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        attn_mask: torch.Tensor | None, dropout_p: float, is_causal: bool,
+                        enable_gqa: bool) -> str | None:
+    """Why the attention kernel does not take this call (``None``: it does)."""
+    if dropout_p > 0.0:
+        return "dropout"
+    if q.dtype not in kernels.ELEMENTS or k.dtype != q.dtype or v.dtype != q.dtype:
+        return f"dtypes {q.dtype}, {k.dtype}, {v.dtype}"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return "tensors that are not [B, H, L, D]"
+    (b, h, length, d), (bk, hkv, keys, dk) = q.shape, k.shape
+    if tuple(v.shape) != tuple(k.shape) or bk != b or dk != d:
+        return "k and v not [B, HKV, S, D] with q's B and D"
+    if d not in kernels.HEAD_DIMS:
+        return f"head dimension {d}"
+    if hkv != h and not (enable_gqa and h % hkv == 0):
+        return "different head counts without grouped-query attention"
+    if length == 0 or keys == 0 or b == 0 or h == 0:
+        return "an empty tensor"
+    if attn_mask is not None:
+        if is_causal:
+            return "a mask and is_causal together"
+        if attn_mask.dtype != torch.bool and attn_mask.dtype != q.dtype:
+            return f"a mask of dtype {attn_mask.dtype}"
+        if attn_mask.requires_grad:
+            return "a mask that requires grad"
+        if _mask_shape(attn_mask, b, h, length, keys) is None:
+            return f"a mask of shape {tuple(attn_mask.shape)}"
+    return _uncovered_device(q, k, v, *([attn_mask] if attn_mask is not None else []))
+
+
+def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                 attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> torch.Tensor:
+    """``torch.nn.functional.scaled_dot_product_attention``: q ``[B, H, L, D]``, k and v
+    ``[B, HKV, S, D]``; causal or not, a boolean or additive mask broadcastable to
+    ``[B, H, L, S]``, ``scale`` (default ``1 / sqrt(D)``), grouped-query attention with
+    ``enable_gqa``. Three-dimensional tensors are one batch of heads, more than four
+    (without a mask) several batch dimensions. Dropout, other layouts, dtypes and head
+    dimensions run torch's."""
+    if _batch_dims(q, k, v, attn_mask):
+        lead = q.shape[:-3] if q.dim() > 3 else ()
+        flat = [t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)]
+        out = scaled_dot_product_attention(*flat, attn_mask, dropout_p, is_causal, scale,
+                                           enable_gqa)
+        return out.reshape(*lead, *out.shape[-3:]) if lead else out[0]
+    if uncovered_attention(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa) is not None:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                              dropout_p=dropout_p, is_causal=is_causal,
+                                              scale=scale, enable_gqa=enable_gqa)
+    element, acc_name = kernels.ELEMENTS[q.dtype]
+    acc = kernels.ACC_DTYPE[acc_name]
+    b, h, length, d = q.shape
+    keys = k.shape[2]
+    # the head dimension as a plain int, also when tracing with symbolic sizes (the
+    # comparison specialises on it: each head dimension is its own kernel anyway)
+    d = next(size for size in kernels.HEAD_DIMS if size == d)
+    sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    scale_t = torch.full((1,), sm_scale * kernels.LOG2E, dtype=acc, device=q.device)
+    op = kernels.attention_op(element, d, attn_mask is not None, kernels.device_kind(q))
+    args = [q.contiguous(), k.contiguous(), v.contiguous()]
+    if attn_mask is not None:
+        mb, mh = _mask_shape(attn_mask, b, h, length, keys)  # type: ignore[misc]
+        mask = attn_mask
+        if mask.dtype == torch.bool:  # (True: take part)
+            mask = torch.zeros(mask.shape, dtype=acc, device=q.device).masked_fill(
+                ~mask, float("-inf"))
+        args.append(mask.to(acc).expand(mb, mh, length, keys).contiguous())
+    return op(*args, bool(is_causal), scale_t)
+
+
+def uncovered_rms_norm(x: torch.Tensor, shape: tuple[int, ...],
+                       weight: torch.Tensor | None) -> str | None:
+    """Why the rms_norm kernel does not take this call (``None``: it does)."""
+    if x.dtype not in kernels.ELEMENTS:
+        return f"dtype {x.dtype}"
+    if not shape or x.dim() < len(shape) or tuple(x.shape[x.dim() - len(shape):]) != shape:
+        return f"normalized_shape {shape} that is not the end of {tuple(x.shape)}"
+    if weight is not None and (tuple(weight.shape) != shape or weight.dtype != x.dtype):
+        return "a weight not of normalized_shape and x's dtype"
+    if x.numel() == 0:
+        return "an empty tensor"
+    return _uncovered_device(x, *([weight] if weight is not None else []))
+
+
+def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
+             weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
+    """``torch.nn.functional.rms_norm``: ``x / sqrt(mean(x^2) + eps) * weight`` over the
+    last ``len(normalized_shape)`` dimensions; ``eps`` defaults to ``finfo(x.dtype).eps``."""
+    shape = ((normalized_shape,) if isinstance(normalized_shape, int)
+             else tuple(int(n) for n in normalized_shape))
+    if uncovered_rms_norm(x, shape, weight) is not None:
+        return F.rms_norm(x, list(shape), weight, eps)
+    element, acc_name = kernels.ELEMENTS[x.dtype]
+    eps_value = torch.finfo(x.dtype).eps if eps is None else float(eps)
+    eps_t = torch.full((1,), eps_value, dtype=kernels.ACC_DTYPE[acc_name], device=x.device)
+    op = kernels.rms_norm_op(element, weight is not None, kernels.device_kind(x))
+    size = math.prod(shape)
+    args = [x.reshape(-1, size).contiguous()]
+    if weight is not None:
+        args.append(weight.reshape(size).contiguous())
+    return op(*args, eps_t).reshape(x.shape)

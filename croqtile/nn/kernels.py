@@ -1,0 +1,340 @@
+"""The Croqtile programs behind ``croqtile.nn`` (``croqtile/kernels/*.co``), compiled on
+first use into ``torch.ops.croqtile.<name>`` operators, one per variant, with autograd.
+
+A variant is a program and its ``#define`` values: the element type, the activation, the
+head dimension, whether a bias, weight or mask is passed, and the tile sizes of the device
+kind. Every variant has its own operator names (the programs take them as defines), so
+that variants never re-point each other's operators. Compiled modules are cached per
+variant; a lock makes the first use from several threads compile once.
+
+What the backward of each operator runs:
+
+- linear: ``LINEAR_GRAD`` (a Croqtile kernel: the product recomputed, times the
+  activation's slope, in the epilogue) gives ``g = dL/d(pre-activation)``; then
+  ``dx = g w`` and ``dw = g^T x`` are the Croqtile GEMMs of ``matmul.co``; ``dbias`` is
+  torch's ``g.sum(0)``.
+- attention: the Croqtile kernels of ``attention_backward.co`` (flash-attention style,
+  the probabilities recomputed tile by tile from each row's log-sum-exp): one for the
+  rows' log-sum-exp and ``delta = rowsum(dout * out)``, one for ``dq``, one for ``dk`` and
+  ``dv`` (per key block, summing the query heads of a group).
+- rms_norm: the Croqtile kernels of ``rms_norm_backward.co``: each row's reciprocal RMS,
+  then ``dx`` per block of rows and ``dweight`` per block of columns.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..api import compile as compile_source
+from ..errors import CompileWarning
+from ..module import Module
+
+NAMESPACE = "croqtile"
+KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+
+# element types the kernels take, by torch dtype: (Croqtile type, accumulator type)
+ELEMENTS: dict[torch.dtype, tuple[str, str]] = {
+    torch.float16: ("f16", "f32"),
+    torch.bfloat16: ("bf16", "f32"),
+    torch.float32: ("f32", "f32"),
+    torch.float64: ("f64", "f64"),
+}
+ELEMENTS_ACC = {element: acc for element, acc in ELEMENTS.values()}
+ACC_DTYPE = {"f32": torch.float32, "f64": torch.float64}
+
+ACTIVATIONS = {None: "NONE", "relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELU_TANH",
+               "silu": "SILU"}
+HEAD_DIMS = (16, 32, 64, 128, 256)
+
+# Tile sizes by (program, device kind, element type or head dimension). The GPU tiles are
+# sized for Hopper (128-row tiles, 128 x 256 GEMM tiles for 16-bit types, 64-key blocks
+# at head dimension 256 to keep the accumulator and scores in registers); the CPU runs
+# Triton's interpreter, where small tiles keep the tests' small shapes crossing several
+# tiles and tails.
+GEMM_TILES = {
+    ("cpu", "f16"): (32, 32, 32), ("cpu", "bf16"): (32, 32, 32),
+    ("cpu", "f32"): (32, 32, 32), ("cpu", "f64"): (32, 32, 32),
+    ("gpu", "f16"): (128, 256, 64), ("gpu", "bf16"): (128, 256, 64),
+    ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
+}
+BACKWARD_GEMM_TILES = {
+    **{("cpu", t): (32, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
+    ("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64),
+    ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
+}
+
+
+def attention_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int, int]:
+    """(ROWS, COLS, WG_ROWS): query rows per block, keys per step, rows per warpgroup.
+    The staged q, k and v tiles must fit in a block's shared memory (the checker holds
+    every target to sm_90's 227 KiB): 8-byte elements at head dimension 256 take 16-row
+    tiles on the CPU and 32-row ones on the GPU."""
+    wide = element == "f64" and head_dim == 256
+    if kind == "cpu":
+        return (16, 16, 16) if wide else (32, 32, 16)
+    if element == "f64":
+        return (32, 32, 32) if wide else (64, 32, 64)
+    if element == "f32":  # 4-byte tiles: half the rows and keys
+        return 64, 32, 64
+    return (128, 64, 64) if head_dim == 256 else (128, 128, 64)
+
+
+def attention_backward_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
+    """(ROWS, COLS) of the backward: query rows and keys per step. Smaller than the
+    forward's: the statistics kernel stages q, out, dout and k, and the dk/dv kernel keeps
+    two COLS x HEAD_DIM accumulators."""
+    if element == "f64" and head_dim == 256:
+        return 16, 16
+    if kind == "cpu" or element in ("f32", "f64") or head_dim == 256:
+        return 32, 32
+    return 64, 64
+
+
+RMS_TILES = {"cpu": (16, 32), "gpu": (16, 256)}  # (ROWS, COLS)
+
+
+def device_kind(t: torch.Tensor) -> str:
+    return "gpu" if t.device.type == "cuda" else "cpu"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A program and its defines; ``names`` maps each function's macro to its name."""
+
+    program: str
+    defines: tuple[tuple[str, int | str], ...]
+    names: tuple[tuple[str, str], ...]
+
+
+_LOCK = threading.Lock()
+_MODULES: dict[Variant, Module] = {}
+
+
+def load(variant: Variant, autograd: Callable[[Module], None] | None = None) -> Module:
+    """The compiled module of ``variant`` (compiled and registered on first use, with its
+    autograd attached by ``autograd``: each variant is loaded by its ``*_name`` function
+    only, which always passes the same one)."""
+    module = _MODULES.get(variant)
+    if module is not None:
+        return module
+    with _LOCK:
+        module = _MODULES.get(variant)
+        if module is None:
+            source = (KERNELS / f"{variant.program}.co").read_text()
+            with warnings.catch_warnings():
+                # (the kernels' implicit conversions are deliberate: f32 results rounded
+                # to the element type at the store)
+                warnings.simplefilter("ignore", CompileWarning)
+                module = compile_source(source, defines=dict(variant.defines + variant.names),
+                                        filename=f"croqtile/kernels/{variant.program}.co",
+                                        library=NAMESPACE)
+            if autograd is not None:
+                autograd(module)
+            _MODULES[variant] = module
+    return module
+
+
+def loaded_operators() -> list[Any]:
+    """Every operator compiled so far (for checks such as ``torch.library.opcheck``)."""
+    with _LOCK:
+        return [f.op for m in _MODULES.values() for f in m.functions.values()]
+
+
+def operator(name: str) -> Any:
+    """``torch.ops.croqtile.<name>`` (registered by one of the ``*_name`` functions)."""
+    return getattr(getattr(torch.ops, NAMESPACE), name)
+
+
+# The ``*_name`` functions compile a variant on first use and return its operator's name.
+# torch.compile runs them when tracing rather than tracing into them (the compiler and the
+# lock are not traceable): their result is constant for given arguments, and the traced
+# graph calls the operator by that name.
+constant_result = torch.compiler.assume_constant_result
+
+
+# ---------------------------------------------------------------- linear
+
+
+def _gemm_defines(tiles: tuple[int, int, int], element: str) -> tuple[tuple[str, int | str], ...]:
+    bm, bn, bk = tiles
+    return (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("BM", bm), ("BN", bn), ("BK", bk))
+
+
+def matmul_ops(element: str, kind: str) -> tuple[Any, Any]:
+    """The backward GEMMs ``(nn, tn)``: ``a [M, J] @ b [J, K]`` and ``a[J, M]^T @ b[J, N]``."""
+    return operator(matmul_name(element, kind, "nn")), operator(matmul_name(element, kind, "tn"))
+
+
+@constant_result
+def matmul_name(element: str, kind: str, form: str) -> str:
+    suffix = f"{element}_{kind}"
+    names = (("MATMUL_NN", f"matmul_nn_{suffix}"), ("MATMUL_TN", f"matmul_tn_{suffix}"))
+    load(Variant("matmul", _gemm_defines(BACKWARD_GEMM_TILES[kind, element], element), names))
+    return f"matmul_{form}_{suffix}"
+
+
+def linear_ops(element: str, activation: str, bias: bool, kind: str) -> Any:
+    """The forward operator ``(x [M, K], w [N, K][, bias [N]]) -> [M, N]`` of a variant,
+    with its autograd."""
+    return operator(linear_name(element, activation, bias, kind))
+
+
+def linear_grad_op(element: str, activation: str, bias: bool, kind: str) -> Any:
+    """The first step of that variant's backward: ``(x, w[, bias], dy) -> dy * act'(x w^T
+    + bias)`` (its other functions are ``matmul_ops``)."""
+    return operator(linear_name(element, activation, bias, kind).replace("linear_",
+                                                                         "linear_grad_", 1))
+
+
+@constant_result
+def linear_name(element: str, activation: str, bias: bool, kind: str) -> str:
+    suffix = f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
+    forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
+    variant = Variant("linear", _gemm_defines(GEMM_TILES[kind, element], element)
+                      + (("ACT", activation), ("BIAS", int(bias))),
+                      (("LINEAR", forward), ("LINEAR_GRAD", grad)))
+
+    def autograd(module: Module) -> None:
+        grad_op = operator(grad)
+
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(*inputs)
+
+        def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            saved = ctx.saved_tensors
+            x, w = saved[0], saved[1]
+            dy = dy.contiguous()
+            g = dy if activation == "NONE" else grad_op(*saved, dy)
+            nn, tn = matmul_ops(element, kind)
+            dx = nn(g, w) if ctx.needs_input_grad[0] else None
+            dw = tn(g, x) if ctx.needs_input_grad[1] else None
+            if not bias:
+                return dx, dw
+            return dx, dw, g.sum(0) if ctx.needs_input_grad[2] else None
+
+        torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
+                                        setup_context=setup_context)
+
+    load(variant, autograd)
+    return forward
+
+
+# ---------------------------------------------------------------- attention
+
+
+def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
+    """``(q [B, H, L, D], k [B, HKV, S, D], v [B, HKV, S, D][, mask [MB, MH, L, S]],
+    causal, scale [1]) -> [B, H, L, D]``, ``scale`` being sm_scale * log2(e), with autograd."""
+    return operator(attention_name(element, head_dim, masked, kind))
+
+
+def attention_defines(element: str, head_dim: int, masked: bool,
+                       tiles: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int | str], ...]:
+    return (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("HEAD_DIM", head_dim),
+            ("MASK", int(masked))) + tiles
+
+
+@constant_result
+def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
+    rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
+    name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
+    variant = Variant("attention", attention_defines(
+        element, head_dim, masked, (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
+        (("NAME", name),))
+
+    def autograd(module: Module) -> None:
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+            ctx.save_for_backward(*tensors, output)
+            ctx.causal = inputs[-2]
+
+        def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            *inputs, scale, out = ctx.saved_tensors  # q, k, v[, mask]
+            stats, dq, dkv = attention_backward_ops(element, head_dim, masked, kind)
+            q, k, v = inputs[:3]
+            mask = inputs[3:]
+            do = do.contiguous()
+            lse_delta = stats(q, k, *mask, out, do, ctx.causal, scale)
+            grad_q = dq(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
+            grad_kv = dkv(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
+            return (grad_q, grad_kv[0], grad_kv[1]) + ((None,) if masked else ()) + (None, None)
+
+        torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
+                                        setup_context=setup_context)
+
+    load(variant, autograd)
+    return name
+
+
+def attention_backward_ops(element: str, head_dim: int, masked: bool,
+                           kind: str) -> tuple[Any, Any, Any]:
+    """The backward's operators (attention_backward.co): ``stats`` (the rows' log-sum-exp
+    and delta), ``dq`` and ``dkv`` (dk and dv stacked)."""
+    rows, cols = attention_backward_tiles(kind, element, head_dim)
+    suffix = f"{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
+    names = (("NAME_STATS", f"attention_stats_{suffix}"), ("NAME_DQ", f"attention_dq_{suffix}"),
+             ("NAME_DKV", f"attention_dkv_{suffix}"))
+    load(Variant("attention_backward", attention_defines(
+        element, head_dim, masked, (("ROWS", rows), ("COLS", cols))), names))
+    stats, dq, dkv = (operator(name) for _, name in names)
+    return stats, dq, dkv
+
+
+LOG2E = 1.4426950408889634
+
+
+# ---------------------------------------------------------------- rms_norm
+
+
+def rms_norm_op(element: str, weighted: bool, kind: str) -> Any:
+    """``(x [R, N][, weight [N]], eps [1]) -> [R, N]``, with autograd."""
+    return operator(rms_norm_name(element, weighted, kind))
+
+
+@constant_result
+def rms_norm_name(element: str, weighted: bool, kind: str) -> str:
+    rows, cols = RMS_TILES[kind]
+    name = f"rms_norm_{element}{'_weight' if weighted else ''}_{kind}"
+    defines = (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("WEIGHT", int(weighted)),
+               ("ROWS", rows), ("COLS", cols))
+    variant = Variant("rms_norm", defines, (("NAME", name),))
+
+    def autograd(module: Module) -> None:
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(*inputs)
+
+        def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            x, *weight, eps = ctx.saved_tensors
+            rstd_op, dx_op, dw_op = rms_norm_backward_ops(element, weighted, kind)
+            dy = dy.contiguous()
+            rstd = rstd_op(x, eps)
+            dx = dx_op(x, *weight, dy, rstd)
+            if not weighted:
+                return dx, None
+            return dx, dw_op(x, dy, rstd) if ctx.needs_input_grad[1] else None, None
+
+        torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
+                                        setup_context=setup_context)
+
+    load(variant, autograd)
+    return name
+
+
+def rms_norm_backward_ops(element: str, weighted: bool, kind: str) -> tuple[Any, Any, Any]:
+    """The backward's operators (rms_norm_backward.co): ``rstd`` (each row's reciprocal
+    RMS), ``dx`` and ``dw``."""
+    rows, cols = RMS_TILES[kind]
+    suffix = f"{element}{'_weight' if weighted else ''}_{kind}"
+    names = (("NAME_RSTD", f"rms_norm_rstd_{suffix}"), ("NAME_DX", f"rms_norm_dx_{suffix}"),
+             ("NAME_DW", f"rms_norm_dw_{suffix}"))
+    load(Variant("rms_norm_backward", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
+                                       ("WEIGHT", int(weighted)), ("ROWS", rows),
+                                       ("COLS", cols)), names))
+    rstd, dx, dw = (operator(name) for _, name in names)
+    return rstd, dx, dw

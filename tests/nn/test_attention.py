@@ -1,0 +1,174 @@
+"""croqtile.nn.functional.scaled_dot_product_attention (arch 4.1): torch's signature and
+semantics on the attention kernel (causal and not, L != S, scale, boolean and additive
+masks, grouped-query attention, head dimensions 16 to 256), with autograd; what the kernel
+does not cover gives torch's result."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import croqtile.nn.functional as cf
+
+from ..e2e.checks import assert_close, random
+from .ops import croqtile_ops
+
+
+def qkv(b: int, h: int, hkv: int, length: int, keys: int, d: int, dtype: torch.dtype,
+        device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return (random((b, h, length, d), dtype, device), random((b, hkv, keys, d), dtype, device),
+            random((b, hkv, keys, d), dtype, device))
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> torch.Tensor:
+    mask = kw.pop("attn_mask", None)
+    if mask is not None and mask.dtype != torch.bool:
+        mask = mask.double()
+    return F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask,
+                                          **kw)
+
+
+def check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> None:
+    out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
+    assert len(ran) == 1 and ran[0].startswith("croqtile.attention_"), ran
+    assert out.dtype == q.dtype and out.shape == q.shape
+    assert_close(out, reference(q, k, v, **kw), q.dtype)
+
+
+# (B, H, HKV, L, S): several query and key tiles with tails (32-wide on the CPU), L < S,
+# L > S, grouped heads
+SHAPES = [(2, 2, 2, 40, 40), (1, 4, 2, 24, 70), (1, 2, 1, 70, 33)]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_attention_f32(shape: tuple[int, ...], causal: bool) -> None:
+    b, h, hkv, length, keys = shape
+    check(*qkv(b, h, hkv, length, keys, 64, torch.float32), is_causal=causal,
+          enable_gqa=hkv != h)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_attention_dtypes_with_a_scale(dtype: torch.dtype) -> None:
+    check(*qkv(1, 2, 2, 36, 50, 64, dtype), is_causal=True, scale=0.3)
+
+
+@pytest.mark.parametrize("d", [128, 256])
+def test_attention_large_head_dimensions(d: int) -> None:
+    check(*qkv(1, 2, 1, 33, 40, d, torch.bfloat16), enable_gqa=True)
+
+
+def test_a_boolean_mask_with_fully_masked_rows() -> None:
+    """Broadcast over the batch ([H, L, S]); rows with no key give 0, as torch's do."""
+    q, k, v = qkv(2, 2, 2, 40, 45, 64, torch.float32)
+    mask = torch.rand(2, 40, 45) > 0.4
+    mask[:, 5] = False
+    mask[1, 38] = False
+    check(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("mask_shape", [(40, 45), (2, 1, 40, 45), (2, 2, 1, 45)])
+def test_an_additive_mask(mask_shape: tuple[int, ...]) -> None:
+    q, k, v = qkv(2, 2, 1, 40, 45, 64, torch.float32)
+    mask = random(mask_shape, torch.float32)
+    mask[..., 3] = float("-inf")
+    check(q, k, v, attn_mask=mask, scale=0.2, enable_gqa=True)
+
+
+def test_three_and_five_dimensional_tensors() -> None:
+    """[H, L, D] is one batch of heads (a mask broadcasts as torch's does); [N1, N2, H, L,
+    D] flattens its batch dimensions."""
+    q, k, v = (t[0] for t in qkv(1, 2, 2, 20, 24, 32, torch.float32))
+    mask = torch.rand(20, 24) > 0.3
+    check(q, k, v, attn_mask=mask)
+    q, k, v = (t.unflatten(0, (2, 3)) for t in qkv(6, 2, 1, 20, 24, 32, torch.float32))
+    check(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def test_uncovered_calls_give_torch_results() -> None:
+    q, k, v = qkv(1, 2, 2, 20, 24, 48, torch.float32)  # head dimension 48
+    out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, is_causal=True)
+    assert ran == []
+    assert torch.equal(out, F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    q, k, v = qkv(1, 2, 2, 20, 24, 64, torch.float32)
+    torch.manual_seed(5)
+    out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, dropout_p=0.5)
+    torch.manual_seed(5)
+    assert ran == [] and torch.equal(out, F.scaled_dot_product_attention(q, k, v,
+                                                                         dropout_p=0.5))
+    assert cf.uncovered_attention(q, k, v, torch.ones(3, 20, 24, dtype=torch.bool), 0.0,
+                                  False, False) == "a mask of shape (3, 20, 24)"
+    q, k, v = qkv(1, 4, 2, 20, 24, 64, torch.float32)
+    with pytest.raises(RuntimeError):  # torch's refusal: different head counts, no GQA
+        cf.scaled_dot_product_attention(q, k, v)
+
+
+TIGHT = {"fast_mode": True, "atol": 1e-8, "rtol": 1e-6}
+
+
+def test_gradcheck_f64() -> None:
+    """gradcheck through the forward kernel and the backward kernels, causal with grouped
+    heads, and with an additive mask. Fast mode (the Jacobian along random directions: a
+    few interpreted calls instead of two per input element) with tolerances far below its
+    defaults, which would let a 1 % error in one gradient through."""
+    q, k, v = (t.requires_grad_() for t in qkv(1, 2, 1, 6, 9, 16, torch.float64))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: cf.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                        enable_gqa=True), (q, k, v),
+        **TIGHT)
+    mask = random((6, 9), torch.float64)
+    q, k, v = (t.requires_grad_() for t in qkv(1, 2, 2, 6, 9, 16, torch.float64))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: cf.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.7),
+        (q, k, v), **TIGHT)
+
+
+@pytest.mark.parametrize("kw", [{"is_causal": True, "enable_gqa": True},
+                                {"attn_mask": "bool"}], ids=["causal-gqa", "bool-mask"])
+def test_gradients_match_torch(kw: dict[str, Any]) -> None:
+    """The backward's three Croqtile kernels (the rows' statistics, dq, then dk and dv)
+    against torch autograd in float64, at shapes crossing the tiles."""
+    q, k, v = (t.requires_grad_() for t in qkv(2, 4, 2, 40, 36, 64, torch.float32))
+    if kw.get("attn_mask") == "bool":
+        kw = {"attn_mask": torch.rand(40, 36) > 0.3, "enable_gqa": True}
+    do = random((2, 4, 40, 64), torch.float32)
+    out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
+    assert ran
+    grads, ran = croqtile_ops(torch.autograd.grad, out, (q, k, v), do)
+    assert [op.split("_")[1] for op in ran] == ["stats", "dq", "dkv"], ran
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, **kw), leaves, do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_bf16_1024_gpu(causal: bool) -> None:
+    check(*qkv(2, 8, 8, 1024, 1024, 128, torch.bfloat16, "cuda"), is_causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_attention_gradients_gpu(d: int) -> None:
+    q, k, v = (t.requires_grad_() for t in qkv(2, 8, 2, 1024, 1024, d, torch.bfloat16, "cuda"))
+    do = random(tuple(q.shape), torch.bfloat16, "cuda")
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True), leaves,
+                                   do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 256])
+def test_attention_gqa_and_mask_gpu(d: int) -> None:
+    q, k, v = qkv(2, 8, 2, 1000, 1500, d, torch.float16, "cuda")
+    check(q, k, v, enable_gqa=True)
+    mask = torch.rand(1000, 1500, device="cuda") > 0.2
+    check(q, k, v, attn_mask=mask, enable_gqa=True)

@@ -1,0 +1,254 @@
+"""croqtile.nn inside PyTorch (arch 4.1): opcheck passes for every kind of operator the
+nn kernels register, a model built on croqtile.nn compiles whole under torch.compile, and
+a Llama-style decoder block converted to croqtile.nn gives the plain torch block's output."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+import math
+from typing import Any, Callable
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import croqtile
+import croqtile.nn.functional as cf
+from croqtile.nn import kernels
+
+from ..e2e.checks import assert_close, random
+from .ops import croqtile_ops
+
+
+def _f32(*shape: int, grad: bool = False) -> torch.Tensor:
+    return random(shape, torch.float32).requires_grad_(grad)
+
+
+def _scale() -> torch.Tensor:
+    return torch.full((1,), 0.125 * kernels.LOG2E)
+
+
+def _attention_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
+    stats, dq, dkv = kernels.attention_backward_ops("f32", 32, True, "cpu")
+    q, k, v = _f32(1, 2, 20, 32), _f32(1, 1, 24, 32), _f32(1, 1, 24, 32)
+    mask, out, do = _f32(1, 1, 20, 24), _f32(1, 2, 20, 32), _f32(1, 2, 20, 32)
+    if part == "stats":
+        return stats, (q, k, mask, out, do, False, _scale())
+    lse_delta = torch.randn(2, 1, 2, 20)
+    return {"dq": dq, "dkv": dkv}[part], (q, k, v, mask, do, lse_delta, False, _scale())
+
+
+def _rms_norm_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
+    rstd, dx, dw = kernels.rms_norm_backward_ops("f32", True, "cpu")
+    x, dy, r = _f32(20, 40), _f32(20, 40), torch.rand(20) + 0.5
+    return {"rstd": (rstd, (x, torch.tensor([1e-6]))), "dx": (dx, (x, _f32(40), dy, r)),
+            "dw": (dw, (x, dy, r))}[part]
+
+
+# (operator kind, the operator, its arguments): every function of every kernel program
+OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
+    "linear": lambda: (kernels.linear_ops("f32", "SILU", True, "cpu"),
+                       (_f32(20, 40, grad=True), _f32(36, 40, grad=True), _f32(36, grad=True))),
+    "linear (no bias)": lambda: (kernels.linear_ops("f32", "NONE", False, "cpu"),
+                                 (_f32(20, 40, grad=True), _f32(36, 40, grad=True))),
+    "linear_grad": lambda: (kernels.linear_grad_op("f32", "GELU", True, "cpu"),
+                            (_f32(20, 40), _f32(36, 40), _f32(36), _f32(20, 36))),
+    "matmul_nn": lambda: (kernels.matmul_ops("f32", "cpu")[0], (_f32(20, 36), _f32(36, 40))),
+    "matmul_tn": lambda: (kernels.matmul_ops("f32", "cpu")[1], (_f32(20, 36), _f32(20, 40))),
+    "attention": lambda: (kernels.attention_op("f32", 32, False, "cpu"),
+                          (_f32(1, 2, 20, 32, grad=True), _f32(1, 1, 24, 32, grad=True),
+                           _f32(1, 1, 24, 32, grad=True), True, _scale())),
+    "attention (mask)": lambda: (kernels.attention_op("f32", 32, True, "cpu"),
+                                 (_f32(1, 2, 20, 32, grad=True), _f32(1, 2, 24, 32, grad=True),
+                                  _f32(1, 2, 24, 32, grad=True), _f32(1, 2, 20, 24), False,
+                                  _scale())),
+    **{f"attention_{part}": (lambda part=part: _attention_backward(part))
+       for part in ("stats", "dq", "dkv")},
+    "rms_norm": lambda: (kernels.rms_norm_op("f32", True, "cpu"),
+                         (_f32(20, 40, grad=True), _f32(40, grad=True), torch.tensor([1e-6]))),
+    **{f"rms_norm_{part}": (lambda part=part: _rms_norm_backward(part))
+       for part in ("rstd", "dx", "dw")},
+    "rms_norm (no weight)": lambda: (kernels.rms_norm_op("f32", False, "cpu"),
+                                     (_f32(20, 40, grad=True), torch.tensor([1e-6]))),
+}
+
+
+@pytest.mark.parametrize("kind", list(OPERATORS))
+def test_opcheck(kind: str) -> None:
+    op, args = OPERATORS[kind]()
+    torch.library.opcheck(op, args)
+
+
+def test_every_registered_operator_is_of_a_checked_kind() -> None:
+    """The operators the nn kernels have registered so far (those above and those the
+    other tests compiled) are all of the kinds opcheck covers above."""
+    for build in OPERATORS.values():
+        build()
+    names = [str(op).split(".")[-1] for op in kernels.loaded_operators()]
+    kinds = ("linear_grad_", "linear_", "matmul_nn_", "matmul_tn_", "attention_stats_",
+             "attention_dq_", "attention_dkv_", "attention_", "rms_norm_rstd_",
+             "rms_norm_dx_", "rms_norm_dw_", "rms_norm_")
+    assert names and all(name.startswith(kinds) for name in names), names
+
+
+class Tiny(torch.nn.Module):
+    """Attention (two heads of 32) and an MLP on croqtile.nn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = croqtile.nn.Linear(64, 3 * 64)
+        self.up = croqtile.nn.Linear(64, 96, activation="gelu_tanh")
+        self.down = croqtile.nn.Linear(96, 64, bias=False)
+        self.norm = torch.nn.Parameter(torch.rand(64) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = self.qkv(cf.rms_norm(x, (64,), self.norm)).view(b, s, 3, 2, 32).unbind(2)
+        h = cf.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                            v.transpose(1, 2), is_causal=True)
+        x = x + h.transpose(1, 2).reshape(b, s, 64)
+        return x + self.down(self.up(x))
+
+
+@pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd:UserWarning")
+@pytest.mark.parametrize("dynamic, dtype", [(False, torch.float32), (True, torch.float64)])
+def test_a_model_compiles_whole_with_autograd(dynamic: bool, dtype: torch.dtype) -> None:
+    """Under aot_eager, fullgraph, static and dynamic shapes: the forward graph calls the
+    five Croqtile operators (rms_norm, qkv, attention, up, down) and the backward graph
+    the backward GEMMs; the outputs and gradients are the eager ones. The compiled model
+    runs first, so that kernels compile on first use while tracing (float64 attention at
+    head dimension 32 is compiled by no other test)."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+    model = Tiny().to(dtype)
+    backend = AotEagerAndRecordGraphs()
+    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=dynamic)
+    for length in (24, 40):
+        x = random((2, length, 64), dtype).requires_grad_()
+        out = compiled(x)
+        eager = model(x)
+        assert_close(out, eager.double(), dtype)
+        dy = random(tuple(out.shape), dtype)
+        expected = torch.autograd.grad(eager, [x, *model.parameters()], dy)
+        for got, want in zip(torch.autograd.grad(out, [x, *model.parameters()], dy), expected):
+            assert_close(got, want.double(), dtype)
+    # one graph for both lengths when dynamic, one per length when not
+    assert len(backend.fw_graphs) == (1 if dynamic else 2)
+    forward, backward = backend.fw_graphs[0], backend.bw_graphs[0]
+    assert _croqtile_calls(forward) == 5
+    assert "matmul_nn" in backward.code and "matmul_tn" in backward.code
+    explained = torch._dynamo.explain(model)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+
+
+def _croqtile_calls(graph: torch.fx.GraphModule) -> int:
+    return sum(1 for node in graph.graph.nodes if node.op == "call_function"
+               and str(node.target).startswith(kernels.NAMESPACE + "."))
+
+
+# ---------------------------------------------------------------- a Llama-style block
+
+
+def rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding of [B, H, S, D] (halves rotated, as Llama's)."""
+    s, d = x.shape[-2:]
+    freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angle = torch.arange(s, dtype=torch.float64, device=x.device)[:, None] * freq[None, :]
+    cos, sin = (torch.cat([f, f], -1).to(x.dtype) for f in (angle.cos(), angle.sin()))
+    first, second = x[..., : d // 2], x[..., d // 2:]
+    return x * cos + torch.cat([-second, first], -1) * sin
+
+
+class DecoderBlock(torch.nn.Module):
+    """Pre-norm attention (grouped-query, rotary, causal) and a SwiGLU MLP, in plain torch;
+    ``sdpa`` and ``rms_norm`` are torch's functions unless replaced."""
+
+    def __init__(self, dim: int = 128, heads: int = 4, kv_heads: int = 2, hidden: int = 160,
+                 sdpa: Callable[..., torch.Tensor] = F.scaled_dot_product_attention,
+                 rms_norm: Callable[..., torch.Tensor] = F.rms_norm) -> None:
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.q = torch.nn.Linear(dim, dim, bias=False)
+        self.k = torch.nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.v = torch.nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.o = torch.nn.Linear(dim, dim, bias=False)
+        self.gate = torch.nn.Linear(dim, hidden, bias=False)
+        self.up = torch.nn.Linear(dim, hidden, bias=False)
+        self.down = torch.nn.Linear(hidden, dim, bias=False)
+        self.attn_norm = torch.nn.Parameter(torch.rand(dim) + 0.5)
+        self.mlp_norm = torch.nn.Parameter(torch.rand(dim) + 0.5)
+        self.sdpa, self.rms_norm = sdpa, rms_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, dim = x.shape
+        h = self.rms_norm(x, (dim,), self.attn_norm, 1e-6)
+        q = self.q(h).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(h).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(h).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        attended = self.sdpa(rotary(q), rotary(k), v, is_causal=True, enable_gqa=True)
+        x = x + self.o(attended.transpose(1, 2).reshape(b, s, dim))
+        h = self.rms_norm(x, (dim,), self.mlp_norm, 1e-6)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+def test_a_converted_llama_block_gives_the_torch_output() -> None:
+    plain = DecoderBlock()
+    reference = copy.deepcopy(plain).double()
+    mine = croqtile.nn.convert(copy.deepcopy(plain))
+    mine.sdpa, mine.rms_norm = cf.scaled_dot_product_attention, cf.rms_norm
+    x = random((2, 40, 128), torch.float32)
+    out, ran = croqtile_ops(mine, x)
+    assert sum(op.startswith("croqtile.linear_") for op in ran) == 7
+    assert sum(op.startswith("croqtile.attention_") for op in ran) == 1
+    assert sum(op.startswith("croqtile.rms_norm_") for op in ran) == 2
+    expected = reference(x.double())
+    assert_close(out, expected, torch.float32)
+    assert math.isclose(out.double().norm().item(), expected.norm().item(), rel_tol=1e-4)
+
+
+@pytest.mark.gpu
+def test_a_converted_llama_block_on_the_gpu() -> None:
+    plain = DecoderBlock(dim=1024, heads=8, kv_heads=2, hidden=2816).cuda().bfloat16()
+    reference = copy.deepcopy(plain).double()
+    mine = croqtile.nn.convert(copy.deepcopy(plain))
+    mine.sdpa, mine.rms_norm = cf.scaled_dot_product_attention, cf.rms_norm
+    x = random((2, 512, 1024), torch.bfloat16, "cuda")
+    out, ran = croqtile_ops(mine, x)
+    assert len(ran) == 10
+    assert_close(out, reference(x.double()), torch.bfloat16)
+
+
+# the variants with the most shared memory per block: the widest elements and heads
+LARGEST = [(kind, element, d) for kind in ("cpu", "gpu")
+           for element, d in (("f64", 256), ("f32", 256), ("bf16", 256), ("bf16", 128))]
+
+
+@pytest.mark.parametrize("kind, element, d", LARGEST)
+def test_the_largest_attention_variants_compile(kind: str, element: str, d: int) -> None:
+    """The tile sizes chosen for each device kind pass the checker's shared-memory budget
+    (GPU variants are compiled here, not run)."""
+    rows, cols, wg_rows = kernels.attention_tiles(kind, element, d)
+    backward_rows, backward_cols = kernels.attention_backward_tiles(kind, element, d)
+    for program, tiles in (
+            ("attention", (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
+            ("attention_backward", (("ROWS", backward_rows), ("COLS", backward_cols)))):
+        source = (kernels.KERNELS / f"{program}.co").read_text()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            module = croqtile.compile(source, defines=dict(
+                kernels.attention_defines(element, d, True, tiles)))
+        assert all("@triton.jit" in f.triton_source for f in module.functions.values())
+
+
+@pytest.mark.parametrize("element", ["bf16", "f32", "f64"])
+def test_the_gpu_gemm_variants_compile(element: str) -> None:
+    for program, tiles in (("linear", kernels.GEMM_TILES["gpu", element]),
+                           ("matmul", kernels.BACKWARD_GEMM_TILES["gpu", element])):
+        source = (kernels.KERNELS / f"{program}.co").read_text()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            module = croqtile.compile(source, defines={
+                "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "GELU_TANH",
+                "BM": tiles[0], "BN": tiles[1], "BK": tiles[2]})
+        assert all("tl.dot(" in f.triton_source for f in module.functions.values())

@@ -1,0 +1,175 @@
+"""croqtile.nn.functional.linear and croqtile.nn.Linear (arch 4.1): the GEMM kernel with
+the bias and activation fused, against float64 torch, with autograd (gradcheck in f64 and
+gradients against torch's), torch.nn.Linear's parameters and state_dict, and convert()."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import croqtile
+import croqtile.nn.functional as cf
+
+from ..e2e.checks import assert_close, random
+from .ops import croqtile_ops
+
+ACTIVATIONS = {
+    None: lambda t: t,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
+def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+              activation: str | None) -> torch.Tensor:
+    return ACTIVATIONS[activation](F.linear(x.double(), w.double(),
+                                            None if b is None else b.double()))
+
+
+@pytest.mark.parametrize("activation", list(ACTIVATIONS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear_with_each_activation(activation: str | None, dtype: torch.dtype) -> None:
+    # [2, 19, 70] x [40, 70]^T: 38 rows and 40 columns cross two 32-wide tiles, K three
+    x, w, b = random((2, 19, 70), dtype), random((40, 70), dtype), random((40,), dtype)
+    y, ran = croqtile_ops(cf.linear, x, w, b, activation=activation)
+    assert ran and all(op.startswith("croqtile.linear_") for op in ran), ran
+    assert y.dtype == dtype
+    assert_close(y, reference(x, w, b, activation), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64])
+def test_linear_without_bias(dtype: torch.dtype) -> None:
+    x, w = random((33, 48), dtype), random((24, 48), dtype)
+    y, ran = croqtile_ops(cf.linear, x, w, activation="silu")
+    assert len(ran) == 1
+    assert_close(y, reference(x, w, None, "silu"), dtype)
+
+
+def test_an_unknown_activation_is_refused_by_name() -> None:
+    x, w = random((4, 8), torch.float32), random((3, 8), torch.float32)
+    with pytest.raises(ValueError, match="activation='tanh': expected one of None, 'relu'"):
+        cf.linear(x, w, activation="tanh")
+    with pytest.raises(ValueError, match="activation='swish'"):
+        croqtile.nn.Linear(8, 3, activation="swish")
+
+
+def test_uncovered_calls_run_torch() -> None:
+    """Integers, mixed dtypes and exact gelu in float64 (the kernel's erf is an f32-grade
+    fit) are torch's, with torch's result."""
+    xi, wi = torch.randint(-5, 5, (6, 8)), torch.randint(-5, 5, (4, 8))
+    y, ran = croqtile_ops(cf.linear, xi, wi)
+    assert ran == [] and torch.equal(y, F.linear(xi, wi))
+    with pytest.raises(RuntimeError, match="same dtype"):  # torch's own refusal
+        cf.linear(xi.double(), wi.float())
+    x, w, b = (random(s, torch.float64) for s in ((6, 8), (4, 8), (4,)))
+    y, ran = croqtile_ops(cf.linear, x, w, b, activation="gelu")
+    assert ran == []
+    assert torch.equal(y, F.gelu(F.linear(x, w, b)))
+    assert cf.uncovered_linear(x, w, b, "gelu") is not None
+    assert cf.uncovered_linear(x, w, b, "silu") is None
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu_tanh", "silu"])
+def test_gradcheck_f64(activation: str | None) -> None:
+    """gradcheck's fast mode (the Jacobian against finite differences along random
+    directions: a few calls through the interpreter instead of two per input element),
+    with tolerances far below its defaults, which would let a 1 % error through; the full
+    Jacobian is checked once, without an activation, at a smaller shape."""
+    x = random((5, 12), torch.float64).requires_grad_()
+    w = random((7, 12), torch.float64).requires_grad_()
+    b = random((7,), torch.float64).requires_grad_()
+    assert torch.autograd.gradcheck(
+        lambda x, w, b: cf.linear(x, w, b, activation=activation), (x, w, b), fast_mode=True,
+        atol=1e-8, rtol=1e-6)
+    if activation is None:
+        small = [random(s, torch.float64).requires_grad_() for s in ((3, 4), (2, 4), (2,))]
+        assert torch.autograd.gradcheck(cf.linear, small)
+
+
+@pytest.mark.parametrize("activation", [None, "gelu", "silu"])
+def test_gradients_match_torch(activation: str | None) -> None:
+    """The backward's Croqtile kernels (activation slope, then the two GEMMs) against
+    torch autograd in float64, in f32 at shapes crossing the tiles."""
+    x = random((3, 20, 40), torch.float32).requires_grad_()
+    w = random((36, 40), torch.float32).requires_grad_()
+    b = random((36,), torch.float32).requires_grad_()
+    dy = random((3, 20, 36), torch.float32)
+    y = cf.linear(x, w, b, activation=activation)
+    grads, ran = croqtile_ops(torch.autograd.grad, y, (x, w, b), dy)
+    assert any(op.startswith("croqtile.matmul_nn_") for op in ran), ran
+    assert any(op.startswith("croqtile.matmul_tn_") for op in ran), ran
+    leaves = [t.detach().double().requires_grad_() for t in (x, w, b)]
+    expected = torch.autograd.grad(reference(*leaves, activation), leaves, dy.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
+
+
+def test_linear_module_is_torch_linear() -> None:
+    """Same parameters and state_dict both ways; reset_parameters draws as torch's."""
+    torch.manual_seed(7)
+    mine = croqtile.nn.Linear(24, 10, activation="relu")
+    torch.manual_seed(7)
+    theirs = torch.nn.Linear(24, 10)
+    assert isinstance(mine, torch.nn.Linear)
+    assert mine.state_dict().keys() == theirs.state_dict().keys()
+    for key, value in mine.state_dict().items():
+        assert torch.equal(value, theirs.state_dict()[key]), key
+    theirs.load_state_dict({k: random(tuple(v.shape), v.dtype)
+                            for k, v in theirs.state_dict().items()})
+    mine.load_state_dict(theirs.state_dict())
+    x = random((9, 24), torch.float32)
+    assert_close(mine(x), F.relu(theirs(x)).double(), torch.float32)
+    round_trip = torch.nn.Linear(24, 10)
+    round_trip.load_state_dict(mine.state_dict())
+    assert torch.equal(round_trip.weight, theirs.weight)
+    torch.manual_seed(3)
+    mine.reset_parameters()
+    torch.manual_seed(3)
+    theirs.reset_parameters()
+    assert torch.equal(mine.weight, theirs.weight) and torch.equal(mine.bias, theirs.bias)
+    plain = croqtile.nn.Linear(24, 10, bias=False, dtype=torch.float64)
+    assert plain.bias is None and plain.weight.dtype == torch.float64
+    assert "activation='relu'" in repr(mine)
+
+
+def test_convert_keeps_the_weights_and_the_outputs() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                torch.nn.Sequential(torch.nn.Linear(32, 8, bias=False)))
+    x = random((5, 16), torch.float32)
+    expected = model(x).double()
+    weights = [p for p in model.parameters()]
+    assert croqtile.nn.convert(model) is model
+    assert isinstance(model[0], croqtile.nn.Linear) and isinstance(model[2][0], croqtile.nn.Linear)
+    assert [p for p in model.parameters()] == weights  # the same tensors
+    out, ran = croqtile_ops(model, x)
+    assert len(ran) == 2
+    assert_close(out, expected, torch.float32)
+    single = croqtile.nn.convert(torch.nn.Linear(4, 2, dtype=torch.float64))
+    assert isinstance(single, croqtile.nn.Linear) and single.weight.dtype == torch.float64
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("activation", [None, "gelu_tanh"])
+def test_linear_bf16_4096_gpu(activation: str | None) -> None:
+    x = random((4096, 4096), torch.bfloat16, "cuda")
+    w = random((4096, 4096), torch.bfloat16, "cuda") / 64
+    b = random((4096,), torch.bfloat16, "cuda")
+    y, ran = croqtile_ops(cf.linear, x, w, b, activation=activation)
+    assert ran
+    assert_close(y, reference(x, w, b, activation), torch.bfloat16)
+
+
+@pytest.mark.gpu
+def test_linear_gradients_gpu() -> None:
+    x = random((2048, 1024), torch.bfloat16, "cuda").requires_grad_()
+    w = (random((3072, 1024), torch.bfloat16, "cuda") / 32).requires_grad_()
+    y = cf.linear(x, w, activation="silu")
+    dy = random(tuple(y.shape), torch.bfloat16, "cuda")
+    grads = torch.autograd.grad(y, (x, w), dy)
+    leaves = [t.detach().double().requires_grad_() for t in (x, w)]
+    expected = torch.autograd.grad(reference(*leaves, None, "silu"), leaves, dy.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.bfloat16)
