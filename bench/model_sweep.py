@@ -1,0 +1,171 @@
+"""Tokens per second of a Llama model (Llama-3-8B widths, a few layers, random weights
+built from a config: nothing downloaded) in four forms, in one run on the GPU:
+
+* ``eager``: the model as ``transformers`` builds it (torch's SDPA attention);
+* ``compile``: ``torch.compile`` of it;
+* ``croqtile``: its linear layers converted (``croqtile.nn.convert``) and its attention
+  through croqtile's kernel (``attn_implementation="croqtile"``);
+* ``croqtile_compile``: ``torch.compile`` of that, with its graph breaks counted.
+
+    python3 bench/model_sweep.py [--layers 4] [--seq 2048] [--decode 32] [--reps 3]
+        [--out bench/results/h200]
+
+Prefill: one forward of ``--seq`` tokens (batch 1); decode: ``--decode`` tokens one at a
+time through a key/value cache after a prefill of 512 (the time per token, the cache
+kept). Every form's prefill logits are checked against eager's first (relative error
+over all logits, bf16 tolerance). Times are medians of ``--reps`` runs; ratios are to
+eager measured in the same run. Writes ``model.csv``, ``model.json`` and ``model.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+FORMS = ("eager", "compile", "croqtile", "croqtile_compile")
+# Llama-3-8B's widths (its 32 layers cut to --layers)
+WIDTHS = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+              num_key_value_heads=8, head_dim=128, vocab_size=128256)
+TOLERANCE = 3e-2  # bf16 weights and activations through several layers
+
+
+def build(layers: int, device: str, dtype: torch.dtype, widths: dict[str, int]) -> Any:
+    import transformers
+
+    config = transformers.LlamaConfig(num_hidden_layers=layers, max_position_embeddings=8192,
+                                      attn_implementation="sdpa", **widths)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def forms(model: Any) -> dict[str, Any]:
+    import croqtile.nn
+    from croqtile.nn import transformers as integration
+
+    integration.register()
+    ours = copy.deepcopy(model)
+    ours.set_attn_implementation(integration.NAME)
+    croqtile.nn.convert(ours)
+    return {"eager": model, "compile": torch.compile(model), "croqtile": ours,
+            "croqtile_compile": torch.compile(ours)}
+
+
+def median_time(run: Callable[[], Any], reps: int, sync: Callable[[], None]) -> float:
+    times = []
+    for _ in range(reps):
+        sync()
+        start = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def decode_steps(model: Any, prompt: torch.Tensor, steps: int) -> Callable[[], Any]:
+    """A function running ``steps`` single-token forwards after a prefill of ``prompt``
+    (the prefill done once, outside the timed function; each call starts from a copy of
+    the cache)."""
+    with torch.no_grad():
+        out = model(prompt, use_cache=True)
+    cache, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
+
+    def run() -> None:
+        kv = copy.deepcopy(cache)
+        nxt = token
+        with torch.no_grad():
+            for _ in range(steps):
+                step = model(nxt, past_key_values=kv, use_cache=True)
+                kv, nxt = step.past_key_values, step.logits[:, -1:].argmax(-1)
+
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--decode", type=int, default=32)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--tiny", action="store_true",
+                        help="small widths (a check of the script on the CPU)")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/h200"))
+    args = parser.parse_args()
+    dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
+    widths = WIDTHS if not args.tiny else dict(
+        hidden_size=128, intermediate_size=256, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=64, vocab_size=96)
+    sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
+    model = build(args.layers, args.device, dtype, widths)
+    ids = torch.randint(0, widths["vocab_size"], (1, args.seq), device=args.device,
+                        generator=torch.Generator(args.device).manual_seed(1))
+    prompt = ids[:, :min(512, args.seq)]
+    from torch._dynamo.utils import counters
+
+    rows, reference = [], None
+    for name, form in forms(model).items():
+        counters.clear()
+        with torch.no_grad():
+            logits = form(ids).logits.float()  # (also the compile's warm-up)
+        if reference is None:
+            reference = logits
+        error = ((logits - reference).norm() / reference.norm()).item()
+        breaks = sum(counters["graph_break"].values())
+        with torch.no_grad():
+            prefill = median_time(lambda f=form: f(ids), args.reps, sync)
+        step = decode_steps(form, prompt, args.decode)
+        step()  # (warm-up: the decode shapes compile here)
+        decode = median_time(step, args.reps, sync)
+        rows.append({"form": name, "layers": args.layers, "seq": args.seq,
+                     "prefill_ms": prefill * 1e3, "prefill_tok_s": args.seq / prefill,
+                     "decode_ms_per_token": decode / args.decode * 1e3,
+                     "decode_tok_s": args.decode / decode, "rel_error": error,
+                     "ok": error <= TOLERANCE, "graph_breaks": breaks})
+        print(f"{name:18s} prefill {rows[-1]['prefill_tok_s']:10.0f} tok/s  decode "
+              f"{rows[-1]['decode_tok_s']:8.1f} tok/s  error {error:.2e}  breaks {breaks}",
+              flush=True)
+    eager = rows[0]
+    for row in rows:
+        row["prefill_ratio"] = row["prefill_tok_s"] / eager["prefill_tok_s"]
+        row["decode_ratio"] = row["decode_tok_s"] / eager["decode_tok_s"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (args.out / "model.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (args.out / "model.json").write_text(json.dumps(rows, indent=1))
+    plot(rows, args.out / "model.png")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    names = [r["form"] for r in rows]
+    for ax, key, title in ((axes[0], "prefill_ratio", "prefill (tokens/s vs eager)"),
+                           (axes[1], "decode_ratio", "decode (tokens/s vs eager)")):
+        ax.bar(names, [r[key] for r in rows])
+        ax.axhline(1.0, color="gray", linewidth=0.8)
+        ax.set_title(title)
+        ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
