@@ -234,8 +234,12 @@ class KernelAssembly(KernelState):
         # little for its epilogue: its loop's stages may fill the rest (on the H200 the
         # causal tutorial kernel ran 4-7 % faster with 3 stages than with 2)
         budget = SHARED_LIMIT - self.resident_bytes if self.chained_dot else SHARED_BUDGET
+        # Triton pipelines the loop's other tile loads too (an attention mask read in
+        # the loop), with one buffer fewer than the stages: counted, or the pipeline
+        # would not fit (a masked attention kernel asked 352 KiB at 3 stages)
+        streamed = _streamed_bytes(self.scopes[0])
         stages = 3
-        while stages > 1 and stages * self.stage_bytes > budget:
+        while stages > 1 and stages * self.stage_bytes + (stages - 1) * streamed > budget:
             stages -= 1
         return stages
 
@@ -251,6 +255,50 @@ class KernelAssembly(KernelState):
         # thread (a 128 x 256 f32 tile: two warpgroups, as measured on the H200)
         by_registers = b.next_pow2(-(-self.dot_bytes // (32 * 128 * 4)))
         return max(warps, 4, min(by_registers, 8))
+
+
+def _streamed_bytes(body: list[ir.Stmt]) -> int:
+    """Bytes of the tiles (two axes or more) that loops multiplying matrices load from
+    global memory other than as MMA operands (those are in ``stage_bytes``), per trip;
+    a loop's own statements only (a nested loop is pipelined on its own)."""
+    total = 0
+    for loop in ir.nodes_of(body):
+        if not isinstance(loop, ir.For):
+            continue
+        own = list(_own_nodes(loop.body))
+        dots = [n for n in own if isinstance(n, ir.Dot)]
+        if not dots:
+            continue
+        operands = {n.name for d in dots for n in ir.nodes_of([d.a, d.b])
+                    if isinstance(n, ir.Var)}
+        operand_loads = {id(n.value) for n in own
+                         if isinstance(n, ir.Let) and n.name in operands}
+        for node in own:
+            if isinstance(node, ir.Load) and len(node.axes) >= 2 \
+                    and id(node) not in operand_loads:
+                count = 1
+                for axis in node.axes:
+                    count *= axis.size
+                total += count * _element_bytes(node.dtype)
+    return total
+
+
+def _own_nodes(body: list[ir.Stmt]):
+    """The IR nodes under ``body`` outside the loops nested in it."""
+    for stmt in body:
+        if isinstance(stmt, ir.For):
+            continue
+        if isinstance(stmt, ir.If):
+            yield stmt.cond
+            yield from _own_nodes(stmt.then)
+            yield from _own_nodes(stmt.other)
+            continue
+        yield from ir.nodes_of([stmt])
+
+
+def _element_bytes(dtype: ir.DType) -> int:
+    bits = int("".join(ch for ch in dtype.value if ch.isdigit()) or 8)
+    return max(1, bits // 8)
 
 
 def _specialized(body: list[ir.Stmt]) -> list[ir.Stmt]:

@@ -252,3 +252,20 @@ def test_the_gpu_gemm_variants_compile(element: str) -> None:
                 "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "GELU_TANH",
                 "BM": tiles[0], "BN": tiles[1], "BK": tiles[2]})
         assert all("tl.dot(" in f.triton_source for f in module.functions.values())
+
+
+def test_a_tile_loaded_in_the_key_loop_counts_in_its_pipeline() -> None:
+    """The additive mask, read from global memory in the key loop, is pipelined by Triton
+    beside the K and V tiles: its bytes count, so the masked GPU variant takes 2 stages
+    where the unmasked one takes 3 (at 3 it asked 352 KiB of shared memory)."""
+    source = (kernels.KERNELS / "attention.co").read_text()
+    tiles = (("ROWS", 128), ("COLS", 128), ("WG_ROWS", 64))
+    stages = {}
+    for masked in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            module = croqtile.compile(source, defines=dict(
+                kernels.attention_defines("bf16", 128, masked, tiles)))
+        [function] = module.functions.values()
+        stages[masked] = function.triton_source.count("num_stages=2")
+    assert stages == {False: 0, True: 1}
