@@ -10,7 +10,8 @@ from .errors import CompileWarning as CompileWarning
 from .errors import Diagnostic as Diagnostic
 from .module import Function as Function
 from .module import Module as Module
+from . import sparse as sparse  # host helpers for 2:4 sparse MMA operands
 
 __all__ = ["ArgumentError", "CompileError", "CompileWarning", "Diagnostic", "Function", "Module",
-           "compile", "load"]
+           "compile", "load", "sparse"]
 __version__ = "0.1.0"

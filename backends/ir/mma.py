@@ -13,7 +13,8 @@ C input) or from a ``frag`` declaration (one accumulator per element of a fragme
 ``.scale`` multiplies each product by per-row and scalar scales, and ``mma.scale`` folds a
 raw partial sum into the result (spec 5.8, two accumulators); register tiles (a filled
 ``frag`` tile, another accumulator) enter the dot as they are (RS mode); u8 operands are
-shifted to s8 with exact corrections, since ``tl.dot`` multiplies signed bytes only.
+shifted to s8 with exact corrections, since ``tl.dot`` multiplies signed bytes only; the
+packed A of a 2:4 sparse MMA (``.sp``) is decompressed into a dense tile first (``sparse``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from . import nodes as ir
 from . import sparse
 from .errors import LoweringError, static_extent, unsupported
 from .state import BufferSlot, KernelState, broadcast, iter_stmts
-from .tiles import load_tile, staging_scope, store_tile
+from .tiles import load_tile, staging_scope, store_tile, widen_bf16_on_cpu
 from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
                      padding_mask)
 
@@ -300,7 +301,6 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
         meta = sparse.packed_region(_operand(kl, stmt.extra[0]), stmt.extra[0], "metadata")
         a_tile = sparse.dense_operand(kl, a, meta, a_m, lin_am, lin_ak, lin_bk, layout.m,
                                       k_axis, stmt)
-        _widen_bf16_on_cpu(kl, a_tile.expr)
     else:
         a_tile = _operand_tile(kl, a, {a_m: lin_am.rest, a_k: lin_ak.rest}, a_dims, stmt.a,
                                "a")
@@ -447,7 +447,7 @@ def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Exp
     scope = staging_scope(kl, region)
     if scope is None:
         tile = load_tile(kl, region, dims, node.span, base)
-        _widen_bf16_on_cpu(kl, tile.expr)
+        widen_bf16_on_cpu(kl, tile.expr)
         kl.stage_bytes += _tile_bytes(tile, region)  # (a stage of the loop's pipeline)
         return tile
     # loaded once where it was staged (before the loop), kept in registers
@@ -455,7 +455,7 @@ def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Exp
     if key not in kl.hoisted:
         with kl.emitting_into(scope, region.staged.loop_depth if region.staged else 0):
             tile = load_tile(kl, region, dims, node.span, base)
-            _widen_bf16_on_cpu(kl, tile.expr)
+            widen_bf16_on_cpu(kl, tile.expr)
         kl.hoisted[key] = tile
         kl.resident_bytes += _tile_bytes(tile, region)
     return kl.hoisted[key]
@@ -483,16 +483,8 @@ def _register_operand(kl: KernelState, tile: Tile, dims: tuple[ir.Axis, ir.Axis]
     name = kl.fresh(base)
     kl.emit(ir.Let(node.span, name, relabelled))
     var = ir.Var(relabelled.axes, relabelled.dtype, name)
-    _widen_bf16_on_cpu(kl, var)
+    widen_bf16_on_cpu(kl, var)
     return Tile(var, dims, tile.elem)
-
-
-def _widen_bf16_on_cpu(kl: KernelState, operand: ir.Expr) -> None:
-    """Triton 3.6's interpreter multiplies bf16 tiles as raw integers; on the CPU path the
-    operands are widened to f32 first (exact: every bf16 value is an f32 value)."""
-    if operand.dtype is ir.DType.BF16 and isinstance(operand, ir.Var):
-        widened = ir.Cast(operand.axes, ir.DType.F32, operand)
-        kl.emit(ir.Branch(None, kl.cpu_flag(), [ir.Let(None, operand.name, widened)], []))
 
 
 def _tile_bytes(tile: Tile, region: Region) -> int:

@@ -33,7 +33,7 @@ from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .state import KernelState
-from .tiles import staging_scope
+from .tiles import staging_scope, widen_bf16_on_cpu
 from .values import Region, Tile, access, padding_mask
 
 
@@ -73,14 +73,17 @@ def dense_operand(kl: KernelState, packed: Region, meta: Region, a_m: int,
                                    "of the slice")
     packed = replace(packed, origin=_at(packed, a_m, lin_am.rest, 1 - a_m, lin_ak.rest))
     meta = replace(meta, origin=_at(meta, 0, lin_mm.rest, 1, lin_mk.rest))
+    size = _bytes(m_axis, k_axis, packed) // 2 + _bytes(m_axis, k_axis, meta) // 8
     scope = _common_scope(kl, packed, meta)
     if scope is None:
+        kl.stage_bytes += size  # (a stage of the loop's pipeline)
         return _decompress(kl, packed, meta, a_m, m_axis, k_axis, stmt)
     key = ("sparse", id(scope), packed.key(), meta.key(), id(m_axis), id(k_axis))
-    if key not in kl.hoisted:  # staged before the loop: decompressed once there
+    if key not in kl.hoisted:  # staged before the loop: decompressed once there, kept
         depth = packed.staged.loop_depth if packed.staged else 0
         with kl.emitting_into(scope, depth):
             kl.hoisted[key] = _decompress(kl, packed, meta, a_m, m_axis, k_axis, stmt)
+        kl.resident_bytes += size
     return kl.hoisted[key]
 
 
@@ -114,7 +117,7 @@ def _decompress(kl: KernelState, packed: Region, meta: Region, a_m: int, m_axis:
     dense = ir.Where(values[0].axes, values[0].dtype, b.binary("==", position, kept[1]),
                      values[1], values[0])
     tile = kl.let("a_dense", dense, stmt.span)
-    kl.stage_bytes += _bytes(m_axis, k_axis, packed) // 2 + _bytes(m_axis, k_axis, meta) // 8
+    widen_bf16_on_cpu(kl, tile)
     return Tile(tile, (m_axis, k_axis), packed.tensor.elem)
 
 

@@ -137,15 +137,52 @@ def test_sparse_warps_collapsed_k_slices(device: str) -> None:
     assert source.count("tl.dot(") == 1 and "for ks" not in source  # one dot per K tile
 
 
+# A and its metadata staged once per block and multiplied with every column tile of B
+REUSED = """
+__co__ void reuse(global bf16 [M, 16] a, global u8 [M, 4] meta, global bf16 [N, 32] b,
+                  global f32 [M, N] c) {
+  parallel bm by cdiv(M, 64) : block {
+    sa = dma.copy a.subspan(64, 16).at(bm, 0) => shared;
+    sm = dma.copy meta.subspan(64, 4).at(bm, 0) => shared;
+    foreach {j} in [cdiv(N, 32)] {
+      mc = mma.fill.f32 0.0f;
+      parallel p by 1 : group-4 {
+        me = mma.load sm.data;
+        mma.row.row.sp mc, sa.data, b.subspan(32, 32).at(j, 0), me;
+      }
+      mma.store mc, c.subspan(64, 32).at(bm, j);
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_staged_a_is_decompressed_once(device: str) -> None:
+    m, n = 100, 70
+    gen = torch.Generator().manual_seed(6)
+
+    def inputs() -> list[Any]:
+        packed, meta = sparse_operands(m, 32, torch.bfloat16, gen)
+        return [packed, meta, torch.randn(n, 32, generator=gen).bfloat16(),
+                poison(torch.empty(m, n))]
+
+    check(Case("reuse", REUSED, inputs,
+               lambda x: dense_of(x[0], x[1]) @ x[2].double().T, torch.float32, output=3,
+               tolerance=1e-5), device)
+    source = croqtile.compile(REUSED).reuse.triton_source
+    assert source.index("a_dense = tl.where") < source.index("for j in range")
+
+
 def test_metadata_decides_the_product() -> None:
-    """Moving each kept value to the other free position of its group changes the
-    product: the kernel reads the metadata, not a fixed pattern."""
+    """Mirroring the kept positions of every group (i -> 3 - i) changes the product as
+    the metadata says: the kernel reads the metadata, not a fixed pattern."""
     gen = torch.Generator().manual_seed(3)
     m, n, k = 64, 32, 32
     packed, meta = sparse_operands(m, k, torch.float16, gen)
     nibbles = torch.stack([meta & 15, meta >> 4], dim=-1)
-    flipped = (15 - nibbles) & 15  # {i0, i1} -> the complementary pair, still i0 < i1...
-    swapped = ((flipped & 3) << 2) | (flipped >> 2)  # ...written low position first
+    flipped = 15 - nibbles  # each 2-bit position i becomes 3 - i, so i0 > i1 now...
+    swapped = ((flipped & 3) << 2) | (flipped >> 2)  # ...swapped back to i0 < i1
     other = (swapped[..., 0] | swapped[..., 1] << 4).to(torch.uint8)
     b = torch.randn(n, k, generator=gen).half()
     mod = croqtile.compile(WARPGROUP.format(t="f16"))
