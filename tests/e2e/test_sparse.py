@@ -26,7 +26,7 @@ TYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f8_e4m3": torch.float8_e
 
 # Block tiles of 64 x 32 over K slices of 32 dense columns (16 packed values, 4 metadata
 # bytes); the metadata reaches the warpgroup MMA through mma.load, as on WGMMA.
-WARPGROUP = """
+_warpgroup_template = """
 __co__ void gemm_sp(global {t} [M, KP] a, global u8 [M, KM] meta, global {t} [N, K] b,
                     global f32 [M, N] c) {{
   parallel {{bm, bn}} by [cdiv(M, 64), cdiv(N, 32)] : block {{
@@ -44,6 +44,9 @@ __co__ void gemm_sp(global {t} [M, KP] a, global u8 [M, KM] meta, global {t} [N,
   }}
 }}
 """
+
+WARPGROUP_F16, WARPGROUP_BF16, WARPGROUP_F8_E4M3 = (_warpgroup_template.format(t=t)
+                                                     for t in TYPES)
 
 # Warps side by side along M (each its own rows of A and of the metadata, read straight
 # from the views), B stored [K, N] (row.col), and a K tile of 64 split into two slices of
@@ -106,8 +109,8 @@ def warpgroup_case(dtype: str, m: int, n: int, k: int) -> Case:
     def reference(x: list[Any]) -> torch.Tensor:
         return dense_of(x[0], x[1]) @ x[2].to(torch.float32).double().T
 
-    return Case(f"gemm_sp-{dtype}-{m}x{n}x{k}", WARPGROUP.format(t=dtype), inputs, reference,
-                torch.float32, output=3, tolerance=1e-5)
+    return Case(f"gemm_sp-{dtype}-{m}x{n}x{k}", _warpgroup_template.format(t=dtype), inputs,
+                reference, torch.float32, output=3, tolerance=1e-5)
 
 
 # K = 76: the last K tile is partial and its last metadata byte holds one group
@@ -174,6 +177,39 @@ def test_staged_a_is_decompressed_once(device: str) -> None:
     assert source.index("a_dense = tl.where") < source.index("for j in range")
 
 
+# A stored K-major ([K/2, M], mma.col.row.sp); the metadata stays [M, K/8]
+COLUMN_A = """
+__co__ auto gemm_sp_col(f16 [KP, M] a, u8 [M, KM] meta, f16 [N, K] b) {
+  f32 [M, N] c;
+  parallel {bm, bn} by [cdiv(M, 64), cdiv(N, 32)] : block {
+    mc = mma.fill.f32 0.0f;
+    foreach {kk} in [cdiv(K, 32)] {
+      parallel p by 1 : group-4 {
+        me = mma.load meta.subspan(64, 4).at(bm, kk);
+        mma.col.row.sp mc, a.subspan(16, 64).at(kk, bm), b.subspan(32, 32).at(bn, kk), me;
+      }
+    }
+    mma.store mc, c.subspan(64, 32).at(bm, bn);
+  }
+  return c;
+}
+"""
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sparse_column_major_a(device: str) -> None:
+    m, n, k = 80, 48, 44
+    gen = torch.Generator().manual_seed(8)
+
+    def inputs() -> list[Any]:
+        packed, meta = sparse_operands(m, k, torch.float16, gen)
+        return [packed.T.contiguous(), meta, torch.randn(n, k, generator=gen).half()]
+
+    check(Case("gemm_sp_col", COLUMN_A, inputs,
+               lambda x: dense_of(x[0].T, x[1]) @ x[2].double().T, torch.float32,
+               tolerance=1e-5), device)
+
+
 def test_metadata_decides_the_product() -> None:
     """Mirroring the kept positions of every group (i -> 3 - i) changes the product as
     the metadata says: the kernel reads the metadata, not a fixed pattern."""
@@ -185,7 +221,7 @@ def test_metadata_decides_the_product() -> None:
     swapped = ((flipped & 3) << 2) | (flipped >> 2)  # ...swapped back to i0 < i1
     other = (swapped[..., 0] | swapped[..., 1] << 4).to(torch.uint8)
     b = torch.randn(n, k, generator=gen).half()
-    mod = croqtile.compile(WARPGROUP.format(t="f16"))
+    mod = croqtile.compile(WARPGROUP_F16)
     for metadata in (meta, other):
         c = poison(torch.empty(m, n))
         mod(packed, metadata, b, c)
