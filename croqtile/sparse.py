@@ -26,18 +26,21 @@ So ``packed[m, 2g + t] == dense[m, 4g + i_t]``. A group with fewer than two non-
 still names two positions (the non-zero one and the lowest other one, or 0 and 1 for
 an all-zero group), so ``i0 < i1`` always holds.
 
-Interoperability with torch (``torch.sparse.to_sparse_semi_structured``): torch keeps the
-same *values* layout on its CUTLASS backend (``packed`` is the first ``M * K/2``
-elements of the semi-structured tensor's ``packed`` buffer, the same 2 kept values per
-group in column order) but its metadata is not this format: CUTLASS stores 2-bit
-indices in 16-bit words reordered for the ``mma.sync`` fragment layout (interleaved rows
-and column blocks), and the cuSPARSELt backend keeps values and metadata in one opaque
-buffer. Neither metadata converts by reshaping; convert through the dense matrix:
-``compress_2_4(semi.to_dense())`` and ``to_sparse_semi_structured(decompress_2_4(p, m))``
-give each side its own format exactly (both are lossless for 2:4 matrices). torch's
-semi-structured tensors need a CUDA device (sm_80+), f16/bf16/int8 (and e4m3 on
-cuSPARSELt), and at least 32 x 64 (CUTLASS) tiles; ``compress_2_4`` runs anywhere, any
-float dtype, any K that is a multiple of 4.
+Interoperability with torch's semi-structured tensors (``to_sparse_semi_structured``):
+
+* CUTLASS backend, f16 and bf16: the packed values are the same (``[M, K/2]``, the kept
+  values of each group in column order). The metadata holds the same 4-bit entries, but
+  torch reads our bytes two at a time as int16 words and reorders the words into the
+  interleaved order of the ``mma.sync`` fragments, so it does not convert by a reshape.
+* CUTLASS backend, int8: another packing of values and metadata; nothing converts directly.
+* cuSPARSELt backend (and e4m3): values and metadata live in one opaque compressed buffer.
+
+What always converts, exactly and losslessly for 2:4 matrices, is the dense matrix:
+``compress_2_4(semi.to_dense())`` one way and
+``to_sparse_semi_structured(decompress_2_4(packed, meta))`` the other. torch's tensors
+need a CUDA device (sm_80 or newer) and shapes that meet the backend's minimum tile
+sizes; the functions here run on any device, for any dtype and any K that is a multiple
+of 4.
 """
 
 from __future__ import annotations

@@ -1888,6 +1888,9 @@ class Checker:
         meta = None
         if stmt.kind == "sp" and stmt.extra:
             meta = self._operand(stmt.extra[0])  # a view, or a fragment from mma.load
+            self._check_sparse_metadata_source(stmt.extra[0])
+        elif stmt.kind == "sp":
+            self._error("CQ0513", stmt.span, la=stmt.layout_a, lb=stmt.layout_b)
         else:
             for extra in stmt.extra:
                 self._expr(extra)
@@ -1925,8 +1928,8 @@ class Checker:
             self._error("CQ0510", stmt.span, target=self.target.name)
         if stmt.kind == "sp" and kb.value is not None and kb.value % 4:
             self._error("CQ0511", stmt.span, k=kb.value)
-        elif stmt.kind == "sp":
-            self._check_sparse_metadata(stmt, meta, m, kb)
+        elif stmt.kind == "sp" and meta is not None:
+            self._check_sparse_metadata(stmt.extra[0], meta, m, kb)
         if stmt.kind == "scale" and stmt.extra:
             self._check_scale_operand(stmt.extra[0], m)
         acc.frag_executed = True
@@ -1937,25 +1940,22 @@ class Checker:
             self.scopes[-1][stmt.future] = future
             self._note_decl(stmt, future)
 
-    def _check_sparse_metadata(self, stmt: ast.MmaExec,
-                               meta: tuple[ElemType, tuple[Sym, ...]] | None, m: Sym,
-                               k: Sym) -> None:
+    def _check_sparse_metadata(self, expr: ast.Expr, meta: tuple[ElemType, tuple[Sym, ...]],
+                               m: Sym, k: Sym) -> None:
         """The metadata of a 2:4 sparse MMA (spec 5.8): u8 ``[M, K/8]``, one nibble per
-        group of four columns of K (a byte per eight, rounded up); a warpgroup MMA reads
-        it from registers, so there it must come through ``mma.load``."""
-        if not stmt.extra:
-            self._error("CQ0513", stmt.span, la=stmt.layout_a, lb=stmt.layout_b)
+        group of four columns of K (a byte per eight, rounded up)."""
+        if k.value is None:
             return
-        expr = stmt.extra[0]
-        if meta is None or k.value is None:
-            return  # (already reported)
         elem, shape = meta
         expected = (m, Sym(-(-k.value // 8)))
         if elem.name != "u8" or len(shape) != 2 or any(
                 x.provably_eq(y) is False for x, y in zip(shape, expected)):
             self._error("CQ0514", expr.span, name=_text(expr), elem=elem.name,
                         shape=shape_text(shape), expected=shape_text(expected), k=k.value)
-            return
+
+    def _check_sparse_metadata_source(self, expr: ast.Expr) -> None:
+        """A warpgroup sparse MMA reads its metadata from registers: it must come through
+        ``mma.load`` (a warp MMA may also take a view)."""
         sym = self._fn().refs.get(id(expr.base)) if isinstance(expr, ast.View) else None
         from_load = sym is not None and sym.kind is SymKind.FRAG
         if not from_load and any(lv.level is Level.GROUP4 for lv in self.ctx.levels):
