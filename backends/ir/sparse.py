@@ -16,8 +16,9 @@ The two candidate values are loaded over the dense tile's own axes (each lane re
 lanes where ``j == i_t`` so that the zeros come from the load itself, and merged with one
 ``tl.where``: no gather, no data-dependent address, nothing per warp. Each packed element
 is read by the four lanes of its group (cache hits); this path is correct on every target
-and is the reference a hardware sparse path must match. When ``i0 == i1`` (not a valid
-2:4 entry) the lane takes ``packed[m, 2g + 1]``, as the reference interpreter does.
+and is the reference a hardware sparse path must match. An entry with ``i0 == i1`` is not
+valid 2:4 metadata (the spec leaves it undefined); here that lane takes
+``packed[m, 2g + 1]``.
 
 The metadata view must follow A's rows (the same instance indices select both) and step
 along K in whole bytes: a K-slice loop collapses into one dot only when each slice of the
