@@ -11,7 +11,8 @@ from .errors import Diagnostic as Diagnostic
 from .module import Function as Function
 from .module import Module as Module
 from . import nn as nn
+from . import sparse as sparse  # host helpers for 2:4 sparse MMA operands
 
 __all__ = ["ArgumentError", "CompileError", "CompileWarning", "Diagnostic", "Function", "Module",
-           "compile", "load", "nn"]
+           "compile", "load", "nn", "sparse"]
 __version__ = "0.1.0"

@@ -1855,6 +1855,94 @@ __co__ void sparse(global f16 [16, 4] a, global f16 [16, 8] b, global u8 [16, 1]
 """,
         message="sparse MMA needs K to be a multiple of 4 (K = 6)",
     ),
+    "CQ0513": Example(
+        bad="""\
+__co__ void sparse(global f16 [16, 8] a, global f16 [16, 16] b, global u8 [16, 2] meta,
+                   global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      mc = mma.fill.f32 0.0f;
+      mma.row.row.sp mc, a, b;
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void sparse(global f16 [16, 8] a, global f16 [16, 16] b, global u8 [16, 2] meta,
+                   global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      mc = mma.fill.f32 0.0f;
+      mma.row.row.sp mc, a, b, meta;
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        message="sparse MMA needs its metadata operand: 'mma.row.row.sp acc, a_packed, b, meta'",
+    ),
+    "CQ0514": Example(
+        bad="""\
+__co__ void sparse(global f16 [16, 16] a, global f16 [16, 32] b, global u8 [16, 2] meta,
+                   global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      mc = mma.fill.f32 0.0f;
+      mma.row.row.sp mc, a, b, meta;
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void sparse(global f16 [16, 16] a, global f16 [16, 32] b, global u8 [16, 4] meta,
+                   global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      mc = mma.fill.f32 0.0f;
+      mma.row.row.sp mc, a, b, meta;
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        message="sparse MMA metadata 'meta' is u8 [16, 2]; with K = 32 it must be u8 [16, 4] "
+                "(one 4-bit entry per group of 4 columns of K)",
+    ),
+    "CQ0515": Example(
+        bad="""\
+__co__ void sparse(global f16 [64, 16] a, global f16 [16, 32] b, global u8 [64, 4] meta,
+                   global f32 [64, 16] c) {
+  parallel p by 1 : block {
+    sa = dma.copy a => shared;
+    sm = dma.copy meta => shared;
+    mc = mma.fill.f32 0.0f;
+    parallel w by 1 : group-4 {
+      mma.row.row.sp mc, sa, b, sm;
+    }
+    mma.store mc, c;
+  }
+}
+""",
+        fixed="""\
+__co__ void sparse(global f16 [64, 16] a, global f16 [16, 32] b, global u8 [64, 4] meta,
+                   global f32 [64, 16] c) {
+  parallel p by 1 : block {
+    sa = dma.copy a => shared;
+    sm = dma.copy meta => shared;
+    mc = mma.fill.f32 0.0f;
+    parallel w by 1 : group-4 {
+      me = mma.load sm;
+      mma.row.row.sp mc, sa, b, me;
+    }
+    mma.store mc, c;
+  }
+}
+""",
+        message="a sparse warpgroup MMA reads its metadata from registers: load 'sm' with "
+                "mma.load first",
+    ),
     "CQ0512": Example(
         bad="""\
 __co__ void scaled(global f8_e4m3 [16, 32] a, global f8_e4m3 [16, 32] b,
@@ -3313,6 +3401,13 @@ MEANINGS: dict[str, str] = {
     "CQ0510": "MMA inside a `group-4` (warpgroup) level is Hopper's warpgroup MMA and needs "
               "sm_90 or newer.",
     "CQ0511": "2:4 sparse MMA compresses K in groups of four, so K must be a multiple of 4.",
+    "CQ0513": "A 2:4 sparse MMA multiplies a packed A, whose kept values the metadata "
+              "operand locates: `mma.LA.LB.sp acc, a_packed, b, meta` needs all four operands.",
+    "CQ0514": "The metadata of a 2:4 sparse MMA is u8 `[M, K/8]` (K rounded up to 8): per "
+              "row, one 4-bit entry `i0 | i1 << 2` for each group of four columns of K, two "
+              "entries a byte (layout in `croqtile.sparse`).",
+    "CQ0515": "A warpgroup (`group-4`) sparse MMA takes its metadata from registers: bring "
+              "it in with `mma.load`, then pass the fragment.",
     "CQ0512": "The per-row scale of a scaled MMA has one value per row of the accumulator: "
               "shape `[M, 1]` or `[1, M]`.",
     "CQ0560": "`copy(dst, src)` needs a destination of the source's shape; "

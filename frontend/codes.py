@@ -200,6 +200,13 @@ _TABLE: tuple[Code, ...] = (
                       "is {target}",
          "use a ': group' (warp) level, or compile with target=\"sm_90\""),
     Code("CQ0511", E, "sparse MMA needs K to be a multiple of 4 (K = {k})"),
+    Code("CQ0513", E, "sparse MMA needs its metadata operand: "
+                      "'mma.{la}.{lb}.sp acc, a_packed, b, meta'"),
+    Code("CQ0514", E, "sparse MMA metadata '{name}' is {elem} {shape}; with K = {k} it must "
+                      "be u8 {expected} (one 4-bit entry per group of 4 columns of K)"),
+    Code("CQ0515", E, "a sparse warpgroup MMA reads its metadata from registers: load "
+                      "'{name}' with mma.load first",
+         "me = mma.load <metadata view>; then pass 'me' to the MMA"),
     Code("CQ0512", E, "the MMA scale operand must have shape [M, 1] or [1, M] with M = {m}, "
                       "got {shape}"),
     Code("CQ0560", E, "'{call}' into '{dst}' of shape {dst_shape}: the source '{src}' "

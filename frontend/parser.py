@@ -1361,7 +1361,7 @@ class _Parser:
 
     # mma_exec := 'mma' lay frag ',' opnd ',' opnd
     #           | IDENT '=' 'mma' lay '.async' frag ',' opnd ',' opnd
-    #           | 'mma' lay '.sp' frag ',' opnd ',' opnd [',' frag]
+    #           | 'mma' lay '.sp' frag ',' opnd ',' opnd [',' opnd]   (the last: metadata)
     #           | 'mma' lay '.scale' frag ',' opnd ',' opnd ',' view ',' expr
     # lay := ('.row' | '.col') ('.row' | '.col');  opnd := frag | view   (always a View here)
     def _mma_exec(self, start: int, target: Ident | None, schedule: Attribute | None) -> MmaExec:
@@ -1386,7 +1386,7 @@ class _Parser:
         b = self._view()
         extra: tuple[Expr, ...] = ()
         if kind == "sp" and self._accept(","):
-            extra = (self._frag(),)
+            extra = (self._view(),)  # a fragment (mma.load) or a view of the metadata
         elif kind == "scale":
             self._expect(",")
             scale_a = self._view()

@@ -28,7 +28,6 @@ BAD_GAPS: dict[str, str] = {}
 # Fixed programs that still report an error.
 FIXED_GAPS: dict[str, str] = {
     "CQ0433": "backend: an event polled as a `while` condition is not lowered (CQ0701)",
-    "CQ0511": "backend: sparse MMA (`mma.row.row.sp`) is not lowered (CQ0701)",
 }
 
 

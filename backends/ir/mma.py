@@ -13,7 +13,8 @@ C input) or from a ``frag`` declaration (one accumulator per element of a fragme
 ``.scale`` multiplies each product by per-row and scalar scales, and ``mma.scale`` folds a
 raw partial sum into the result (spec 5.8, two accumulators); register tiles (a filled
 ``frag`` tile, another accumulator) enter the dot as they are (RS mode); u8 operands are
-shifted to s8 with exact corrections, since ``tl.dot`` multiplies signed bytes only.
+shifted to s8 with exact corrections, since ``tl.dot`` multiplies signed bytes only; the
+packed A of a 2:4 sparse MMA (``.sp``) is decompressed into a dense tile first (``sparse``).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
+from . import sparse
 from .errors import LoweringError, static_extent, unsupported
 from .state import BufferSlot, KernelState, broadcast, iter_stmts
-from .tiles import load_tile, staging_scope, store_tile
+from .tiles import load_tile, staging_scope, store_tile, widen_bf16_on_cpu
 from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
                      padding_mask)
 
@@ -256,7 +258,7 @@ def _accumulator_tile(acc: Acc, node: ast.Expr) -> Tile:
 
 
 def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
-    if stmt.kind not in ("plain", "scale"):
+    if stmt.kind not in ("plain", "scale", "sp"):
         raise unsupported(stmt.span, f"'mma.{stmt.layout_a}.{stmt.layout_b}.{stmt.kind}'")
     acc = _named_acc(kl, kl.fn.frags[id(stmt)], stmt.acc)
     if acc is None:
@@ -265,7 +267,11 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     bb = _operand(kl, stmt.b)
     a_m, a_k = (0, 1) if stmt.layout_a == "row" else (1, 0)
     b_n, b_k = (0, 1) if stmt.layout_b == "row" else (1, 0)
+    sparse_ = stmt.kind == "sp"
+    if sparse_:  # 2:4 sparse: A is packed, half of K (spec 5.8)
+        a = sparse.packed_region(a, stmt.a, "operand")
     em, ek = _static(_extent(a, a_m), stmt.a), _static(_extent(a, a_k), stmt.a)
+    ek = 2 * ek if sparse_ else ek
     en = _static(_extent(bb, b_n), stmt.b)
     lin_am, lin_ak = _origin(kl, a, a_m, stmt.a), _origin(kl, a, a_k, stmt.a)
     lin_bn, lin_bk = _origin(kl, bb, b_n, stmt.b), _origin(kl, bb, b_k, stmt.b)
@@ -278,7 +284,7 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     shared = set(lin_am.axes) & set(lin_bn.axes)
     if shared:
         raise _fail(stmt.b, "the same parallel index selects rows of A and columns of B")
-    k_total = _collapse_k(kl, lin_ak, lin_bk, ek, stmt)
+    k_total = _collapse_k(kl, sparse.dense_k(lin_ak) if sparse_ else lin_ak, lin_bk, ek, stmt)
     em = _register_rows(kl, a, a_m, a_k, stmt.a, lin_am, em)
     _register_rows(kl, bb, -1, -1, stmt.b, lin_bn, en)
     m_parts, m_total, fused = _fuse(kl, lin_am, em, stmt.a, "M")
@@ -291,7 +297,13 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     a_dims = (layout.m, k_axis) if a_m == 0 else (k_axis, layout.m)
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
     # the fused operand tiles: every instance's slice together, masked elements read as 0
-    a_tile = _operand_tile(kl, a, {a_m: lin_am.rest, a_k: lin_ak.rest}, a_dims, stmt.a, "a")
+    if sparse_:
+        meta = sparse.packed_region(_operand(kl, stmt.extra[0]), stmt.extra[0], "metadata")
+        a_tile = sparse.dense_operand(kl, a, meta, a_m, lin_am, lin_ak, lin_bk, layout.m,
+                                      k_axis, stmt)
+    else:
+        a_tile = _operand_tile(kl, a, {a_m: lin_am.rest, a_k: lin_ak.rest}, a_dims, stmt.a,
+                               "a")
     b_tile = _operand_tile(kl, bb, {b_n: lin_bn.rest, b_k: lin_bk.rest}, b_dims, stmt.b, "b")
     kl.has_dot = True
     acc_bytes = layout.m.size * layout.n.size * max(1, acc.elem.bits // 8)
@@ -435,7 +447,7 @@ def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Exp
     scope = staging_scope(kl, region)
     if scope is None:
         tile = load_tile(kl, region, dims, node.span, base)
-        _widen_bf16_on_cpu(kl, tile.expr)
+        widen_bf16_on_cpu(kl, tile.expr)
         kl.stage_bytes += _tile_bytes(tile, region)  # (a stage of the loop's pipeline)
         return tile
     # loaded once where it was staged (before the loop), kept in registers
@@ -443,7 +455,7 @@ def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Exp
     if key not in kl.hoisted:
         with kl.emitting_into(scope, region.staged.loop_depth if region.staged else 0):
             tile = load_tile(kl, region, dims, node.span, base)
-            _widen_bf16_on_cpu(kl, tile.expr)
+            widen_bf16_on_cpu(kl, tile.expr)
         kl.hoisted[key] = tile
         kl.resident_bytes += _tile_bytes(tile, region)
     return kl.hoisted[key]
@@ -471,16 +483,8 @@ def _register_operand(kl: KernelState, tile: Tile, dims: tuple[ir.Axis, ir.Axis]
     name = kl.fresh(base)
     kl.emit(ir.Let(node.span, name, relabelled))
     var = ir.Var(relabelled.axes, relabelled.dtype, name)
-    _widen_bf16_on_cpu(kl, var)
+    widen_bf16_on_cpu(kl, var)
     return Tile(var, dims, tile.elem)
-
-
-def _widen_bf16_on_cpu(kl: KernelState, operand: ir.Expr) -> None:
-    """Triton 3.6's interpreter multiplies bf16 tiles as raw integers; on the CPU path the
-    operands are widened to f32 first (exact: every bf16 value is an f32 value)."""
-    if operand.dtype is ir.DType.BF16 and isinstance(operand, ir.Var):
-        widened = ir.Cast(operand.axes, ir.DType.F32, operand)
-        kl.emit(ir.Branch(None, kl.cpu_flag(), [ir.Let(None, operand.name, widened)], []))
 
 
 def _tile_bytes(tile: Tile, region: Region) -> int:

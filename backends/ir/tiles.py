@@ -39,6 +39,14 @@ def load_tile(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...], span: 
     return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, valid)
 
 
+def widen_bf16_on_cpu(kl: KernelState, operand: ir.Expr) -> None:
+    """Triton 3.6's interpreter multiplies bf16 tiles as raw integers; on the CPU path the
+    operands of a dot are widened to f32 first (exact: every bf16 value is an f32 value)."""
+    if operand.dtype is ir.DType.BF16 and isinstance(operand, ir.Var):
+        widened = ir.Cast(operand.axes, ir.DType.F32, operand)
+        kl.emit(ir.Branch(None, kl.cpu_flag(), [ir.Let(None, operand.name, widened)], []))
+
+
 def staging_scope(kl: KernelState, region: Region) -> list[ir.Stmt] | None:
     """Where a tile of a staged ``region`` is best loaded: in the statement list where its
     copy ran, when that list encloses a loop around the current statement (arch 3.3: a

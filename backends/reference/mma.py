@@ -188,9 +188,14 @@ def decompress_2_4(packed: torch.Tensor, meta: torch.Tensor) -> torch.Tensor:
     nibbles = (meta.to(torch.int64)[:, g // 2] >> (4 * (g % 2))) & 0xF  # [M, groups]
     positions = torch.stack([nibbles & 3, (nibbles >> 2) & 3], dim=-1)  # [M, groups, 2]
     columns = (4 * g).reshape(1, groups, 1) + positions
-    dense = torch.zeros(m, 4 * groups, dtype=packed.dtype)
-    dense.scatter_(1, columns.reshape(m, -1), packed.reshape(m, -1))
-    return dense
+    # moved as bit patterns: torch has no CPU scatter for fp8
+    bits = _SAME_SIZE_INT[packed.element_size()]
+    dense = torch.zeros(m, 4 * groups, dtype=bits)
+    dense.scatter_(1, columns.reshape(m, -1), packed.contiguous().view(bits).reshape(m, -1))
+    return dense.view(packed.dtype)
+
+
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def _product(it: Any, a: torch.Tensor, b: torch.Tensor, a_elem: ElemType, b_elem: ElemType,

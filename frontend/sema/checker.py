@@ -1885,8 +1885,15 @@ class Checker:
         acc = self._frag_ref(stmt.acc)
         a = self._operand(stmt.a)
         b = self._operand(stmt.b)
-        for extra in stmt.extra:
-            self._expr(extra)
+        meta = None
+        if stmt.kind == "sp" and stmt.extra:
+            meta = self._operand(stmt.extra[0])  # a view, or a fragment from mma.load
+            self._check_sparse_metadata_source(stmt.extra[0])
+        elif stmt.kind == "sp":
+            self._error("CQ0513", stmt.span, la=stmt.layout_a, lb=stmt.layout_b)
+        else:
+            for extra in stmt.extra:
+                self._expr(extra)
         if acc is not None and (a is None or b is None):
             acc.frag_executed = True  # its operands were reported; CQ0506 would only echo that
         if acc is None or a is None or b is None:
@@ -1921,6 +1928,8 @@ class Checker:
             self._error("CQ0510", stmt.span, target=self.target.name)
         if stmt.kind == "sp" and kb.value is not None and kb.value % 4:
             self._error("CQ0511", stmt.span, k=kb.value)
+        elif stmt.kind == "sp" and meta is not None:
+            self._check_sparse_metadata(stmt.extra[0], meta, m, kb)
         if stmt.kind == "scale" and stmt.extra:
             self._check_scale_operand(stmt.extra[0], m)
         acc.frag_executed = True
@@ -1930,6 +1939,27 @@ class Checker:
                             decl_node=stmt)
             self.scopes[-1][stmt.future] = future
             self._note_decl(stmt, future)
+
+    def _check_sparse_metadata(self, expr: ast.Expr, meta: tuple[ElemType, tuple[Sym, ...]],
+                               m: Sym, k: Sym) -> None:
+        """The metadata of a 2:4 sparse MMA (spec 5.8): u8 ``[M, K/8]``, one nibble per
+        group of four columns of K (a byte per eight, rounded up)."""
+        if k.value is None:
+            return
+        elem, shape = meta
+        expected = (m, Sym(-(-k.value // 8)))
+        if elem.name != "u8" or len(shape) != 2 or any(
+                x.provably_eq(y) is False for x, y in zip(shape, expected)):
+            self._error("CQ0514", expr.span, name=_text(expr), elem=elem.name,
+                        shape=shape_text(shape), expected=shape_text(expected), k=k.value)
+
+    def _check_sparse_metadata_source(self, expr: ast.Expr) -> None:
+        """A warpgroup sparse MMA reads its metadata from registers: it must come through
+        ``mma.load`` (a warp MMA may also take a view)."""
+        sym = self._fn().refs.get(id(expr.base)) if isinstance(expr, ast.View) else None
+        from_load = sym is not None and sym.kind is SymKind.FRAG
+        if not from_load and any(lv.level is Level.GROUP4 for lv in self.ctx.levels):
+            self._error("CQ0515", expr.span, name=_text(expr))
 
     def _check_scale_operand(self, expr: ast.Expr, m: Sym) -> None:
         """Per-row scales of an MMA: a [M, 1] or [1, M] view (spec 5.8)."""

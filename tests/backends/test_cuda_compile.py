@@ -11,11 +11,12 @@ import croqtile
 from ..e2e import test_constructs as constructs
 from ..e2e import test_element_buffers as element_buffers
 from ..e2e import test_mma_more as mma_more
+from ..e2e import test_sparse as sparse
 from ..e2e.checks import DATA
 from .sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 
 PROGRAMS = {p.name: p.read_text() for p in sorted(DATA.glob("*.co"))}
-for module in (constructs, mma_more, element_buffers):
+for module in (constructs, mma_more, element_buffers, sparse):
     PROGRAMS.update({name: getattr(module, name) for name in dir(module)
                      if name.isupper() and isinstance(getattr(module, name), str)})
 

@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-from .e2e_helpers import (add_reference, cast, excluded, f64, gemm, identity, index_grids,
-                          index_pattern, rand, rand_float, rand_int, zeros)
+from .e2e_helpers import (add_reference, cast, dtype_of, excluded, f64, gemm, identity,
+                          index_grids, index_pattern, rand, rand_float, rand_int, zeros)
 from .e2e_recipe import Recipe
 
 GPU = "gpu/end2end/"
@@ -27,7 +27,6 @@ Key = tuple[str, str]
 SUB_BYTE_FLOAT = "sub-byte float dtype (fp6/fp4): no torch or Triton storage type"
 SUB_BYTE_INT = "sub-byte integer dtype: no torch or Triton storage type"
 INLINE_PTX = "inline PTX (__asm__): Triton only offers element-wise inline asm"
-SPARSE = "2:4 structured-sparse WGMMA: no Triton equivalent"
 HETERO = "heterogeneous CPU+GPU program (-t hetero, parallel.async : device(...))"
 
 
@@ -199,10 +198,78 @@ MISC: dict[Key, Recipe] = {
                             ("_scale", "hetero_parallel_scale"))},
     (GPU + "hopper_mma.co", "matmul_f6"): excluded("ESC", SUB_BYTE_FLOAT),
     (GPU + "hopper_mma.co", "matmul_f4"): excluded("ESC", SUB_BYTE_FLOAT),
-    **{(GPU + "gemm_sp.co", name): excluded("ESC", SPARSE)
-       for name in ("matmul_f16_n32_k64", "matmul_f16_n32_k32", "matmul_fp8_n32",
-                    "matmul_fp8_n64", "matmul_fp8_n8", "matmul_f16_n8k64",
-                    "matmul_bf16_n8k64", "matmul_f16_n16_k64")},
+}
+
+
+# ----------------------------------------------------------------------------- gemm_sp.co
+
+def _sparse_lhs(gen: torch.Generator, m: int, k: int, dtype: str) -> torch.Tensor:
+    """The host's 2:4 A: in each group of four columns two distinct random positions hold
+    uniform values in [-1, 1) (a value that rounds to 0 becomes +1 or -1), the rest 0."""
+    groups = k // 4
+    first = torch.randint(0, 4, (m, groups), generator=gen)
+    second = (first + torch.randint(1, 4, (m, groups), generator=gen)) % 4  # distinct
+    values = rand_float(gen, (m, groups, 2), -1, 1, dtype).to(torch.float32)
+    values[..., 0][values[..., 0] == 0] = 1.0
+    values[..., 1][values[..., 1] == 0] = -1.0
+    dense = torch.zeros(m, groups, 4)
+    dense.scatter_(2, torch.stack([first, second], dim=-1), values)
+    return dense.reshape(m, k).to(dtype_of(dtype))
+
+
+def _sparse_rhs(gen: torch.Generator, n: int, k: int, dtype: str) -> torch.Tensor:
+    """B [N, K]: uniform in [-1, 1), values under 0.1 in magnitude pushed to +-0.25."""
+    values = rand_float(gen, (n, k), -1, 1)
+    small = values.abs() < 0.1
+    values[small] = torch.where(values[small] < 0, -0.25, 0.25)
+    return values.to(dtype_of(dtype))
+
+
+def _pack(dense: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The host's WGMMA encoding (spec 5.8), written out independently of the library's
+    encoder: the two non-zero positions i0 < i1 of each group, packed values in column
+    order, nibble i0 | i1 << 2, two groups per byte (even group low)."""
+    m, k = dense.shape
+    nonzero = (dense.to(torch.float32) != 0).reshape(m, k // 4, 4)
+    positions = torch.nonzero(nonzero)[:, 2].reshape(m, k // 4, 2)  # row-major: i0 < i1
+    bits = dense.view(torch.uint8 if dense.element_size() == 1 else torch.int16)
+    packed = bits.reshape(m, k // 4, 4).gather(2, positions).reshape(m, k // 2)
+    nibbles = positions[..., 0] | positions[..., 1] << 2
+    meta = (nibbles[:, 0::2] | nibbles[:, 1::2] << 4).to(torch.uint8)
+    return packed.view(dense.dtype), meta
+
+
+def _unpack_reference(packed: torch.Tensor, meta: torch.Tensor, rhs: torch.Tensor
+                      ) -> torch.Tensor:
+    """A_dense @ Bᵀ in float64, A_dense[m, 4g + i_t] = packed[m, 2g + t]."""
+    m, half = packed.shape
+    dense = torch.zeros(m, 2 * half, dtype=torch.float64)
+    values = f64(packed)
+    for g in range(half // 2):
+        nibble = (meta[:, g // 2].to(torch.int64) >> (4 * (g % 2))) & 0xF
+        for t, index in enumerate((nibble & 3, nibble >> 2)):
+            dense[torch.arange(m), 4 * g + index] = values[:, 2 * g + t]
+    return dense @ f64(rhs).T
+
+
+def _gemm_sp(n: int, k: int, dtype: str, atol: float) -> Recipe:
+    """One gemm_sp.co kernel: M = 64, the host's inputs and its absolute tolerance."""
+    def args(gen: torch.Generator) -> list[Any]:
+        packed, meta = _pack(_sparse_lhs(gen, 64, k, dtype))
+        return [packed, meta, _sparse_rhs(gen, n, k, dtype)]
+    return Recipe(args=args, reference=_unpack_reference, atol=atol)
+
+
+SP = GPU + "gemm_sp.co"
+GEMM_SP: dict[Key, Recipe] = {
+    (SP, "matmul_f16_n32_k64"): _gemm_sp(32, 64, "f16", 0.1),
+    (SP, "matmul_f16_n32_k32"): _gemm_sp(32, 32, "f16", 0.1),
+    (SP, "matmul_fp8_n32"): _gemm_sp(32, 64, "f8_e4m3", 0.5),
+    (SP, "matmul_fp8_n64"): _gemm_sp(64, 64, "f8_e4m3", 0.5),
+    (SP, "matmul_fp8_n8"): _gemm_sp(8, 64, "f8_e4m3", 0.5),
+    (SP, "matmul_f16_n8k64"): _gemm_sp(8, 64, "f16", 0.1),
+    (SP, "matmul_bf16_n8k64"): _gemm_sp(8, 64, "bf16", 0.2),
+    (SP, "matmul_f16_n16_k64"): _gemm_sp(16, 64, "f16", 0.1),
 }
 
 
@@ -388,5 +455,5 @@ GDN: dict[Key, Recipe] = {
 }
 
 
-RECIPES: dict[Key, Recipe] = {**ADD, **COPY, **AMPERE_MMA, **MISC, **DMA_ND, **FLASH, **FLOATS,
-                              **GDN}
+RECIPES: dict[Key, Recipe] = {**ADD, **COPY, **AMPERE_MMA, **MISC, **GEMM_SP, **DMA_ND, **FLASH,
+                              **FLOATS, **GDN}

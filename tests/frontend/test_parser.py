@@ -369,7 +369,7 @@ STATEMENTS: list[tuple[str, ast.Stmt]] = [
      n(ast.MmaExec, "col", "row", idx("acc", "i"), view("a"), view("b"), future="f",
        is_async=True)),
     ("mma.col.col.sp mc, a, b, meta;",
-     n(ast.MmaExec, "col", "col", ex("mc"), view("a"), view("b"), "sp", exs("meta"))),
+     n(ast.MmaExec, "col", "col", ex("mc"), view("a"), view("b"), "sp", (view("meta"),))),
     ("mma.row.row.sp mc, a, b;",
      n(ast.MmaExec, "row", "row", ex("mc"), view("a"), view("b"), "sp")),
     ("mma.row.row.scale mc, a, b, sa.subspan(64, 1).at(m, 0), sb;",
