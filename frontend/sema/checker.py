@@ -1212,7 +1212,7 @@ class Checker:
                                                                    ("shared", "global")}
         if pair not in legal:
             self._error("CQ0414", stmt.span, src=src.storage, dst=dst.storage)
-        elif self.engine is not None:
+        elif self.engine is not None and 1 <= len(src.shape) <= 5:  # (else: CQ0437)
             tile = dst if dst.storage == "shared" else src
             self.engine.tme(stmt.span, tile.shape, tile.elem, f"tma.{stmt.op}",
                             self._swizzle_of(stmt))
