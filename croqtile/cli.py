@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
 from .driver import check_source
-from .frontend.sema.targets import DEFAULT_TARGET, TARGETS
-from .frontend.sema.targets import lookup as lookup_target
 from .frontend.codes import CODES, Code, Severity
 from .frontend.diagnostics import Diagnostic
+from .frontend.sema.targets import DEFAULT_TARGET, TARGETS
+from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import Source
 from .pyscan import EmbeddedSource, find_sources, relocate
 
