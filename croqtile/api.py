@@ -34,7 +34,11 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     >>> mod.twice(torch.arange(8, dtype=torch.int32)).tolist()
     [0, 2, 4, 6, 8, 10, 12, 14]
 
-    ``defines`` override ``#define`` constants of the source. Options: ``num_warps``,
+    ``defines`` override ``#define`` constants of the source. Options: ``target`` (the GPU
+    whose rules the checker applies: ``"sm_90"`` by default, ``sm_80`` ... ``sm_120``, or
+    ``"s5000"``, a checking target: MMA and TMA statements are checked against the Moore
+    Threads S5000's tensor-engine tables, and the same Triton kernel is generated, since
+    there is no S5000 backend), ``num_warps``,
     ``num_stages``, ``descriptors`` (tensor-descriptor loads when aligned, default True:
     made by the host; ``"kernel"``: by each program; ``False``: pointer loads),
     ``f32_precision`` (``"tf32"`` or ``"ieee"`` for f32 MMA operands), ``group_m`` (MMA

@@ -1,7 +1,7 @@
 """The ``croqtile`` command line: ``check`` programs without running them, ``explain`` codes,
 ``bench`` kernels against torch.
 
-    croqtile check [--format text|json|full] [-D NAME[=VALUE]]... PATH...
+    croqtile check [--format text|json|full] [--target TARGET] [-D NAME[=VALUE]]... PATH...
     croqtile explain CODE
     croqtile bench [square|llm|fp8|memory|attention|epilogue|decode|all]... [--dtype ...]
                    [--sizes ...] [--reps N] [--out DIR] [--autotune none|quick|full]
@@ -13,7 +13,9 @@
 (see ``croqtile.pyscan``) through the checker and the lowering, and reports what a compile
 would report, at the file's own lines and columns. Directories are walked for ``*.co`` and
 ``*.py``; a file named explicitly is checked as Croqtile unless it ends in ``.py`` (host
-code around ``__co__`` functions is skipped anyway). Exit status: 1 when any error was
+code around ``__co__`` functions is skipped anyway). ``--target`` names the GPU whose
+rules the checker applies (default ``sm_90``; ``s5000`` checks MMA and TMA statements
+against the Moore Threads S5000's tensor-engine tables). Exit status: 1 when any error was
 found, 0 otherwise, 2 for usage errors (a missing path, an unknown code).
 
 ``explain`` prints a code's severity, message and hint templates from the registry, and a
@@ -42,6 +44,8 @@ from typing import Any, Mapping, Sequence, TextIO
 from .driver import check_source
 from .frontend.codes import CODES, Code, Severity
 from .frontend.diagnostics import Diagnostic
+from .frontend.sema.targets import DEFAULT_TARGET, TARGETS
+from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import Source
 from .pyscan import EmbeddedSource, find_sources, relocate
 
@@ -85,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return run_check(args.paths, _parse_defines(args.define), args.format,
-                             sys.stdout, sys.stderr)
+                             sys.stdout, sys.stderr, target=_target(args.target))
         if args.command == "bench":
             return run_bench_command(args, sys.stdout, sys.stderr)
         return run_explain(args.code, sys.stdout)
@@ -109,6 +113,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", choices=_FORMATS, default="text",
                        help="text: one flake8-style line per diagnostic (default); "
                             "json: one JSON document; full: the source line with a caret")
+    check.add_argument("--target", default=None, metavar="TARGET",
+                       help=f"the GPU whose rules the checker applies: {', '.join(TARGETS)} "
+                            f"(default {DEFAULT_TARGET}; s5000 is a checking target: its "
+                            "tensor-engine tables)")
     check.add_argument("-D", dest="define", action="append", default=[],
                        metavar="NAME[=VALUE]",
                        help="override #define NAME (repeatable); NAME alone means NAME=1; "
@@ -251,6 +259,13 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def _target(name: str | None) -> str | None:
+    """The --target name, checked here so that a typo is a usage error, not a traceback."""
+    if name is not None and lookup_target(name) is None:
+        raise UsageError(f"unknown target {name!r}; choose from {', '.join(TARGETS)}")
+    return name
+
+
 def _parse_defines(items: Sequence[str]) -> dict[str, str]:
     defines: dict[str, str] = {}
     for item in items:
@@ -268,9 +283,10 @@ def _parse_defines(items: Sequence[str]) -> dict[str, str]:
 
 
 def run_check(paths: Sequence[str], defines: Defines, fmt: str,
-              out: TextIO, err: TextIO) -> int:
-    """Check ``paths``, write the report, return the exit status."""
-    reports = [check_file(path, defines) for path in collect_files(paths)]
+              out: TextIO, err: TextIO, target: str | None = None) -> int:
+    """Check ``paths`` for ``target`` (None: the default), write the report, return the
+    exit status."""
+    reports = [check_file(path, defines, target) for path in collect_files(paths)]
     diagnostics = [f.diagnostic for report in reports for f in report.findings]
     errors = sum(d.severity_kind is Severity.ERROR for d in diagnostics)
     warnings = len(diagnostics) - errors
@@ -310,7 +326,7 @@ def _walk(root: Path) -> list[Path]:
     return found
 
 
-def check_file(path: Path, defines: Defines) -> FileReport:
+def check_file(path: Path, defines: Defines, target: str | None = None) -> FileReport:
     """Every diagnostic of one file, ordered by position."""
     try:
         # utf-8-sig: a byte-order mark would otherwise shift the columns of line 1.
@@ -318,28 +334,29 @@ def check_file(path: Path, defines: Defines) -> FileReport:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {str(path)!r}: {exc}") from None
     if path.suffix == ".py":
-        report = _check_python(str(path), text, defines)
+        report = _check_python(str(path), text, defines, target)
     else:
-        diagnostics = check_source(text, filename=str(path), defines=defines)
+        diagnostics = check_source(text, filename=str(path), defines=defines, target=target)
         report = FileReport(str(path), [Finding(d) for d in diagnostics])
     report.findings.sort(key=lambda f: (f.diagnostic.line, f.diagnostic.column))
     return report
 
 
-def _check_python(path: str, text: str, defines: Defines) -> FileReport:
+def _check_python(path: str, text: str, defines: Defines, target: str | None) -> FileReport:
     report = FileReport(path)
     file = Source(text, path)
     for embedded in find_sources(text):
         report.embedded += 1
         report.findings.extend(Finding(relocate(diag, embedded, file), embedded.filename)
-                               for diag in _check_embedded(embedded, path, defines))
+                               for diag in _check_embedded(embedded, path, defines, target))
     return report
 
 
-def _check_embedded(embedded: EmbeddedSource, path: str, defines: Defines) -> list[Diagnostic]:
+def _check_embedded(embedded: EmbeddedSource, path: str, defines: Defines,
+                    target: str | None) -> list[Diagnostic]:
     # The command line's -D wins: it is how one asks "does this also work with N=128?".
     merged = {**(embedded.defines or {}), **defines}
-    return check_source(embedded.text, filename=path, defines=merged)
+    return check_source(embedded.text, filename=path, defines=merged, target=target)
 
 
 def format_line(diag: Diagnostic) -> str:

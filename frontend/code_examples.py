@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import code_examples_s5000 as s5000
+
 
 @dataclass(frozen=True, slots=True)
 class Example:
@@ -3127,6 +3129,10 @@ __co__ void scale(global f32 [32, 16] a, global f32 [32, 16] c) {
         message="inconsistent shapes for the spanned operation '*': [32, 16] vs. [8]",
     ),
 }
+# The S5000 target's rules have their examples in their own module (checked for that target).
+EXAMPLES.update({code: Example(**fields, target=s5000.TARGET)
+                 for code, fields in s5000.EXAMPLES.items()})
+
 # Codes no program can produce, with the reason.
 UNTRIGGERABLE: dict[str, str] = {
     "CQ0307": "a symbolic dimension of a device buffer is always a parameter dimension, and a "
@@ -3461,3 +3467,4 @@ MEANINGS: dict[str, str] = {
               "role would wait for another forever.",
     "CQ0901": "A bug inside the compiler, reported instead of a Python traceback.",
 }
+MEANINGS.update(s5000.MEANINGS)

@@ -182,6 +182,14 @@ _TABLE: tuple[Code, ...] = (
          "every option of a select must have the same element type, shape and storage"),
     Code("CQ0437", E, "TMA moves tiles of rank 1 to 5, this one has rank {rank}",
          "use dma.copy for tiles of higher rank"),
+    # target s5000: the copy engine's swizzle table (frontend/sema/targets_s5000.py)
+    Code("CQ0438", W, "S5000 TME swizzle is listed for rank-{allowed} tiles only; this {op} "
+                      "tile has rank {rank}",
+         "drop the `.swiz<...>` (it only arranges shared memory: the values do not change), "
+         "or copy a rank-1 tile"),
+    Code("CQ0439", W, "S5000 TME swizzle (SG {sg}B, SS {ss}B, SL {sl}B) is not in the TME "
+                      "swizzle table: SL is the tile's contiguous length, {sl} bytes",
+         "{hint}"),
     Code("CQ0426", W, "the source {src} is smaller than the destination {dst}: elements past "
                       "the source are undefined",
          "add .zfill when the whole destination is read (for example by an MMA)"),
@@ -209,6 +217,24 @@ _TABLE: tuple[Code, ...] = (
          "me = mma.load <metadata view>; then pass 'me' to the MMA"),
     Code("CQ0512", E, "the MMA scale operand must have shape [M, 1] or [1, M] with M = {m}, "
                       "got {shape}"),
+    # target s5000: the WMMA and SQMMA tables (frontend/sema/targets_s5000.py)
+    Code("CQ0516", E, "warp MMA {a} x {b} -> {c} is not in the S5000 WMMA table: {entry}",
+         "{hint}"),
+    Code("CQ0517", E, "warp MMA tile {tile} is not a whole number of any S5000 WMMA shape of "
+                      "the row {row} ({shapes})", "{hint}"),
+    Code("CQ0518", E, "mma.store.transp stores '{name}' column-major, but its {tile} tile "
+                      "only divides into the S5000 WMMA shape {shape} of the row {row}, "
+                      "which stores row-major only",
+         "{hint}"),
+    Code("CQ0519", E, "warpgroup MMA {a} x {b} -> {c} is not in the S5000 SQMMA table: {entry}",
+         "{hint}"),
+    Code("CQ0520", E, "warpgroup MMA tile {tile} is not a whole number of any S5000 SQMMA "
+                      "shape of the row {row} ({shapes})", "{hint}"),
+    Code("CQ0521", E, "warpgroup MMA operand '{name}' is {where}; S5000 SQMMA reads A and B "
+                      "from shared memory",
+         "copy it into a shared buffer first (`dma.copy ... => shared` or `tma.load`), or "
+         "compute at warp scope (a `: group` level), where WMMA loads its operands from "
+         "memory"),
     Code("CQ0560", E, "'{call}' into '{dst}' of shape {dst_shape}: the source '{src}' "
                       "gives {expected}"),
     Code("CQ0550", E, "'{name}' is an array of MMA fragments {dims}: select one element, as in "

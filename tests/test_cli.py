@@ -277,6 +277,58 @@ def test_a_file_named_twice_is_checked_once(
     assert status == 1 and len(out.splitlines()) == 1
 
 
+# --- --target -------------------------------------------------------------------------------
+
+# Correct for the NVIDIA targets; for the S5000, warp-scope f16 MMA accumulates in f32 only
+# and `mma.fill 0.0` gives f16 operands an f16 accumulator (line 5, column 7: the MMA).
+F16_ACCUMULATOR = """\
+__co__ void gemm(global f16 [16, 16] a, global f16 [16, 16] b, global f32 [16, 16] c) {
+  parallel p by 1 : block {
+    parallel w by 1 : group {
+      mc = mma.fill 0.0;
+      mma.row.row mc, a, b;
+      mma.store mc, c;
+    }
+  }
+}
+"""
+
+
+def test_target_s5000_reports_the_engine_rules(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "gemm.co", F16_ACCUMULATOR)
+    assert position_of(F16_ACCUMULATOR, "mma.row.row") == (5, 7)
+    status, out, err = run(capsys, "check", str(path))
+    assert (status, out) == (0, "")
+    status, out, err = run(capsys, "check", "--target", "s5000", str(path))
+    assert status == 1
+    assert out == (f"{path}:5:7: CQ0516 error: warp MMA f16 x f16 -> f16 is not in the S5000 "
+                   "WMMA table: its rows for f16 x f16 accumulate in f32 only (hint: declare "
+                   "the accumulator as f32, e.g. `mc = mma.fill.f32 0.0f;`)\n")
+    assert err == "1 error, 0 warnings in 1 file\n"
+    fixed = write(tmp_path / "fixed.co", F16_ACCUMULATOR.replace("mma.fill 0.0", "mma.fill.f32 0.0f"))
+    status, out, _ = run(capsys, "check", "--target", "mp_31", str(fixed))
+    assert (status, out) == (0, "")
+
+
+def test_target_applies_to_sources_embedded_in_python(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "model.py", f'import croqtile\nmod = croqtile.compile("""\n'
+                 f'{F16_ACCUMULATOR}""")\n')
+    status, out, _ = run(capsys, "check", "--target", "s5000", "--format", "json", str(path))
+    report = json.loads(out)
+    assert status == 1
+    assert [(d["code"], d["line"]) for d in report["diagnostics"]] == [("CQ0516", 7)]
+
+
+def test_unknown_target_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path / "good.co", TWICE)
+    status, out, err = run(capsys, "check", "--target", "s6000", str(path))
+    assert (status, out) == (2, "")
+    assert err.startswith("croqtile check: error: unknown target 's6000'; choose from ")
+    assert "s5000" in err and "sm_90" in err
+
+
 # --- usage errors -----------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgr
                     EventType, ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
                     RuntimeCheck, ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType,
                     Type, ViewInfo, ViewStep)
+from .rules_s5000 import EngineRules, MmaOperand
 from .targets import DEFAULT_TARGET, TARGETS, Target
 from .symbolic import Sym, shape_text
 from .views import (TileArg, ViewError, chunkat_step, span_as_step, squeeze_step, subspan_step,
@@ -81,6 +82,9 @@ class Checker:
                  specialize: Mapping[str, int] | None = None) -> None:
         self.reporter = reporter
         self.target = target or TARGETS[DEFAULT_TARGET]
+        # a target with tensor-engine tables (the S5000) checks MMA and TMA against them
+        self.engine = (EngineRules(self.target.engine, reporter)
+                       if self.target.engine is not None else None)
         self.specialize = dict(specialize or {})
         self.scopes: list[dict[str, Symbol]] = []
         self.fn: CheckedFunction | None = None
@@ -922,8 +926,8 @@ class Checker:
     def _check_shared_budget(self, stmt: ast.Parallel) -> None:
         """Every shared buffer of a kernel is live for the whole kernel (spec 7 row 36)."""
         used = sum(size for _, size, _ in self.kernel_shared)
-        if used <= self.target.shared_bytes:
-            return
+        if self.target.shared_bytes is None or used <= self.target.shared_bytes:
+            return  # (None: the target's budget is not known)
         biggest = sorted(self.kernel_shared, key=lambda item: -item[1])[:4]
         notes = tuple((f"'{name}' uses {size} bytes", span) for name, size, span in biggest)
         self.reporter.report("CQ0612", stmt.span, notes=notes, target=self.target.name,
@@ -1208,6 +1212,10 @@ class Checker:
                                                                    ("shared", "global")}
         if pair not in legal:
             self._error("CQ0414", stmt.span, src=src.storage, dst=dst.storage)
+        elif self.engine is not None and 1 <= len(src.shape) <= 5:  # (else: CQ0437)
+            tile = dst if dst.storage == "shared" else src
+            self.engine.tme(stmt.span, tile.shape, tile.elem, f"tma.{stmt.op}",
+                            self._swizzle_of(stmt))
         for operand in (stmt.src, stmt.dst):
             for ident in _idents(operand):
                 sym = self._fn().refs.get(id(ident))
@@ -1215,6 +1223,17 @@ class Checker:
                         Level.GROUP, Level.THREAD):
                     self._error("CQ0421", ident.span, name=sym.name, level=sym.level.value)
                     return
+
+    def _swizzle_of(self, stmt: ast.DmaStmt) -> int | None:
+        """The ``.swiz<N>`` of a copy in bytes (128 when written without N); None when the
+        copy is not swizzled or N is not a known constant."""
+        swiz = [a for a in stmt.attrs if a.name == "swiz"]
+        if not swiz:
+            return None
+        if not swiz[0].args:
+            return 128
+        static = self._fn().exprs.get(id(swiz[0].args[0]))
+        return static.static.value if static and static.static is not None else None
 
     def _dma_result_shape(self, stmt: ast.DmaStmt, src: DataType) -> DataType:
         """The shape a DMA produces from its source: transposed or padded for those ops."""
@@ -1920,11 +1939,15 @@ class Checker:
                         expected=shape_text(shape))
         if acc.elem is None:
             acc.elem = default_accumulator(ea)
+        warpgroup = any(lv.level is Level.GROUP4 for lv in self.ctx.levels)
         if not mma_types_ok(ea, eb, acc.elem):
             self._error("CQ0504", stmt.span, a=ea.name, b=eb.name, c=acc.elem.name)
+        elif self.engine is not None:
+            self.engine.mma(stmt.span, warpgroup, ea, eb, acc, (m, n, ka),
+                            (self._mma_operand(stmt.a), self._mma_operand(stmt.b)))
         elif ea.name not in self.target.mma_types:
             self._error("CQ0509", stmt.span, a=ea.name, target=self.target.name)
-        if any(lv.level is Level.GROUP4 for lv in self.ctx.levels) and not self.target.wgmma:
+        if warpgroup and not self.target.wgmma:
             self._error("CQ0510", stmt.span, target=self.target.name)
         if stmt.kind == "sp" and kb.value is not None and kb.value % 4:
             self._error("CQ0511", stmt.span, k=kb.value)
@@ -1961,6 +1984,25 @@ class Checker:
         if not from_load and any(lv.level is Level.GROUP4 for lv in self.ctx.levels):
             self._error("CQ0515", expr.span, name=_text(expr))
 
+    def _mma_operand(self, expr: ast.Expr) -> MmaOperand:
+        """Where an MMA operand lives, for the engine rules: the memory of the view it
+        names or was loaded from; registers for accumulators and register tiles."""
+        memory: str | None = None
+        if isinstance(expr, ast.View) and not expr.ops and isinstance(expr.base, ast.Ident):
+            sym = self._fn().refs.get(id(expr.base))
+            if sym is not None and sym.kind is SymKind.FRAG:
+                if sym.view is not None:
+                    memory = sym.view.type.storage
+                elif sym.frag_role == "acc":
+                    memory = "registers"
+                return MmaOperand(_text(expr), _memory(memory), expr.span)
+        info = self._fn().exprs.get(id(expr))
+        if info is not None and isinstance(info.type, DataType):
+            memory = info.type.storage
+        elif info is not None and isinstance(info.type, FutureType):
+            memory = info.type.symbol.storage or "shared"
+        return MmaOperand(_text(expr), _memory(memory), expr.span)
+
     def _check_scale_operand(self, expr: ast.Expr, m: Sym) -> None:
         """Per-row scales of an MMA: a [M, 1] or [1, M] view (spec 5.8)."""
         info = self._fn().exprs.get(id(expr))
@@ -1981,6 +2023,8 @@ class Checker:
         self._fn().frags[id(stmt)] = acc
         if acc.shape is None:
             return
+        if self.engine is not None:
+            self.engine.mma_store(stmt.span, acc, stmt.modifier == "transp")
         expected = tuple(reversed(acc.shape)) if stmt.modifier == "transp" else acc.shape
         if len(dst.shape) != 2 or any(
                 x.provably_eq(y) is False for x, y in zip(dst.shape, expected)):
@@ -2536,6 +2580,11 @@ def _loaded_as_accumulator(sym: Symbol) -> bool:
     """``mc = mma.load out.chunkat(...)`` followed by ``mma ... mc, ...``: a fragment loaded
     from memory that no MMA has read as an operand becomes the accumulator (C input)."""
     return isinstance(sym.decl_node, ast.MmaLoad) and not sym.frag_as_operand
+
+
+def _memory(storage: str | None) -> str | None:
+    # `local` data inside a kernel (frag register tiles, local buffers) lives in registers
+    return "registers" if storage == "local" else storage
 
 
 def default_accumulator(a: ElemType) -> ElemType:
