@@ -61,12 +61,8 @@ def _block(ptr, desc, base, keys, dims, s_s, S, start, TMA: tl.constexpr,
 
 
 @triton.jit
-def _step(q, k, v, m_i, l_i, acc, qk_scale, keep, MASKED: tl.constexpr):
-    """One key block of the online softmax in base 2: the running maximum, sum and
-    output (scores outside ``keep`` dropped where ``MASKED``)."""
-    s = tl.dot(q, tl.trans(k)) * qk_scale
-    if MASKED:
-        s = tl.where(keep, s, float("-inf"))
+def _softmax_pv(s, v, m_i, l_i, acc):
+    """The rest of ``_step`` once the scores ``s`` (scaled) are known."""
     m_new = tl.maximum(m_i, tl.max(s, 1))
     p = tl.exp2(s - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
@@ -76,14 +72,13 @@ def _step(q, k, v, m_i, l_i, acc, qk_scale, keep, MASKED: tl.constexpr):
 
 
 @triton.jit
-def _softmax_pv(s, v, m_i, l_i, acc):
-    """The rest of ``_step`` once the scores ``s`` (scaled) are known."""
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    p = tl.exp2(s - m_new[:, None])
-    alpha = tl.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-    return m_new, l_i, acc
+def _step(q, k, v, m_i, l_i, acc, qk_scale, keep, MASKED: tl.constexpr):
+    """One key block of the online softmax in base 2: the running maximum, sum and
+    output (scores outside ``keep`` dropped where ``MASKED``)."""
+    s = tl.dot(q, tl.trans(k)) * qk_scale
+    if MASKED:
+        s = tl.where(keep, s, float("-inf"))
+    return _softmax_pv(s, v, m_i, l_i, acc)
 
 
 @triton.jit
