@@ -3,6 +3,7 @@ function, callable with torch tensors)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -62,6 +63,9 @@ class Function:
         self._artifacts: dict[tuple[Any, ...], Artifact] = {}
         self._modules: dict[tuple[Any, ...], ModuleType] = {}
         self._last: tuple[Any, ...] | None = None
+        # held while a variant is compiled or a module loaded: threads making their first
+        # calls at once compile and load each variant once, and none sees it half made
+        self._making = threading.Lock()
         if compiled.artifact is not None:
             self._artifacts[()] = compiled.artifact
 
@@ -117,9 +121,12 @@ class Function:
     def _load(self, key: tuple[Any, ...]) -> ModuleType:
         module = self._modules.get(key)
         if module is None:
-            module = load_module(self._artifacts[key], settings.cache_dir())
-            self._modules[key] = module
-            self.loads += 1
+            with self._making:
+                module = self._modules.get(key)  # (another thread may have loaded it)
+                if module is None:
+                    module = load_module(self._artifacts[key], settings.cache_dir())
+                    self._modules[key] = module
+                    self.loads += 1
         return module
 
     def _bind(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
@@ -133,22 +140,30 @@ class Function:
         if compiled.artifact is not None:
             if layout and layout not in self._artifacts:
                 assert compiled.restride is not None
-                self._artifacts[layout] = compiled.restride(bound.strided)
+                with self._making:
+                    if layout not in self._artifacts:
+                        self._artifacts[layout] = compiled.restride(bound.strided)
             self._last = layout
             return layout, bound
         dims = {name: bound.dims[name] for name in compiled.specialize_on
                 if name in bound.dims}
         key = tuple(dims.get(name, 0) for name in compiled.specialize_on) + layout
         if key not in self._artifacts:
-            assert compiled.specialize is not None
-            try:
-                self._artifacts[key] = compiled.specialize(dims, bound.strided)
-            except CompileError as err:
-                if all(d.code.startswith(("CQ07", "CQ09")) for d in err.diagnostics):
-                    raise  # a construct the backend cannot lower, whatever the shapes
-                raise ArgumentError(_specialisation_problem(self.name, dims, err)) from None
+            with self._making:
+                if key not in self._artifacts:
+                    self._artifacts[key] = self._specialise(dims, bound.strided)
         self._last = key
         return key, bound
+
+    def _specialise(self, dims: dict[str, int], strided: frozenset[str]) -> Artifact:
+        """The artifact for these dimensions and strided parameters, compiled now."""
+        assert self._compiled.specialize is not None
+        try:
+            return self._compiled.specialize(dims, strided)
+        except CompileError as err:
+            if all(d.code.startswith(("CQ07", "CQ09")) for d in err.diagnostics):
+                raise  # a construct the backend cannot lower, whatever the shapes
+            raise ArgumentError(_specialisation_problem(self.name, dims, err)) from None
 
     def artifact_for(self, *args: Any) -> Artifact:
         """The generated artifact that a call with ``args`` runs (compiled if needed)."""

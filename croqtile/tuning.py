@@ -40,6 +40,7 @@ import json
 import math
 import statistics
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from . import settings
-from .backends.triton.launcher import sm_count
+from .backends.triton.launcher import publish, sm_count
 from .errors import ArgumentError, CompileError
 from .tile_defines import TileProbe
 from .tuning_space import (MODES, Config, Plan, Space, Tunables, default_space, search_space,
@@ -113,10 +114,9 @@ def load_choice(key: str) -> Config | None:
 
 
 def save_choice(key: str, record: dict[str, Any]) -> None:
-    path = _cache_path(key)
-    tmp = path.with_suffix(f".{id(record)}.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
+    """Store a search's record, atomically: processes sharing the cache directory may
+    read or write the same key at once (``load_choice`` then reads one whole record)."""
+    publish(_cache_path(key), json.dumps(record, indent=2, sort_keys=True, default=str))
 
 
 # ------------------------------------------------------------------------------ timing
@@ -253,6 +253,9 @@ class TunedFunction:
         self._default = Config()
         self._last: Config | None = None
         self._warned_cpu = False
+        # held while a configuration is compiled or a bucket's choice made: threads whose
+        # first calls coincide compile each configuration and search each bucket once
+        self._making = threading.RLock()
         self.op: Any = None  # the torch.library operator, when compiled with library=
         default = self._function(self._default)  # (compile errors surface at compile())
         self._sign: Callable[[Sequence[Any]], Any] = getattr(default, "_sign", _signature)
@@ -311,11 +314,17 @@ class TunedFunction:
     def _function(self, config: Config) -> Any:
         fn = self._functions.get(config)
         if fn is None:
-            fn = self._compiler(config)
-            self._functions[config] = fn
+            with self._making:
+                fn = self._functions.get(config)
+                if fn is None:
+                    fn = self._functions[config] = self._compiler(config)
         return fn
 
     def _choose(self, bound: Any, args: Sequence[Any]) -> Config:
+        with self._making:
+            return self._choose_now(bound, args)
+
+    def _choose_now(self, bound: Any, args: Sequence[Any]) -> Config:
         bucket = shape_bucket(bound.dims)
         device = _device_name(bound.device)
         memo = (bucket, device)

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import math
 import re
+import threading
 from collections.abc import Iterator
 
 from .diagnostics import Reporter
@@ -80,13 +81,25 @@ def lex(text: str, start: int, end: int, reporter: Reporter,
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: building millions of small tokens or nodes
     otherwise triggers collections that rescan them all (lexing 10 MB takes 6 s, not 4)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    # (the collector is the process's: threads compiling at once share one pause, ended
+    # when the last of them leaves)
+    with _PAUSE_LOCK:
+        if _PAUSE["holders"] == 0:
+            _PAUSE["resume"] = gc.isenabled()
+            gc.disable()
+        _PAUSE["holders"] += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _PAUSE_LOCK:
+            _PAUSE["holders"] -= 1
+            if _PAUSE["holders"] == 0 and _PAUSE["resume"]:
+                gc.enable()
+
+
+# threads inside gc_paused, and whether the collector was enabled before the first
+_PAUSE = {"holders": 0, "resume": True}
+_PAUSE_LOCK = threading.Lock()
 
 
 def _lex(text: str, start: int, end: int, reporter: Reporter, limit: int | None) -> list[Token]:

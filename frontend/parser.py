@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
@@ -81,14 +82,26 @@ class _TooDeep(Exception):
 def recursion_headroom(limit: int = 25_000) -> Iterator[None]:
     """Raise Python's recursion limit while walking trees up to ``MAX_DEPTH`` deep (each
     nesting level costs several Python frames in the parser, printer and checker)."""
-    old = sys.getrecursionlimit()
-    if old < limit:
-        sys.setrecursionlimit(limit)
+    # (the limit is the process's: threads compiling at once share one raise, undone
+    # when the last of them leaves, not while another is still deep in a tree)
+    with _HEADROOM_LOCK:
+        if _HEADROOM["holders"] == 0:
+            _HEADROOM["restore"] = sys.getrecursionlimit()
+            if _HEADROOM["restore"] < limit:
+                sys.setrecursionlimit(limit)
+        _HEADROOM["holders"] += 1
     try:
         yield
     finally:
-        if old < limit:
-            sys.setrecursionlimit(old)
+        with _HEADROOM_LOCK:
+            _HEADROOM["holders"] -= 1
+            if _HEADROOM["holders"] == 0 and _HEADROOM["restore"] < limit:
+                sys.setrecursionlimit(_HEADROOM["restore"])
+
+
+# threads inside recursion_headroom, and the limit to restore when none is
+_HEADROOM = {"holders": 0, "restore": 0}
+_HEADROOM_LOCK = threading.Lock()
 
 
 # ----------------------------------------------------------------------------------------

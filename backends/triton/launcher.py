@@ -3,10 +3,12 @@ tensors, run by Triton's interpreter for CPU tensors (no environment variable ne
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
 import os
+import tempfile
 import threading
 from contextvars import ContextVar
 from dataclasses import replace
@@ -16,6 +18,12 @@ from typing import Any, Callable
 
 from .codegen import Artifact
 
+# Held while Triton's interpreter runs a kernel (see Launcher._on_cpu): the interpreter
+# changes process-wide state for the duration of a launch -- it patches the members of
+# ``triton.language`` for the kernel, replaces its builder's options, and croqtile swaps
+# ``JITFunction.__call__`` (see ``_interpreting``) -- so two interpreted launches in
+# different threads would see each other's patches. Reentrant: an interpreted kernel may
+# call a jitted helper, which goes through the same path.
 _LOCK = threading.RLock()
 
 
@@ -28,19 +36,42 @@ def load_module(artifact: Artifact, cache_dir: Path) -> ModuleType:
     """Write the artifact's source to the cache (content-addressed) and import it.
 
     Triton reads kernel source through ``inspect``, so the module must live in a file.
-    """
+    Threads and processes sharing the cache may load the same artifact at once: the file
+    is published whole (``publish``), so the import reads a complete module."""
     digest = hashlib.sha256(artifact.source.encode()).hexdigest()[:20]
     path = cache_dir / f"{artifact.function}_{digest}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(artifact.source)
-        os.replace(tmp, path)
+    if not _holds(path, artifact.source):
+        publish(path, artifact.source)
     spec = importlib.util.spec_from_file_location(f"croqtile_gen_{digest}", path)
     if spec is None or spec.loader is None:  # pragma: no cover - file just written
         raise ImportError(f"cannot load generated module {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def publish(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: into a temporary file of a name no other
+    thread or process uses, then renamed over ``path``. A reader sees the old file or
+    the new one, never a part; concurrent writers of the same text all succeed."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether ``path`` exists with ``text`` (one left incomplete by an older croqtile,
+    whose concurrent writers could publish a part, is written again)."""
+    try:
+        return path.read_text() == text
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 class Launcher:
@@ -165,13 +196,14 @@ class Launcher:
         """Run the kernel's programs in Triton's interpreter."""
         try:
             _check_interpreter_numpy()
-            interpreted = self._interpreted.get(id(kernel))
-            if interpreted is None:
-                from triton.runtime.interpreter import InterpretedFunction
-
-                interpreted = InterpretedFunction(kernel.fn)
-                self._interpreted[id(kernel)] = interpreted
+            # one interpreted launch at a time in the process (see _LOCK)
             with _LOCK, _interpreting(debug=bool(getattr(kernel, "debug", False))):
+                interpreted = self._interpreted.get(id(kernel))
+                if interpreted is None:
+                    from triton.runtime.interpreter import InterpretedFunction
+
+                    interpreted = InterpretedFunction(kernel.fn)
+                    self._interpreted[id(kernel)] = interpreted
                 interpreted[grid](*args)
         except Exception as exc:
             raise _kernel_error(kernel, exc) from exc
@@ -358,7 +390,8 @@ class _Described:
 _DESCRIBED: dict[int, tuple[Any, _Described | None]] = {}
 
 
-# device, stream -> (workspace, counters); the kernels leave the counters at zero
+# device, stream (a thread on the CPU) -> (workspace, counters); the kernels leave the
+# counters at zero
 _STREAM_K_BUFFERS: dict[tuple[Any, int], tuple[Any, Any]] = {}
 
 
@@ -372,7 +405,10 @@ def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]
     import torch
 
     device = device if isinstance(device, torch.device) else torch.device(device)
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    # (on the CPU, each thread has its own: the counters are cleared before a launch,
+    # which must not happen while another thread's launch is counting)
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" \
+        else threading.get_ident()
     key = (device, stream)
     buffers = _STREAM_K_BUFFERS.get(key)
     if buffers is None or buffers[0].numel() < floats or buffers[1].numel() < counters:
