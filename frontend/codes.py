@@ -128,6 +128,9 @@ _TABLE: tuple[Code, ...] = (
                       "parallel, foreach or with indices",
          "write `chunk(F).at({name})` to give the number of tiles F explicitly"),
     Code("CQ0312", E, "'{name}' has shape {actual}, expected {expected}"),
+    Code("CQ0317", E, "'.sqz()' needs a '.subspan', '.view' or '.span_as' before it in the "
+                      "view chain",
+         "give the tile's extents first, e.g. `x.subspan(1, N).at(i, 0).sqz()`"),
     # --- DMA and TMA -----------------------------------------------------------------
     Code("CQ0401", E, "DMA element types differ: 'from' is {src}, 'to' is {dst}",
          "DMA copies do not convert; convert in arithmetic or use a buffer of type {src}"),
@@ -271,6 +274,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0622", E, "'{what}' is only valid {where}"),
     Code("CQ0613", E, "the inthreads predicate must depend on a parallel variable",
          "compare a parallel index, e.g. `inthreads (t == 0)`"),
+    Code("CQ0623", E, "unknown device target '{name}' (known: {known})",
+         "name one of the known devices in `: device(...)`, or drop the parentheses"),
     # --- constructs the Triton backend cannot map ------------------------------------------
     Code("CQ0701", E, "not supported by the Triton backend yet: {construct}",
          "{hint}"),
