@@ -3380,7 +3380,12 @@ MEANINGS: dict[str, str] = {
     "CQ0310": "`chunkat` over a `cdiv(size, tile)` bound is read as tiles of `tile` "
               "elements with a masked last tile; the reference compiler computes "
               "`size / cdiv(size, tile)` instead, which differs when `tile` does not "
-              "divide `size`.",
+              "divide `size`. A note, not a warning: this compiler's reading covers "
+              "every element for every size (the last tile is masked), so nothing is wrong "
+              "with the program here; the note marks where it would tile differently under "
+              "the reference compiler (whose literal tiles can leave trailing elements "
+              "uncovered). `croqtile check` lists notes; compiling does not raise them as "
+              "Python warnings, so kernels such as the seed GEMM compile silently.",
     "CQ0311": "A list (view extents, `.at` indices, a `parallel` bound list, `cdiv` "
               "arguments, ...) has a different number of entries than it needs.",
     "CQ0317": "`.sqz()` drops the unit dimensions of a tile whose extents the chain "

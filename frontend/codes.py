@@ -19,6 +19,7 @@ from dataclasses import dataclass
 class Severity(enum.Enum):
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"  # reported by `croqtile check`; not raised as a Python warning
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class Code:
     hint: str | None = None
 
 
-E, W = Severity.ERROR, Severity.WARNING
+E, W, N = Severity.ERROR, Severity.WARNING, Severity.NOTE
 
 _TABLE: tuple[Code, ...] = (
     # --- preprocessor -------------------------------------------------------------
@@ -115,7 +116,7 @@ _TABLE: tuple[Code, ...] = (
          "declare device buffers with constant sizes (use #define constants)"),
     Code("CQ0308", E, "cannot apply span_as to reshape {src} ({src_count}) to {dst} ({dst_count})"),
     Code("CQ0309", E, "in operation '{op}': dimension inconsistent ({lhs} vs. {rhs})"),
-    Code("CQ0310", W, "chunkat over a cdiv bound tiles dimension(s) {dim} (size {size}) by "
+    Code("CQ0310", N, "chunkat over a cdiv bound tiles dimension(s) {dim} (size {size}) by "
                       "{tile} with a masked last tile; the literal rule (size / bound) tiles "
                       "differently when the tile does not divide the size",
          "write `subspan(...).at(...)` with the tile sizes to say this explicitly"),
