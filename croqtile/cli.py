@@ -289,14 +289,15 @@ def run_check(paths: Sequence[str], defines: Defines, fmt: str,
     reports = [check_file(path, defines, target) for path in collect_files(paths)]
     diagnostics = [f.diagnostic for report in reports for f in report.findings]
     errors = sum(d.severity_kind is Severity.ERROR for d in diagnostics)
-    warnings = len(diagnostics) - errors
+    warnings = sum(d.severity_kind is Severity.WARNING for d in diagnostics)
+    notes = len(diagnostics) - errors - warnings
     if fmt == "json":
-        json.dump(_json_report(reports, errors, warnings), out, indent=2)
+        json.dump(_json_report(reports, errors, warnings, notes), out, indent=2)
         out.write("\n")
     else:
         for diag in diagnostics:
             print(diag.render() + "\n" if fmt == "full" else format_line(diag), file=out)
-        print(_summary(reports, errors, warnings), file=err)
+        print(_summary(reports, errors, warnings, notes), file=err)
     return 1 if errors else 0
 
 
@@ -366,7 +367,8 @@ def format_line(diag: Diagnostic) -> str:
     return f"{line} (hint: {diag.hint})" if diag.hint else line
 
 
-def _json_report(reports: list[FileReport], errors: int, warnings: int) -> dict[str, Any]:
+def _json_report(reports: list[FileReport], errors: int, warnings: int,
+                 notes: int) -> dict[str, Any]:
     diagnostics = []
     for report in reports:
         for finding in report.findings:
@@ -380,12 +382,15 @@ def _json_report(reports: list[FileReport], errors: int, warnings: int) -> dict[
         "diagnostics": diagnostics,
         "errors": errors,
         "warnings": warnings,
+        "notes": notes,
     }
 
 
-def _summary(reports: list[FileReport], errors: int, warnings: int) -> str:
-    text = (f"{_count(errors, 'error')}, {_count(warnings, 'warning')} "
-            f"in {_count(len(reports), 'file')}")
+def _summary(reports: list[FileReport], errors: int, warnings: int, notes: int) -> str:
+    text = f"{_count(errors, 'error')}, {_count(warnings, 'warning')}"
+    if notes:
+        text += f", {_count(notes, 'note')}"
+    text += f" in {_count(len(reports), 'file')}"
     if any(r.path.endswith(".py") for r in reports):
         # Says how many kernels were found: a .py file where none was found is not "clean".
         text += f" ({_count(sum(r.embedded for r in reports), 'embedded source')})"

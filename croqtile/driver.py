@@ -67,7 +67,7 @@ class CompiledFunction:
 class CompileResult:
     functions: list[CompiledFunction]
     timings: dict[str, float] = field(default_factory=dict)
-    warnings: list[Diagnostic] = field(default_factory=list)
+    warnings: list[Diagnostic] = field(default_factory=list)  # and notes
 
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
@@ -124,7 +124,8 @@ def compile_source(text: str, *, filename: str = "<string>",
     """Compile ``text``; raises ``CompileError``, warns ``CompileWarning``s."""
     result = run_pipeline(Source(text, filename), defines, options)
     for diag in result.warnings:
-        warnings.warn(diag.render(), CompileWarning, stacklevel=3)
+        if diag.severity == "warning":  # notes are for `croqtile check` (see ERRORS.md)
+            warnings.warn(diag.render(), CompileWarning, stacklevel=3)
     return result
 
 

@@ -35,7 +35,9 @@ _INTRO = """\
 Every diagnostic the compiler reports has a stable code: `error[CQ0201]: ...` or
 `warning[CQ0206]: ...`. This reference lists each code with what it means, a minimal
 program that produces it, the smallest change that fixes it, and the hint the compiler
-adds. Errors stop the compile; warnings are reported and the program still compiles.
+adds. Errors stop the compile; warnings are reported and the program still compiles;
+notes point out a difference from the reference compiler, are listed by `croqtile check`
+and are not raised as Python warnings.
 `croqtile explain CQ0201` prints the same entry in a terminal.
 
 The examples are checked by `tests/test_error_codes.py`: each wrong program reports its

@@ -987,6 +987,25 @@ __co__ void rows(global f32 [64, 32] x, global f32 [64, 32] y) {
 """,
         message="subspan expects 2 values, got 1",
     ),
+    "CQ0317": Example(
+        bad="""\
+__co__ void rows(global f32 [8, 16] x, global f32 [8, 16] y) {
+  parallel p by 8 : block {
+    t = dma.copy x.chunkat(p, _).sqz() => shared;
+    dma.copy t => y.subspan(1, 16).at(p, 0).sqz();
+  }
+}
+""",
+        fixed="""\
+__co__ void rows(global f32 [8, 16] x, global f32 [8, 16] y) {
+  parallel p by 8 : block {
+    t = dma.copy x.subspan(1, 16).at(p, 0).sqz() => shared;
+    dma.copy t => y.subspan(1, 16).at(p, 0).sqz();
+  }
+}
+""",
+        message="'.sqz()' needs a '.subspan', '.view' or '.span_as' before it in the view chain",
+    ),
     "CQ0312": Example(
         bad="""\
 __co__ f32 [64] downsample(f32 [128] x) {
@@ -2249,6 +2268,25 @@ __co__ void stage(global f32 [256, 256] x, global f32 [256, 256] y) {
         message="one block uses 262144 bytes of shared memory; sm_86 has 101376",
         target="sm_86",
     ),
+    "CQ0623": Example(
+        bad="""\
+__co__ void twice(global f32 [64] x, global f32 [64] y) {
+  parallel by 1 : device(npu) {
+    parallel p by 64 : thread
+      y.at(p) = x.at(p) * 2.0f;
+  }
+}
+""",
+        fixed="""\
+__co__ void twice(global f32 [64] x, global f32 [64] y) {
+  parallel by 1 : device(gpu) {
+    parallel p by 64 : thread
+      y.at(p) = x.at(p) * 2.0f;
+  }
+}
+""",
+        message="unknown device target 'npu' (known: cpu, gpu, hetero)",
+    ),
     "CQ0613": Example(
         bad="""\
 __co__ void first(global f32 [64] x, global f32 [4] y) {
@@ -3268,7 +3306,9 @@ MEANINGS: dict[str, str] = {
     "CQ0103": "A number is not written in a form Croqtile accepts. Croqtile has no "
               "exponent notation and no leading- or trailing-dot floats.",
     "CQ0104": "A number literal is too large to represent: integers must fit in 64 bits "
-              "and floats in a double.",
+              "and floats in a double. As in C, an integer literal without a `u` suffix is "
+              "signed and must fit in 63 bits (at most 9223372036854775807), minus sign "
+              "included: `-9223372036854775808` is out of range too.",
     "CQ0110": "The parser needed a specific token or construct here and found something "
               "else, most often a missing `;`, `)` or `}`.",
     "CQ0111": "A token or expression appears where the grammar does not allow it, for "
@@ -3340,9 +3380,18 @@ MEANINGS: dict[str, str] = {
     "CQ0310": "`chunkat` over a `cdiv(size, tile)` bound is read as tiles of `tile` "
               "elements with a masked last tile; the reference compiler computes "
               "`size / cdiv(size, tile)` instead, which differs when `tile` does not "
-              "divide `size`.",
+              "divide `size`. A note, not a warning: this compiler's reading covers "
+              "every element for every size (the last tile is masked), so nothing is wrong "
+              "with the program here; the note marks where it would tile differently under "
+              "the reference compiler (whose literal tiles can leave trailing elements "
+              "uncovered). `croqtile check` lists notes; compiling does not raise them as "
+              "Python warnings, so kernels such as the seed GEMM compile silently.",
     "CQ0311": "A list (view extents, `.at` indices, a `parallel` bound list, `cdiv` "
               "arguments, ...) has a different number of entries than it needs.",
+    "CQ0317": "`.sqz()` drops the unit dimensions of a tile whose extents the chain "
+              "spelled out (`.subspan`, `.view` or `.span_as`); after a `.chunkat` alone the "
+              "extents are derived from the bounds, and the reference compiler rejects the "
+              "squeeze there, so this compiler does too.",
     "CQ0312": "The buffer a function returns does not have the declared return shape.",
     "CQ0401": "A DMA copies bytes and does not convert, so source and destination must have "
               "the same element type.",
@@ -3443,6 +3492,9 @@ MEANINGS: dict[str, str] = {
     "CQ0611": "An `assert` whose condition is known when compiling evaluates to false.",
     "CQ0612": "The shared buffers of one kernel need more shared memory than one block of "
               "the target GPU has.",
+    "CQ0623": "`: device(name)` picks the device that runs the kernels inside; the names "
+              "are those the reference compiler knows (`cpu`, `gpu`, `hetero`). Any other "
+              "name is most likely a typo.",
     "CQ0613": "`inthreads` selects some of the parallel instances, so its predicate must "
               "depend on a parallel variable.",
     "CQ0701": "The program is valid Croqtile, but the Triton backend cannot lower this "

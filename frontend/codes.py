@@ -19,6 +19,7 @@ from dataclasses import dataclass
 class Severity(enum.Enum):
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"  # reported by `croqtile check`; not raised as a Python warning
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class Code:
     hint: str | None = None
 
 
-E, W = Severity.ERROR, Severity.WARNING
+E, W, N = Severity.ERROR, Severity.WARNING, Severity.NOTE
 
 _TABLE: tuple[Code, ...] = (
     # --- preprocessor -------------------------------------------------------------
@@ -115,7 +116,7 @@ _TABLE: tuple[Code, ...] = (
          "declare device buffers with constant sizes (use #define constants)"),
     Code("CQ0308", E, "cannot apply span_as to reshape {src} ({src_count}) to {dst} ({dst_count})"),
     Code("CQ0309", E, "in operation '{op}': dimension inconsistent ({lhs} vs. {rhs})"),
-    Code("CQ0310", W, "chunkat over a cdiv bound tiles dimension(s) {dim} (size {size}) by "
+    Code("CQ0310", N, "chunkat over a cdiv bound tiles dimension(s) {dim} (size {size}) by "
                       "{tile} with a masked last tile; the literal rule (size / bound) tiles "
                       "differently when the tile does not divide the size",
          "write `subspan(...).at(...)` with the tile sizes to say this explicitly"),
@@ -128,6 +129,9 @@ _TABLE: tuple[Code, ...] = (
                       "parallel, foreach or with indices",
          "write `chunk(F).at({name})` to give the number of tiles F explicitly"),
     Code("CQ0312", E, "'{name}' has shape {actual}, expected {expected}"),
+    Code("CQ0317", E, "'.sqz()' needs a '.subspan', '.view' or '.span_as' before it in the "
+                      "view chain",
+         "give the tile's extents first, e.g. `x.subspan(1, N).at(i, 0).sqz()`"),
     # --- DMA and TMA -----------------------------------------------------------------
     Code("CQ0401", E, "DMA element types differ: 'from' is {src}, 'to' is {dst}",
          "DMA copies do not convert; convert in arithmetic or use a buffer of type {src}"),
@@ -271,6 +275,8 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0622", E, "'{what}' is only valid {where}"),
     Code("CQ0613", E, "the inthreads predicate must depend on a parallel variable",
          "compare a parallel index, e.g. `inthreads (t == 0)`"),
+    Code("CQ0623", E, "unknown device target '{name}' (known: {known})",
+         "name one of the known devices in `: device(...)`, or drop the parentheses"),
     # --- constructs the Triton backend cannot map ------------------------------------------
     Code("CQ0701", E, "not supported by the Triton backend yet: {construct}",
          "{hint}"),

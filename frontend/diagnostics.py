@@ -205,7 +205,8 @@ class Reporter:
 
     @property
     def warnings(self) -> list[Diagnostic]:
-        return [d for d in self.diagnostics if d.severity_kind is Severity.WARNING]
+        """The diagnostics that do not stop the compile: warnings and notes."""
+        return [d for d in self.diagnostics if d.severity_kind is not Severity.ERROR]
 
     def has_errors(self) -> bool:
         return any(d.severity_kind is Severity.ERROR for d in self.diagnostics)

@@ -153,6 +153,9 @@ def _lex(text: str, start: int, end: int, reporter: Reporter, limit: int | None)
 
 
 _MAX_INT = (1 << 64) - 1  # the widest integer type, u64
+# A literal without a `u` suffix is signed, as in C: it fits in s64 (so `-9223372036854775808`
+# is out of range, its digits being read before the minus).
+_MAX_SIGNED = (1 << 63) - 1
 # More characters than any 64-bit literal has (`-0x` + 16 digits, 20 decimal digits): such
 # text is never converted (Python refuses int() of more than 4300 digits).
 _MAX_INT_CHARS = 24
@@ -173,6 +176,10 @@ def _number(literal: str, start: int, end: int, reporter: Reporter) -> Token:
         value = int(digits, 0) if len(digits) <= _MAX_INT_CHARS else None
         if value is None or abs(value) > _MAX_INT:
             reporter.report("CQ0104", span, text=_clip(literal), what="64 bits")
+            return Token(TokenKind.INT, "0", span, 0)
+        if abs(value) > _MAX_SIGNED and not any(c in "uU" for c in literal[len(digits):]):
+            reporter.report("CQ0104", span, text=_clip(literal), what="a signed 64-bit integer",
+                            hint="add a `u` suffix for an unsigned 64-bit literal")
             return Token(TokenKind.INT, "0", span, 0)
         return Token(TokenKind.INT, literal, span, value)
     reporter.report("CQ0103", span, text=_clip(literal))

@@ -127,7 +127,7 @@ def test_the_seed_programs_are_clean(capsys: pytest.CaptureFixture[str]) -> None
     data = Path(__file__).parent / "data"
     status, out, _ = run(capsys, "check", *sorted(str(p) for p in data.glob("*.co")))
     assert status == 0
-    assert " error: " not in out  # warnings (CQ0310 on cdiv tiling) are expected
+    assert " error: " not in out  # notes (CQ0310 on cdiv tiling) are expected
 
 
 def test_a_warning_alone_exits_0_and_shows_its_hint(

@@ -16,7 +16,7 @@ from ..parser import recursion_headroom
 from ..source import Span
 from . import dtypes
 from .dtypes import ElemType
-from .levels import infer_levels, is_device_scope
+from .levels import DEVICE_NAMES, infer_levels, is_device_scope
 from .model import (BoundedTupleType, BoundedType, CheckedFunction, CheckedProgram, DataType,
                     EventType, ExprInfo, FragType, FutureType, IndexItem, Level, LevelInfo, LoopInfo,
                     RuntimeCheck, ScalarType, ShapeType, StringType, Symbol, SymKind, TupleType,
@@ -41,6 +41,8 @@ _INT = ScalarType(dtypes.INT)
 _BOOL = ScalarType(dtypes.BOOL)
 
 _ARITH = {"+", "-", "*", "/", "%"}
+# The view steps that name the shape a later `.sqz()` drops unit dimensions from.
+_SHAPING_STEPS = frozenset({"subspan", "modspan", "view", "span_as"})
 _COMPARE = {"==", "!=", "<", "<=", ">", ">="}
 _LOGIC = {"&&", "||"}
 _BITS = {"&", "|", "^", "<<", ">>"}
@@ -798,6 +800,10 @@ class Checker:
 
     # ------------------------------------------------------------------ parallel / loops
     def _stmt_Parallel(self, stmt: ast.Parallel) -> None:
+        for node in stmt.levels:
+            if node.device_name is not None and node.device_name not in DEVICE_NAMES:
+                self._error("CQ0623", node.span, name=node.device_name,
+                            known=", ".join(DEVICE_NAMES))
         if not self.ctx.on_device and is_device_scope(stmt):
             self._device_scope(stmt)
             return
@@ -1442,6 +1448,9 @@ class Checker:
             steps = list(alias.view.steps)  # a view of a view alias continues the alias's steps
             array_index = alias.view.array_index
         for op in view.ops:
+            if op.kind == "sqz" and not any(s.kind in _SHAPING_STEPS for s in steps):
+                self._error("CQ0317", op.span)
+                return ERROR
             try:
                 step = self._view_step(op, shape)
             except ViewError as err:
@@ -1696,9 +1705,11 @@ class Checker:
 
     def _view_extent(self, expr: ast.Expr, what: str) -> tuple[Sym, ast.Expr | None]:
         """A view extent; a runtime integer with a static bound gives the bound and
-        itself (elements past its value are masked)."""
+        itself (elements past its value are masked). Not in a TMA copy: its box shape is
+        fixed on the host (CQ0415)."""
         info = self._expr(expr)
-        if info.static is None and isinstance(info.type, ScalarType) and info.type.elem.is_int:
+        if not self._in_tma and info.static is None and isinstance(info.type, ScalarType) \
+                and info.type.elem.is_int:
             high = self._static_bound(expr)
             if high is not None and high > 0:
                 return Sym(high), expr

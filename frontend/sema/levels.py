@@ -68,6 +68,10 @@ def _child_blocks(node: ast.Node) -> list[ast.Block]:
     return blocks
 
 
+# The devices a `: device(name)` level may name, as the reference compiler knows them.
+DEVICE_NAMES = ("cpu", "gpu", "hetero")
+
+
 def is_device_scope(stmt: ast.Parallel) -> bool:
     """A parallel statement whose levels are all ``: device`` or ``: cluster`` levels: it
     chooses where the kernels inside it run (a device; clusters of their blocks, which

@@ -343,11 +343,12 @@ def _small(shape: tuple[int, ...]) -> torch.Tensor:
 
 
 # `.sqz()` drops the dimensions of size 1: of a row tile and of a column tile, copied and
-# read element by element
+# read element by element (after a `.subspan`: a `.chunkat` alone does not name the extents
+# `.sqz()` works on, CQ0317)
 SQUEEZED = """
 __co__ void squeeze(f32 [4, 1, 16] a, f32 [16, 4, 1] b, global f32 [8, 16] out) {
   parallel p by 4 : block {
-    f = dma.copy a.chunkat(p, _, _).sqz() => shared;
+    f = dma.copy a.subspan(1, 1, 16).at(p, 0, 0).sqz() => shared;
     g = dma.copy b.subspan(16, 1, 1).at(0, p, 0).sqz() => shared;
     parallel t by 16 : thread {
       out.at(p, t) = f.data.at(t);
