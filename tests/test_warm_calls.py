@@ -18,11 +18,11 @@ from typing import Any, Callable
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import croqtile
 from croqtile.backends.triton.launcher import Launcher
 
+from .dispatched import Dispatched
 from .e2e.checks import DATA, assert_close, poison, random
 from .e2e.test_symbolic_extents import WHOLE_TILE
 from .library.test_registration import CONCAT, SCALE_ADD
@@ -87,18 +87,6 @@ def test_warm_calls_touch_no_file_and_compile_nothing() -> None:
     assert any(line.startswith(("open", "exec", "import")) for line in cold), cold
 
 
-class _Allocations(TorchDispatchMode):
-    """The torch operators called while active (those making tensors among them)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.fixture()
 def no_launches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Launches counted, not run: what is left of a call is croqtile's own path."""
@@ -117,7 +105,7 @@ def test_warm_calls_allocate_only_their_outputs(no_launches: list[int]) -> None:
         values = args()
         for _ in range(2):
             function(*values)
-        with _Allocations() as seen:  # (the call itself: an operator's body is not seen)
+        with Dispatched() as seen:  # (the call itself: an operator's body is not seen)
             function.call(*values)
         assert seen.ops == made[name], name
         launches = no_launches[0]

@@ -16,6 +16,7 @@ import croqtile
 from croqtile.library import schema_of
 
 from ..data.manifest import CORPUS
+from ..dispatched import Dispatched
 from ..e2e.checks import Case, assert_close, poison, random
 
 _NAMESPACES = (f"croqtile_test{i}" for i in itertools.count())
@@ -60,21 +61,10 @@ def test_the_schema_marks_what_the_function_writes() -> None:
 
 
 def test_calling_the_function_goes_through_the_operator() -> None:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Seen(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ops: list[str] = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     mod = _compile(SCALE_ADD)
     x, y = random((100,), torch.float32), random((100,), torch.float32)
     out = poison(torch.empty(100))
-    with Seen() as seen:
+    with Dispatched() as seen:
         mod.scale_add(x, y, out, 3.0)
     assert f"{mod.scale_add.op}.default" in seen.ops
     assert_close(out, 3.0 * x.double() + y.double(), torch.float32)

@@ -6,21 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.utils._python_dispatch import TorchDispatchMode
-
 from croqtile.nn.kernels import NAMESPACE
 
+from ..dispatched import Dispatched
 
-class Ran(TorchDispatchMode):
+
+class Ran(Dispatched):
     """Records the operators dispatched while active."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
 
     def croqtile(self) -> list[str]:
         """The Croqtile operators among them, in order."""
