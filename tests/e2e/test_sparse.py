@@ -12,6 +12,7 @@ its own (the spec's formula, written out here)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -121,7 +122,14 @@ SHAPES = [(100, 40, 76), (64, 32, 32)]
 @pytest.mark.parametrize("m, n, k", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
 @pytest.mark.parametrize("dtype", list(TYPES))
 def test_sparse_gemm(dtype: str, m: int, n: int, k: int, device: str) -> None:
-    check(warpgroup_case(dtype, m, n, k), device)
+    case = warpgroup_case(dtype, m, n, k)
+    if dtype == "f8_e4m3" and device == "cuda":
+        # Hopper's FP8 tensor cores add products in an accumulator narrower than f32: on
+        # the H200, cuBLAS's own e4m3 GEMM (torch._scaled_mm) of the decompressed A is off
+        # from the float64 product by the same 2.2e-5 as ours at 64x32x32. The CPU paths
+        # stay exact (1e-5 above).
+        case = replace(case, tolerance=1e-4)
+    check(case, device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
