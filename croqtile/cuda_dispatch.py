@@ -51,8 +51,10 @@ def blackwell_unsupported(config: Sm100Config, a: torch.Tensor, b: torch.Tensor,
                           out: torch.Tensor) -> str | None:
     """Why the tcgen05 kernel cannot compute out = a @ b.T here, or None when it can."""
     capability = device_capability(a)
-    if capability is None or any(not t.is_cuda for t in (b, out)):
+    if capability is None:
         return "the tensors are not on a CUDA device"
+    if any(t.device != a.device for t in (b, out)):
+        return "the tensors are not on one device"
     if capability != gemm_sm100.CAPABILITY:
         return (f"the GPU has compute capability {capability[0]}.{capability[1]}, and the "
                 "tcgen05 kernel of target='sm_100a' runs only on sm_100 (compute capability "

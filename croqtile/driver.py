@@ -214,7 +214,8 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
             reporter.report(err.code, err.span, **err.fields)
             continue
         functions.append(CompiledFunction(fn.node.name, artifact, fn, gemm=gemm,
-                                          blackwell=blackwell, restride=_restrider(fn, options, locate, filename)))
+                                          blackwell=blackwell,
+                                          restride=_restrider(fn, options, locate, filename)))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)
 

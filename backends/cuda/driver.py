@@ -77,8 +77,20 @@ def build(source: str, arch: str, cache_dir: Path, defines: Sequence[str] = (),
     """The cubin of `source` (a file in this folder) for `arch` (e.g. "90a"), built once
     with `nvcc` (default: the one on PATH); `defines` are NAME=VALUE macros for
     experiments with the kernel's constants."""
-    return build_text(Path(source).stem, (KERNEL_DIR / source).read_text(), arch, cache_dir,
-                      defines, nvcc)
+    return build_text(Path(source).stem, kernel_text(source), arch, cache_dir, defines, nvcc)
+
+
+def kernel_text(source: str) -> str:
+    """The text of `source` (a file in this folder) with each `#include "<file>"` of a
+    file of this folder replaced by that file's text: one self-contained translation unit."""
+    lines = []
+    for line in (KERNEL_DIR / source).read_text().splitlines(keepends=True):
+        words = line.split()
+        if len(words) == 2 and words[0] == "#include" and words[1].startswith('"'):
+            lines.append(kernel_text(words[1].strip('"')))
+        else:
+            lines.append(line)
+    return "".join(lines)
 
 
 def build_text(name: str, text: str, arch: str, cache_dir: Path, defines: Sequence[str] = (),

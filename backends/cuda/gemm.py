@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .driver import KERNEL_DIR, TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build
+from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build, kernel_text
 
 SOURCE = "gemm_sm90.cu"
 ARCH = "90a"
@@ -31,7 +31,7 @@ _TYPES = {torch.float16: ("f16", TENSOR_MAP_F16), torch.bfloat16: ("bf16", TENSO
 
 def hopper_source() -> str:
     """The CUDA source of the Hopper kernel."""
-    return (KERNEL_DIR / SOURCE).read_text()
+    return kernel_text(SOURCE)
 
 
 def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: bool = True,

@@ -43,43 +43,9 @@ static_assert(A_BYTES % 1024 == 0 && B_BYTES % 1024 == 0, "stages of whole swizz
 static_assert(SMEM_BYTES <= 227 * 1024, "shared memory of one CTA");
 static_assert(BN % BOX_COLS == 0, "whole boxes of the epilogue");
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
+#include "sync.cuh"
 
 // ---- mbarriers -----------------------------------------------------------------
-
-__device__ __forceinline__ void barrier_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
-}
-
-__device__ __forceinline__ void barrier_expect_bytes(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred ready;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
-      "@!ready bra WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 
 // The shared::cluster address of the barrier at the same offset in CTA `cta`.
 __device__ __forceinline__ uint32_t in_cta(uint32_t bar, uint32_t cta) {
@@ -107,13 +73,6 @@ __device__ __forceinline__ void copy_tile(uint32_t dst, const CUtensorMap* map, 
         "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(k), "r"(row)
         : "memory");
   }
-}
-
-__device__ __forceinline__ void store_tile(const CUtensorMap* map, uint32_t src, int col, int row) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(src), "r"(col), "r"(row)
-               : "memory");
 }
 
 // ---- tcgen05 ----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import tcgen05
-from .driver import KERNEL_DIR, TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build_text
+from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build_text, kernel_text
 
 BODY = "gemm_sm100.cu"
 ARCH = "100a"
@@ -141,7 +141,7 @@ namespace {{
 }}  // namespace
 
 """
-    return head + (KERNEL_DIR / BODY).read_text()
+    return head + kernel_text(BODY)
 
 
 # ---- the epilogue, mirrored ------------------------------------------------------------
