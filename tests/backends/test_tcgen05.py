@@ -23,6 +23,7 @@ from croqtile.backends.cuda.tcgen05 import Kind, Swizzle, TmemCell, tmem_cell
 from croqtile.errors import CompileError
 
 from ..e2e.checks import assert_close, poison, random
+from .gemm_calls import assert_runs_triton_with_warning
 
 GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
 
@@ -351,6 +352,15 @@ def test_8_bit_operands_take_kind_f8f6f4() -> None:
         croqtile.compile(GEMM_E4M3, backend="cuda")
 
 
+def test_8_bit_operands_on_the_cpu_run_the_triton_kernel() -> None:
+    fn = croqtile.compile(GEMM_E4M3, backend="cuda", target="sm_100a").gemm
+    a = random((130, 256), torch.float16).to(torch.float8_e4m3fn)
+    b = random((70, 256), torch.float16).to(torch.float8_e4m3fn)
+    out = poison(torch.empty(130, 70, dtype=torch.bfloat16))
+    fn(a, b, out)
+    assert_close(out, a.double() @ b.double().T, torch.bfloat16)
+
+
 @pytest.mark.parametrize("options, message", [
     ({"backend": "cuda", "cta_group": 3}, "cta_group=3"),
     ({"cta_group": 2}, "applies to backend='cuda'"),
@@ -446,12 +456,7 @@ def test_on_a_gpu_that_is_not_sm_100_the_triton_kernel_runs_with_a_warning() -> 
     if torch.cuda.get_device_capability() == (10, 0):
         pytest.skip("this GPU is an sm_100: the tcgen05 kernel runs")
     fn = croqtile.compile(GEMM, backend="cuda", target="sm_100a").gemm
-    a, b = random((300, 256), torch.float16, "cuda"), random((200, 256), torch.float16, "cuda")
-    out = poison(torch.empty(300, 200, dtype=torch.float16, device="cuda"))
-    with pytest.warns(RuntimeWarning, match="runs only on sm_100"):
-        fn(a, b, out)
-    assert fn.launches == 1
-    assert_close(out, a.double() @ b.double().T, torch.float16)
+    assert_runs_triton_with_warning(fn, 300, 200, 256, "runs only on sm_100")
 
 
 @pytest.mark.gpu
