@@ -213,6 +213,9 @@ class BlackwellGemm:
     def __call__(self, a: Any, b: Any, out: Any) -> None:
         import torch
 
+        if torch.cuda.current_device() != self.device:
+            with torch.cuda.device(self.device):
+                return self(a, b, out)
         config = self.config
         (m, k), n = a.shape, b.shape[0]
         kind = _TYPES[config.operand][1]

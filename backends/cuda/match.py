@@ -1,12 +1,13 @@
 """Recognise a lowered function that is a plain dense GEMM, ``out = lhs @ rhs^T``.
 
-The hand-written Hopper kernel (gemm_sm90.cu) may replace a function's Triton kernel only
-when the function computes exactly what that kernel computes. `match_gemm` reads the
+The hand-written kernels (the Hopper gemm_sm90.cu, the Blackwell gemm_sm100.cu) may replace
+a function's Triton kernel only when the function computes exactly what they compute. `match_gemm` reads the
 lowered IR and accepts one form, the one the lowering gives the GEMM of
 bench/kernels/gemm.co at any tile size:
 
 * one kernel launch and nothing else on the host; three global tensor parameters
-  lhs [M, K], rhs [N, K] and out [M, N] of one type, f16 or bf16, row-major;
+  lhs [M, K], rhs [N, K] and out [M, N] of one type, f16 or bf16, row-major (or
+  8-bit float operands, e4m3 or e5m2, and an f16 or bf16 output: the Blackwell kernel's);
 * every (block_m, block_n) tile of cdiv(M, TM) x cdiv(N, TN) visited once, in the
   lowering's grouped order (a persistent loop over the tiles or one program per tile);
 * in each tile: an f32 accumulator set to zero; one loop over cdiv(K, TK) steps that
