@@ -168,10 +168,14 @@ class TmemCell:
 
 
 def tmem_cell(m: int, n: int, *, rows: int, cols: int, cta_group: int = 1,
-              lane_offset: int = 0) -> TmemCell:
+              lane_offset: int = 0, kind: Kind = Kind.F16,
+              accumulator: str = "f32") -> TmemCell:
     """The cell of C[m, n] in the accumulator of a ``tcgen05.mma`` (dense A, no ``.ws``)
-    with D of ``rows`` x ``cols`` (M x N), after seed 001 and the PTX ISA data-path
-    layouts:
+    with D of ``rows`` x ``cols`` (M x N) for operands of ``kind``, after seed 001 and
+    the PTX ISA data-path layouts. The operand types decide which shapes exist (N in
+    steps of 8 for one CTA, of 16 for a pair; `check_shape`), not where elements go. The
+    accumulator is 32 bits wide (f32, or s32), one cell per element; 16-bit accumulators
+    are not modelled (no kernel here uses them).
 
     * one CTA, M = 128: row m in lane m, column n;
     * one CTA, M = 64 (layout F): four groups of 16 rows in the four 32-lane quarters,
@@ -182,6 +186,10 @@ def tmem_cell(m: int, n: int, *, rows: int, cols: int, cta_group: int = 1,
       in each, the first half of the columns in lanes 0-63 and the second half in
       lanes 64-127, both at columns 0..N/2-1.
     """
+    if accumulator not in ("f32", "s32"):
+        raise DescriptorError(f"an accumulator of type {accumulator}: the model has 32-bit "
+                              "accumulators only")
+    check_shape(kind, rows, cols, cta_group)
     if not (0 <= m < rows and 0 <= n < cols):
         raise IndexError(f"C[{m}, {n}] outside a {rows} x {cols} accumulator")
     if (cta_group, rows) == (1, 128):
@@ -195,7 +203,7 @@ def tmem_cell(m: int, n: int, *, rows: int, cols: int, cta_group: int = 1,
     if (cta_group, rows) == (2, 128):
         half = cols // 2
         return TmemCell(m // 64, m % 64 + (64 if n >= half else 0), n % half)
-    raise DescriptorError(f"no accumulator layout for M = {rows} with cta_group::{cta_group}")
+    raise AssertionError("unreachable: check_shape admits these four layouts only")
 
 
 def tmem_address(base: int, lane: int, column: int) -> int:

@@ -244,6 +244,23 @@ def test_cells_outside_the_accumulator_are_errors() -> None:
         tmem_cell(128, 0, rows=128, cols=64)
     with pytest.raises(tcgen05.DescriptorError, match="M = 256 with cta_group::1"):
         tmem_cell(0, 0, rows=256, cols=64)
+    with pytest.raises(tcgen05.DescriptorError, match="N = 8 with cta_group::2"):
+        tmem_cell(0, 0, rows=128, cols=8, cta_group=2, kind=Kind.F8F6F4)
+    with pytest.raises(tcgen05.DescriptorError, match="32-bit accumulators only"):
+        tmem_cell(0, 0, rows=128, cols=64, accumulator="f16")
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+@pytest.mark.parametrize("rows, cta_group", LAYOUTS)
+def test_the_operand_types_decide_the_shapes_not_the_places(kind: Kind, rows: int,
+                                                            cta_group: int) -> None:
+    """Seed 001: N from 8 (one CTA) or 16 (a pair) to 256; f16/bf16 and 8-bit operands
+    put C[m, n] in the same cell."""
+    step = 8 * cta_group
+    for cols in (step, 256):
+        for m, n in ((0, 0), (rows - 1, cols - 1), (rows // 2, cols // 2)):
+            assert tmem_cell(m, n, rows=rows, cols=cols, cta_group=cta_group, kind=kind) == \
+                tmem_cell(m, n, rows=rows, cols=cols, cta_group=cta_group)
 
 
 # ---- the epilogue ----------------------------------------------------------------------
@@ -262,7 +279,8 @@ def test_the_epilogue_stores_each_element_from_its_cell_once(config: Sm100Config
             assert (row, col) not in written, f"C[{row}, {col}] stored twice"
             written.add((row, col))
             assert tmem_cell(row, col, rows=config.mma_m, cols=config.tile_n,
-                             cta_group=config.cta_group) == cell, f"C[{row}, {col}]"
+                             cta_group=config.cta_group, kind=config.kind) == cell, \
+                f"C[{row}, {col}]"
             assert cell.column < config.tmem_columns
     assert len(written) == config.mma_m * config.tile_n
 
