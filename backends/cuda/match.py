@@ -1,9 +1,9 @@
 """Recognise a lowered function that is a plain dense GEMM, ``out = lhs @ rhs^T``.
 
 The hand-written kernels (the Hopper gemm_sm90.cu, the Blackwell gemm_sm100.cu) may replace
-a function's Triton kernel only when the function computes exactly what they compute. `match_gemm` reads the
-lowered IR and accepts one form, the one the lowering gives the GEMM of
-bench/kernels/gemm.co at any tile size:
+a function's Triton kernel only when the function computes exactly what they compute.
+`match_gemm` reads the lowered IR and accepts one form, the one the lowering gives the GEMM
+of bench/kernels/gemm.co at any tile size:
 
 * one kernel launch and nothing else on the host; three global tensor parameters
   lhs [M, K], rhs [N, K] and out [M, N] of one type, f16 or bf16, row-major (or

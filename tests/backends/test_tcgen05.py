@@ -361,6 +361,14 @@ def test_other_targets_keep_the_hopper_kernel_and_its_source() -> None:
     assert croqtile.compile(GEMM).gemm.cuda_source is None
 
 
+@pytest.mark.parametrize("options", [{}, {"target": "sm_100a"}])
+def test_the_cuda_source_is_one_translation_unit(options: dict) -> None:
+    """The helpers both kernels include are spliced in: the source builds on its own."""
+    text = croqtile.compile(GEMM, backend="cuda", **options).gemm.cuda_source
+    assert '#include "' not in text
+    assert text.count("void barrier_wait(") == 1 and text.count("void store_tile(") == 1
+
+
 def test_8_bit_operands_take_kind_f8f6f4() -> None:
     fn = croqtile.compile(GEMM_E4M3, backend="cuda", target="sm_100a").gemm
     assert fn.compiled.gemm == GemmPlan(0, 1, 2, "f8_e4m3", "bf16")
