@@ -228,7 +228,8 @@ def _cuda_gemm(lowered: IRFunction, fn: CheckedFunction) -> GemmPlan:
     except NotAGemm as err:
         raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
                             reason=f"{err} (the CUDA backend has a kernel for plain f16/bf16 "
-                            "GEMMs out = lhs @ rhs^T only)") from None
+                            "GEMMs out = lhs @ rhs^T only, and with target='sm_100a' for 8-bit "
+                            "float operands too; not for block-scaled .scale GEMMs)") from None
 
 
 def _blackwell(plan: GemmPlan, fn: CheckedFunction, options: Options) -> Sm100Config | None:

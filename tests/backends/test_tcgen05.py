@@ -23,6 +23,7 @@ from croqtile.backends.cuda.tcgen05 import Kind, Swizzle, TmemCell, tmem_cell
 from croqtile.errors import CompileError
 
 from ..e2e.checks import assert_close, poison, random
+from ..e2e.test_mma_more import FP8_SCALED
 from .gemm_calls import assert_runs_triton_with_warning
 
 GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
@@ -385,6 +386,17 @@ def test_8_bit_operands_on_the_cpu_run_the_triton_kernel() -> None:
     out = poison(torch.empty(130, 70, dtype=torch.bfloat16))
     fn(a, b, out)
     assert_close(out, a.double() @ b.double().T, torch.bfloat16)
+
+
+def test_block_scaled_gemms_are_refused_with_the_reason() -> None:
+    """`.scale` (f32 scales per row and 128-wide K block) is not taken by the tcgen05
+    kernel: CQ0705 at the function, and the Triton backend compiles it."""
+    with pytest.raises(CompileError) as err:
+        croqtile.compile(FP8_SCALED, backend="cuda", target="sm_100a")
+    fused = [d for d in err.value.diagnostics if d.line == 4]
+    assert [d.code for d in fused] == ["CQ0705"]
+    assert "not for block-scaled .scale GEMMs" in fused[0].message
+    croqtile.compile(FP8_SCALED, target="sm_100a")
 
 
 @pytest.mark.parametrize("options, message", [
