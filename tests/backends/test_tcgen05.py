@@ -312,6 +312,9 @@ def test_the_source_carries_the_builders_constants(config: Sm100Config) -> None:
     assert f'#define KIND "{config.kind.value}"' in text
     assert f"#define CTA_GROUP {config.cta_group}" in text
     assert config.stages * config.stage_bytes + 4 * 32 * 128 + 1024 + 256 <= 227 * 1024
+    # the MMAs of a stage step 32 bytes along its 128-byte rows: K covered once
+    steps = config.box_k // config.kind.k
+    assert [k * config.kind.k * config.operand_bytes for k in range(steps)] == [0, 32, 64, 96]
 
 
 @pytest.fixture(scope="session")
