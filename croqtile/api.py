@@ -49,7 +49,9 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     K iterations of a last wave at most half full shared by every SM), ``split_tiles``
     (a 192-wide tile computed as 128 + 64 instead of padded to 256) and ``heavy_first``
     (the first block axis launched from its last index: a causal kernel's longest rows
-    first).
+    first). ``backend="cuda"`` runs a function proven to be a plain GEMM on a hand-written
+    CUDA kernel where the GPU suits it (the Hopper kernel; with ``target="sm_100a"`` the
+    generated tcgen05 kernel, one CTA per tile or, with ``cta_group=2``, a CTA pair).
 
     ``autotune="quick"`` or ``"full"`` picks options and ``#define`` values per shape on
     the first call (see ``croqtile.tuning``): ``tunables={"TILE_M": [64, 128], "num_warps":

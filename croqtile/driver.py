@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from .backends.cuda.gemm_sm100 import Sm100Config
 from .backends.cuda.match import GemmPlan, NotAGemm, match_gemm
 from .backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
 from .backends.ir.lower import FunctionLowering, Options
@@ -55,6 +56,9 @@ class CompiledFunction:
     params: tuple[HostParam, ...] = ()
     specialize: Specializer | None = None
     gemm: GemmPlan | None = None  # backend="cuda": the operands of the hand-written GEMM
+    # backend="cuda" with target sm_100: the tcgen05 kernel that computes it (else the
+    # Hopper kernel does)
+    blackwell: Sm100Config | None = None
     restride: Restrider | None = None
 
     @property
@@ -72,7 +76,7 @@ class CompileResult:
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
                  "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split",
-                 "stream_k", "split_tiles", "backend", "heavy_first"}
+                 "stream_k", "split_tiles", "backend", "heavy_first", "cta_group"}
 # options taking a positive integer, and options taking a bool
 _INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
 _BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize", "split_tiles", "heavy_first")
@@ -112,6 +116,12 @@ def make_options(options: Mapping[str, object]) -> Options:
     if options.get("backend", "triton") not in ("triton", "cuda"):
         raise ValueError(f"compile option backend={options['backend']!r}: expected \"triton\" "
                          "or \"cuda\" (the hand-written Hopper GEMM for plain GEMM functions)")
+    if options.get("cta_group", 1) not in (1, 2) or isinstance(options.get("cta_group"), bool):
+        raise ValueError(f"compile option cta_group={options['cta_group']!r}: expected 1 (one "
+                         "CTA per tile) or 2 (a CTA pair per tile; backend='cuda', sm_100)")
+    if options.get("cta_group", 1) != 1 and options.get("backend") != "cuda":
+        raise ValueError("compile option cta_group=2 applies to backend='cuda' (the tcgen05 "
+                         "GEMM of target='sm_100a')")
     target = str(options.get("target", DEFAULT_TARGET))
     if lookup_target(target) is None:
         raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
@@ -192,6 +202,7 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
             lowered = stage("lower", FunctionLowering(fn, options).lower)
             artifact = stage("codegen", generate, lowered, locate, filename)
             gemm = _cuda_gemm(lowered, fn) if options.backend == "cuda" else None
+            blackwell = _blackwell(gemm, fn, options) if gemm is not None else None
         except NeedsSpecialization:
             if options.backend == "cuda":
                 reporter.report("CQ0705", fn.node.span, option="backend='cuda'",
@@ -203,6 +214,7 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
             reporter.report(err.code, err.span, **err.fields)
             continue
         functions.append(CompiledFunction(fn.node.name, artifact, fn, gemm=gemm,
+                                          blackwell=blackwell,
                                           restride=_restrider(fn, options, locate, filename)))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)
@@ -216,7 +228,23 @@ def _cuda_gemm(lowered: IRFunction, fn: CheckedFunction) -> GemmPlan:
     except NotAGemm as err:
         raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
                             reason=f"{err} (the CUDA backend has a kernel for plain f16/bf16 "
-                            "GEMMs out = lhs @ rhs^T only)") from None
+                            "GEMMs out = lhs @ rhs^T only, and with target='sm_100a' for 8-bit "
+                            "float operands too; not for block-scaled .scale GEMMs)") from None
+
+
+def _blackwell(plan: GemmPlan, fn: CheckedFunction, options: Options) -> Sm100Config | None:
+    """The tcgen05 kernel of a GEMM compiled for sm_100 (None for other targets, which
+    keep the Hopper kernel: CQ0705 when that kernel cannot take the operand types)."""
+    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    if target.sm == 100:
+        return Sm100Config(plan.dtype, plan.output, options.cta_group)
+    if plan.output != plan.dtype or options.cta_group != 1:
+        what = (f"{plan.dtype} operands" if plan.output != plan.dtype else
+                f"cta_group={options.cta_group}")
+        raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
+                            reason=f"{what} need the tcgen05 kernel of target='sm_100a' (the "
+                            "Hopper kernel multiplies f16 or bf16 into the same type)")
+    return None
 
 
 def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,

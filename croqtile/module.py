@@ -82,6 +82,20 @@ class Function:
                 "call it to generate its kernels\n")
 
     @property
+    def cuda_source(self) -> str | None:
+        """The CUDA source of the hand-written kernel a function compiled with
+        ``backend="cuda"`` runs where the GPU suits it: the tcgen05 GEMM generated for
+        ``target="sm_100a"``, the Hopper GEMM otherwise; None for a Triton-only function."""
+        compiled = self._compiled
+        if compiled.blackwell is not None:
+            from .backends.cuda.gemm_sm100 import source
+            return source(compiled.blackwell)
+        if compiled.gemm is not None:
+            from .backends.cuda.gemm import hopper_source
+            return hopper_source()
+        return None
+
+    @property
     def specialize_on(self) -> tuple[str, ...]:
         """Dimensions the kernels are specialised on (one compile per distinct value)."""
         return self._compiled.specialize_on
@@ -210,7 +224,8 @@ class Function:
         host = getattr(self._load(key), artifact.function)
         if self._compiled.gemm is not None and bound.device.type == "cuda":
             from .cuda_dispatch import gemm_host  # (loads nothing until a CUDA call)
-            host = gemm_host(self.name, self._compiled.gemm, host, args)
+            host = gemm_host(self.name, self._compiled.gemm, host, args,
+                             self._compiled.blackwell)
         dims = tuple(bound.dims[d] for d in artifact.dims)
         scalars = scalar_converters(self.name, self._host_params(), args)
         return _Warm(key, host, bound.device, dims, scalars)

@@ -77,27 +77,52 @@ def build(source: str, arch: str, cache_dir: Path, defines: Sequence[str] = (),
     """The cubin of `source` (a file in this folder) for `arch` (e.g. "90a"), built once
     with `nvcc` (default: the one on PATH); `defines` are NAME=VALUE macros for
     experiments with the kernel's constants."""
+    return build_text(Path(source).stem, kernel_text(source), arch, cache_dir, defines, nvcc)
+
+
+def kernel_text(source: str) -> str:
+    """The text of `source` (a file in this folder) with each `#include "<file>"` of a
+    file of this folder replaced by that file's text: one self-contained translation unit."""
+    lines = []
+    for line in (KERNEL_DIR / source).read_text().splitlines(keepends=True):
+        words = line.split()
+        if len(words) == 2 and words[0] == "#include" and words[1].startswith('"'):
+            lines.append(kernel_text(words[1].strip('"')))
+        else:
+            lines.append(line)
+    return "".join(lines)
+
+
+def build_text(name: str, text: str, arch: str, cache_dir: Path, defines: Sequence[str] = (),
+               nvcc: str | None = None) -> bytes:
+    """The cubin of the CUDA source `text` (a generated kernel; `name` names its cache
+    file and its messages), as `build`."""
     nvcc = nvcc or shutil.which("nvcc")
     if nvcc is None:
         raise CudaError("building a CUDA kernel needs nvcc; set CUDA_HOME or put nvcc on PATH")
-    text = (KERNEL_DIR / source).read_bytes()
-    flags = [f"-gencode=arch=compute_{arch},code=sm_{arch}", "-O3", "-std=c++17", "-cubin",
-             *(f"-D{d}" for d in defines)]
-    key = hashlib.sha256(text + " ".join(flags).encode() + _nvcc_version(nvcc).encode())
-    target = Path(cache_dir) / "cuda" / f"{Path(source).stem}-{key.hexdigest()[:16]}.cubin"
+    flags = nvcc_flags(arch, defines)
+    key = hashlib.sha256(text.encode() + " ".join(flags).encode() + _nvcc_version(nvcc).encode())
+    target = Path(cache_dir) / "cuda" / f"{name}-{key.hexdigest()[:16]}.cubin"
     if target.exists():
         return target.read_bytes()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "kernel.cubin"
-        done = subprocess.run([nvcc, *flags, "-o", str(out), str(KERNEL_DIR / source)],
+        out, src = Path(tmp) / "kernel.cubin", Path(tmp) / f"{name}.cu"
+        src.write_text(text)
+        done = subprocess.run([nvcc, *flags, "-o", str(out), str(src)],
                               capture_output=True, text=True)
         if done.returncode != 0:
-            raise CudaError(f"nvcc could not build {source}:\n{done.stderr.strip()}")
+            raise CudaError(f"nvcc could not build {name}:\n{done.stderr.strip()}")
         partial = target.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(out, partial)
         os.replace(partial, target)
     return target.read_bytes()
+
+
+def nvcc_flags(arch: str, defines: Sequence[str] = ()) -> list[str]:
+    """The flags of a kernel build for `arch`: machine code only (a cubin)."""
+    return [f"-gencode=arch=compute_{arch},code=sm_{arch}", "-O3", "-std=c++17", "-cubin",
+            *(f"-D{d}" for d in defines)]
 
 
 # ---- loading and launching ------------------------------------------------------------

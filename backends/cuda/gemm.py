@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build
+from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build, kernel_text
 
 SOURCE = "gemm_sm90.cu"
 ARCH = "90a"
@@ -27,6 +27,11 @@ WIDTHS = (256, 192)    # the tile widths (columns of C per block) there are kern
 # predicts (its smaller tiles load more per multiply-add)
 _NARROW_GAIN = 0.10
 _TYPES = {torch.float16: ("f16", TENSOR_MAP_F16), torch.bfloat16: ("bf16", TENSOR_MAP_BF16)}
+
+
+def hopper_source() -> str:
+    """The CUDA source of the Hopper kernel."""
+    return kernel_text(SOURCE)
 
 
 def unsupported(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *, device: bool = True,

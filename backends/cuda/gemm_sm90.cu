@@ -76,32 +76,9 @@ struct Layout {
   static constexpr int ACC = BN / 2;  // accumulator floats per consumer thread
 };
 
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+#include "sync.cuh"
 
 // ---- mbarriers -----------------------------------------------------------------
-
-__device__ __forceinline__ void barrier_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count));
-}
-
-__device__ __forceinline__ void barrier_expect_bytes(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred ready;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 ready, [%0], %1;\n"
-      "@!ready bra WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 
 // Arrive on the barrier at the same shared-memory offset in block `cta` of the cluster.
 __device__ __forceinline__ void barrier_arrive_in(uint32_t bar, uint32_t cta) {
@@ -113,19 +90,6 @@ __device__ __forceinline__ void barrier_arrive_in(uint32_t bar, uint32_t cta) {
       "}\n" ::"r"(bar),
       "r"(cta)
       : "memory");
-}
-
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile(
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;\n" ::
-          : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
 }
 
 __device__ __forceinline__ uint32_t cluster_id() {
@@ -160,13 +124,6 @@ __device__ __forceinline__ void copy_tile_to_cluster(uint32_t dst, const CUtenso
       ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(k), "r"(row), "h"(mask)
       : "memory");
-}
-
-__device__ __forceinline__ void store_tile(const CUtensorMap* map, uint32_t src, int col, int row) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(src), "r"(col), "r"(row)
-               : "memory");
 }
 
 __device__ __forceinline__ void named_barrier(uint32_t id, uint32_t threads) {

@@ -1,12 +1,13 @@
 """Recognise a lowered function that is a plain dense GEMM, ``out = lhs @ rhs^T``.
 
-The hand-written Hopper kernel (gemm_sm90.cu) may replace a function's Triton kernel only
-when the function computes exactly what that kernel computes. `match_gemm` reads the
-lowered IR and accepts one form, the one the lowering gives the GEMM of
-bench/kernels/gemm.co at any tile size:
+The hand-written kernels (the Hopper gemm_sm90.cu, the Blackwell gemm_sm100.cu) may replace
+a function's Triton kernel only when the function computes exactly what they compute.
+`match_gemm` reads the lowered IR and accepts one form, the one the lowering gives the GEMM
+of bench/kernels/gemm.co at any tile size:
 
 * one kernel launch and nothing else on the host; three global tensor parameters
-  lhs [M, K], rhs [N, K] and out [M, N] of one type, f16 or bf16, row-major;
+  lhs [M, K], rhs [N, K] and out [M, N] of one type, f16 or bf16, row-major (or
+  8-bit float operands, e4m3 or e5m2, and an f16 or bf16 output: the Blackwell kernel's);
 * every (block_m, block_n) tile of cdiv(M, TM) x cdiv(N, TN) visited once, in the
   lowering's grouped order (a persistent loop over the tiles or one program per tile);
 * in each tile: an f32 accumulator set to zero; one loop over cdiv(K, TK) steps that
@@ -26,6 +27,8 @@ from ...frontend.sema.symbolic import Sym
 from ..ir import nodes as ir
 
 _TYPES = {ir.DType.F16: "f16", ir.DType.BF16: "bf16"}
+# 8-bit operands (the tcgen05 kernel's .kind::f8f6f4) into an f16 or bf16 output
+_FP8 = {ir.DType.F8E4: "f8_e4m3", ir.DType.F8E5: "f8_e5m2"}
 
 
 class NotAGemm(Exception):
@@ -39,7 +42,12 @@ class GemmPlan:
     lhs: int
     rhs: int
     out: int
-    dtype: str  # "f16" or "bf16"
+    dtype: str  # of the operands: "f16" or "bf16" (or "f8_e4m3", "f8_e5m2")
+    output: str = ""  # of the output: "f16" or "bf16" ("": the operands' type)
+
+    def __post_init__(self) -> None:
+        if not self.output:
+            object.__setattr__(self, "output", self.dtype)
 
 
 def match_gemm(fn: ir.Function) -> GemmPlan:
@@ -86,15 +94,17 @@ def match_gemm(fn: ir.Function) -> GemmPlan:
             raise NotAGemm("an operand tile is not loaded at (block * tile, k * TK)")
     if not (_is_scaled(out_offsets[0], block_m, tm) and _is_scaled(out_offsets[1], block_n, tn)):
         raise NotAGemm("the output tile is not stored at (block_m * TM, block_n * TN)")
-    types = {loads["a"].dtype, loads["b"].dtype, cast.value.dtype}
-    if len(types) != 1 or next(iter(types)) not in _TYPES:
-        raise NotAGemm("the operands and the output are not all f16 or all bf16")
+    operand, output = loads["a"].dtype, cast.value.dtype
+    if loads["b"].dtype != operand or output not in _TYPES or (
+            operand != output and operand not in _FP8):
+        raise NotAGemm("the operands and the output are not all f16 or all bf16 (or 8-bit "
+                       "float operands into f16 or bf16)")
     names = [p.name for p in fn.params]
     positions = [names.index(d.tensor) if d.tensor in names else -1 for d in (lhs, rhs, out)]
     if -1 in positions or len(set(positions)) != 3 or any(
             fn.params[i].storage != "global" or fn.params[i].kind != "tensor" for i in positions):
         raise NotAGemm("the operands are not three distinct global tensor parameters")
-    return GemmPlan(*positions, dtype=_TYPES[next(iter(types))])
+    return GemmPlan(*positions, dtype={**_TYPES, **_FP8}[operand], output=_TYPES[output])
 
 
 # ---- the parts of the kernel ----------------------------------------------------------

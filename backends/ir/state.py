@@ -69,6 +69,9 @@ class Options:
     # "cuda": a function that is a plain dense GEMM runs the hand-written Hopper kernel
     # (backends/cuda) where the GPU and the arguments suit it, its Triton kernel elsewhere
     backend: str = "triton"
+    # backend="cuda" with target sm_100: the tcgen05 GEMM on one CTA per 128 x 256 tile (1)
+    # or on a CTA pair per 256 x 256 tile (2)
+    cta_group: int = 1
 
     @property
     def descriptor_maker(self) -> str | None:

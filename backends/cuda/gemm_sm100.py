@@ -1,0 +1,231 @@
+"""The Blackwell (sm_100a) GEMM of gemm_sm100.cu: its generated source and a callable.
+
+`Sm100Config` names one kernel (operand and output types, ``cta_group``, tile width);
+`source(config)` is its CUDA source: a configuration computed by tcgen05.py (instruction
+and shared-memory descriptors, tensor-memory columns), the epilogue's address functions
+(`EPILOGUE`, which `epilogue_writes` evaluates in Python for the tests), then the body of
+gemm_sm100.cu. `BlackwellGemm(config)(a, b, out)` computes out = a @ b.T on an sm_100 GPU.
+
+Nothing here has run on Blackwell hardware: the source is compiled by nvcc for sm_100a in
+the tests and its constants and addressing are checked on the CPU (see the README).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import tcgen05
+from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build_text, kernel_text
+
+BODY = "gemm_sm100.cu"
+ARCH = "100a"
+CAPABILITY = (10, 0)  # the GPUs an sm_100a binary runs on
+TENSOR_MAP_U8 = 0
+SHARED_LIMIT = 227 * 1024
+# bytes per element and the tensor-map type of each operand or output type
+_TYPES = {"f16": (2, TENSOR_MAP_F16), "bf16": (2, TENSOR_MAP_BF16),
+          "f8_e4m3": (1, TENSOR_MAP_U8), "f8_e5m2": (1, TENSOR_MAP_U8)}
+
+
+@dataclass(frozen=True)
+class Sm100Config:
+    """One sm_100a GEMM kernel: A and B of type ``operand`` (f16, bf16: ``.kind::f16``;
+    f8_e4m3, f8_e5m2: ``.kind::f8f6f4``), C of type ``output`` (f16 or bf16), a tile of
+    128 x ``tile_n`` per CTA (``cta_group`` 1) or 256 x ``tile_n`` per CTA pair (2)."""
+
+    operand: str = "f16"
+    output: str = "f16"
+    cta_group: int = 1
+    tile_n: int = 256
+
+    def __post_init__(self) -> None:
+        if self.operand not in _TYPES or self.output not in ("f16", "bf16"):
+            raise tcgen05.DescriptorError(f"a GEMM of {self.operand} operands into "
+                                          f"{self.output}")
+        if self.tile_n % 64:
+            raise tcgen05.DescriptorError(f"tile width {self.tile_n}: the epilogue stores "
+                                          "boxes of 64 columns")
+        tcgen05.check_shape(self.kind, self.mma_m, self.tile_n, self.cta_group)
+
+    @property
+    def kind(self) -> tcgen05.Kind:
+        return tcgen05.Kind.F16 if self.operand in ("f16", "bf16") else tcgen05.Kind.F8F6F4
+
+    @property
+    def mma_m(self) -> int:
+        """M of one instruction: 128 rows per CTA."""
+        return 128 * self.cta_group
+
+    @property
+    def operand_bytes(self) -> int:
+        return _TYPES[self.operand][0]
+
+    @property
+    def idesc(self) -> int:
+        return tcgen05.instruction_descriptor(self.kind, self.operand, self.operand, "f32",
+                                              self.mma_m, self.tile_n,
+                                              cta_group=self.cta_group)
+
+    @property
+    def tmem_columns(self) -> int:
+        return tcgen05.tmem_columns(self.tile_n, m=self.mma_m, cta_group=self.cta_group)
+
+    @property
+    def stage_bytes(self) -> int:
+        """A stage: 128 rows of A and tile_n / cta_group rows of B, 128 bytes of K each."""
+        return (128 + self.tile_n // self.cta_group) * 128
+
+    @property
+    def stages(self) -> int:
+        """As many stages as fit beside the epilogue's boxes and the barriers."""
+        room = SHARED_LIMIT - 4 * 32 * 128 - 1024 - 256
+        return min(8, room // self.stage_bytes)
+
+    @property
+    def box_k(self) -> int:
+        """Elements of K per stage (one 128-byte swizzled row)."""
+        return 128 // self.operand_bytes
+
+
+# The epilogue's address arithmetic, written once: emitted as the kernel's functions and
+# evaluated by `epilogue_writes` (C integer expressions: '/' divides, rounding down).
+# q: the quarter of tensor memory a warp reaches (its lanes 32q..32q+31); t: its lane;
+# c: the 64-column box; h: the half of the box one 32-column load reads; j: a column of
+# that load; unit: a 16-byte unit of the box's 128-byte row.
+EPILOGUE: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("epi_quarter", ("warp",), "warp % 4"),
+    ("epi_load_lane", ("q",), "32 * q"),
+    ("epi_load_column", ("c", "h"), "64 * c + 32 * h"),
+    ("epi_unit", ("h", "j"), "(32 * h + j) / 8"),
+    ("epi_unit_offset", ("t", "unit"), "t * 128 + ((unit ^ (t % 8)) * 16)"),
+    ("epi_box_column", ("c",), "64 * c"),
+    ("epi_box_row", ("q",), "32 * q"),
+)
+EPILOGUE_WARPS = range(2, 6)
+
+
+def source(config: Sm100Config) -> str:
+    """The CUDA source of the kernel for ``config`` (``extern "C" croq_gemm_sm100``)."""
+    smem = tcgen05.k_major_sw128_descriptor(0)
+    functions = "\n".join(
+        f"__device__ __forceinline__ uint32_t {name}"
+        f"({', '.join(f'uint32_t {p}' for p in params)}) {{ return {expr}; }}"
+        for name, params, expr in EPILOGUE)
+    head = f"""\
+// Generated by croqtile for sm_100a: {config.operand} x {config.operand} -> {config.output},
+// cta_group::{config.cta_group}, tiles of {config.mma_m} x {config.tile_n}.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define CTA_GROUP {config.cta_group}
+#define KIND "{config.kind.value}"
+constexpr int BN = {config.tile_n};
+constexpr int STAGES = {config.stages};
+constexpr int IN_BYTES = {config.operand_bytes};
+constexpr int MMA_K = {config.kind.k};
+constexpr bool OUT_BF16 = {"true" if config.output == "bf16" else "false"};
+// instruction descriptor: {config.operand} A and B, f32 D, K-major, M = {config.mma_m}, N = {config.tile_n}
+constexpr uint32_t IDESC = {config.idesc:#010x}u;
+// shared-memory descriptor of a K-major 128-byte-swizzled tile, without its address
+constexpr uint64_t SMEM_DESC = {smem:#018x}ull;
+constexpr uint32_t TMEM_COLS = {config.tmem_columns};
+
+namespace {{
+{functions}
+}}  // namespace
+
+"""
+    return head + kernel_text(BODY)
+
+
+# ---- the epilogue, mirrored ------------------------------------------------------------
+
+def _functions() -> dict[str, Any]:
+    return {name: compile(f"lambda {', '.join(params)}: {expr.replace('/', '//')}",
+                          name, "eval") for name, params, expr in EPILOGUE}
+
+
+def epilogue_writes(config: Sm100Config, rank: int = 0) -> Iterator[
+        tuple[tcgen05.TmemCell, tuple[int, int]]]:
+    """Every accumulator element the epilogue of CTA ``rank`` stores: the tensor-memory
+    cell it reads and the element (row, column) of the tile of C (of the CTA pair) it
+    writes, from `EPILOGUE` and the semantics of the instructions it feeds:
+    ``tcgen05.ld.32x32b.x32`` (thread t reads lane base + t, register j column base + j),
+    the 16-byte shared stores of 8 consecutive columns, and the bulk store of a 32 x 64
+    box in the 128-byte swizzle (16-byte unit u of box row r lands at unit u ^ (r % 8))."""
+    fn = {name: eval(code, {"__builtins__": {}}) for name, code in _functions().items()}
+    for warp in EPILOGUE_WARPS:
+        q = fn["epi_quarter"](warp)
+        for t in range(32):
+            for c in range(config.tile_n // 64):
+                for h in range(2):
+                    lane, column = fn["epi_load_lane"](q) + t, fn["epi_load_column"](c, h)
+                    for j in range(32):
+                        first = j - j % 8
+                        at = fn["epi_unit_offset"](t, fn["epi_unit"](h, first)) + 2 * (j % 8)
+                        box_row, unit = at // 128, (at % 128) // 16
+                        element = (unit ^ (box_row % 8)) * 8 + (at % 16) // 2
+                        row = 128 * rank + fn["epi_box_row"](q) + box_row
+                        col = fn["epi_box_column"](c) + element
+                        yield tcgen05.TmemCell(rank, lane, column + j), (row, col)
+
+
+# ---- the callable ----------------------------------------------------------------------
+
+def unsupported(a: Any, b: Any, out: Any, config: Sm100Config) -> str | None:
+    """Why the kernel of ``config`` cannot compute out = a @ b.T for these torch tensors
+    (shapes, types, alignment; the device is the caller's check), or None."""
+    names = {"f16": "float16", "bf16": "bfloat16", "f8_e4m3": "float8_e4m3fn",
+             "f8_e5m2": "float8_e5m2"}
+    if any(str(t.dtype) != f"torch.{names[d]}" for t, d in
+           ((a, config.operand), (b, config.operand), (out, config.output))):
+        return (f"the element types are not {config.operand} operands and a "
+                f"{config.output} output")
+    if any(t.dim() != 2 for t in (a, b, out)):
+        return "a tensor is not a matrix"
+    (m, k), (n, k_b) = a.shape, b.shape
+    if k_b != k or tuple(out.shape) != (m, n) or min(m, n, k) == 0:
+        return "the shapes do not form a GEMM"
+    if (k * config.operand_bytes) % 16 or (n * 2) % 16:
+        return "rows of A, B and C must be multiples of 16 bytes"
+    return None
+
+
+class BlackwellGemm:
+    """The kernel of one `Sm100Config`, loaded on the current device."""
+
+    def __init__(self, config: Sm100Config, cache_dir: Path, nvcc: str | None = None):
+        import torch
+
+        torch.empty(1, device="cuda")  # makes the device's primary context current
+        self.config = config
+        self.device = torch.cuda.current_device()
+        module = Module(build_text("gemm_sm100", source(config), ARCH, cache_dir, nvcc=nvcc))
+        self.kernel = module.kernel("croq_gemm_sm100", module.int_global("croq_gemm_sm100_threads"),
+                                    module.int_global("croq_gemm_sm100_smem_bytes"))
+
+    def __call__(self, a: Any, b: Any, out: Any) -> None:
+        import torch
+
+        if torch.cuda.current_device() != self.device:
+            with torch.cuda.device(self.device):
+                return self(a, b, out)
+        config = self.config
+        (m, k), n = a.shape, b.shape[0]
+        kind = _TYPES[config.operand][1]
+        map_a = TensorMap(a.data_ptr(), kind, m, k, k * a.element_size(), 128, config.box_k)
+        map_b = TensorMap(b.data_ptr(), kind, n, k, k * b.element_size(),
+                          config.tile_n // config.cta_group, config.box_k)
+        map_c = TensorMap(out.data_ptr(), _TYPES[config.output][1], m, n, n * 2, 32, 64)
+        rows = 128 * config.cta_group
+        tiles = -(-m // rows) * -(-n // config.tile_n)
+        params = [map_a.address, map_b.address, map_c.address,
+                  ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+        stream = torch.cuda.current_stream(a.device).cuda_stream
+        self.kernel.launch(tiles * config.cta_group, stream, params)
