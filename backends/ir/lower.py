@@ -24,6 +24,7 @@ from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import apply, builtins, dma, loops, mma
 from . import build as b
+from . import coverage
 from . import nodes as ir
 from .assign import Assignments
 from .control import Control
@@ -56,6 +57,7 @@ class FunctionLowering(FunctionState):
     def _lower(self) -> ir.Function:
         node = self.fn.node
         self.host_params()
+        self.written_first = coverage.written_before_read(self.fn)
         pending: list[ast.Stmt] = []
         for stmt in node.body.stmts:
             if _touches_data(stmt):
@@ -219,7 +221,8 @@ class FunctionLowering(FunctionState):
             fill = _literal_value(var.init, info)
             if fill is None:
                 raise unsupported(var.init.span, "a buffer initialiser that is not a constant")
-        self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span))
+        self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span,
+                                      written_first=sym in self.written_first))
 
 
 def _from_scalars(expr: ast.Expr) -> bool:

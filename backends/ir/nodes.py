@@ -419,8 +419,11 @@ class HostAlloc:
     name: str
     shape: tuple[Sym, ...]
     dtype: str  # torch dtype attribute name
-    fill: float | int | None
+    fill: float | int | None  # None: zeros, unless ``written_first``
     span: Span | None = None
+    # the first kernel writes every element before anything reads it (coverage.py): the
+    # buffer is made without a fill
+    written_first: bool = False
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,8 @@ class FunctionState:
         self.kernels: list[ir.Kernel] = []
         self.written: set[str] = set()
         self.params: list[ir.HostParam] = []
+        # buffers the first kernel writes in full before any read (coverage.py): no fill
+        self.written_first: set[Symbol] = set()
 
     def fresh_tensor(self, base: str) -> str:
         """A host tensor name no parameter or buffer uses (scratch memory)."""

@@ -515,7 +515,10 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
         if isinstance(stmt, ir.HostAlloc):
             shape = ", ".join(render_sym(s) for s in stmt.shape)
             shape = f"({shape},)" if len(stmt.shape) == 1 else f"({shape})"
-            if stmt.fill is None:
+            if stmt.fill is None and stmt.written_first:
+                w.line(f"{host_name(stmt.name)} = torch.empty({shape}, dtype=torch.{stmt.dtype}, "
+                       "device=device)")
+            elif stmt.fill is None:
                 w.line(f"{host_name(stmt.name)} = torch.zeros({shape}, dtype=torch.{stmt.dtype}, "
                        "device=device)")
             else:

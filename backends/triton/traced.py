@@ -53,6 +53,12 @@ class _HostTorch:
         return TracedTensor(torch.zeros(*args, **kwargs))
 
     @staticmethod
+    def empty(*args: Any, **kwargs: Any) -> TracedTensor:
+        import torch
+
+        return TracedTensor(torch.empty(*args, **kwargs))
+
+    @staticmethod
     def full(*args: Any, **kwargs: Any) -> TracedTensor:
         import torch
 

@@ -4,7 +4,8 @@
 
 A call the kernels do not cover runs torch's own function instead, so that the result is
 never wrong: ``uncovered_*`` say why for each function (``None`` when a kernel runs).
-Tensors are passed contiguous (a copy when they are not).
+Tensors are passed contiguous (a copy when they are not), except attention's q, k and v,
+read in place when their last dimension is dense.
 """
 
 from __future__ import annotations
@@ -165,7 +166,10 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_t = torch.full((1,), sm_scale * kernels.LOG2E, dtype=acc, device=q.device)
     op = kernels.attention_op(element, d, attn_mask is not None, kernels.device_kind(q))
-    args = [q.contiguous(), k.contiguous(), v.contiguous()]
+    # strided heads (a model's [B, L, H, D] projections transposed to [B, H, L, D]) are
+    # read in place: the kernel takes the strides; only a last dimension that is not
+    # dense is copied
+    args = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
     if attn_mask is not None:
         mb, mh = _mask_shape(attn_mask, b, h, length, keys)  # type: ignore[misc]
         mask = attn_mask

@@ -61,6 +61,24 @@ def test_attention_large_head_dimensions(d: int) -> None:
     check(*qkv(1, 2, 1, 33, 40, d, torch.bfloat16), enable_gqa=True)
 
 
+def test_heads_transposed_from_sequence_major_tensors() -> None:
+    """A model's projections are [B, L, H, D] viewed as [B, H, L, D] (strided, last
+    dimension dense): the kernels read them in place, forward and backward."""
+    b, h, hkv, length, d = 1, 4, 2, 37, 64
+    q, k, v = (random((b, length, heads, d), torch.float32).transpose(1, 2).requires_grad_()
+               for heads in (h, hkv, hkv))
+    assert not q.is_contiguous()
+    check(q, k, v, is_causal=True, enable_gqa=True)
+    do = random((b, h, length, d), torch.float32)
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True), leaves,
+                                   do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
+
+
 def test_a_boolean_mask_with_fully_masked_rows() -> None:
     """Broadcast over the batch ([H, L, S]); rows with no key give 0, as torch's do."""
     q, k, v = qkv(2, 2, 2, 40, 45, 64, torch.float32)
