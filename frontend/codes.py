@@ -63,6 +63,10 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0116", E, "'{name}' is a reserved word and cannot be used as a name"),
     Code("CQ0117", E, "{what} is too large: more than {limit} tokens",
          "split the work into smaller __co__ functions or several sources"),
+    Code("CQ0118", E, "'{name}' is called outside the scope of `#pragma croq intrinsic {kind} "
+                      "{declared}`",
+         "a pragma inside braces (a function, a block) holds until the closing brace: call "
+         "the intrinsic there, repeat the pragma here, or put it at file scope"),
     # --- names, types, scalars -------------------------------------------------------
     Code("CQ0201", E, "symbol '{name}' is used before declaration"),
     Code("CQ0202", E, "symbol '{name}' has been declared already"),
