@@ -8,14 +8,12 @@ references with more tiles than blocks, so blocks run several tiles and some rou
 
 from __future__ import annotations
 
-import warnings
 
 import pytest
 import torch
 
-import croqtile
 
-from .checks import DEVICES, assert_close, poison, random
+from .checks import DEVICES, assert_close, compile_clean, line_of, only_error, poison, random
 
 # Two consumer warpgroups, each multiplying half of a 2*BM-row A tile.
 PERSISTENT = """\
@@ -123,23 +121,6 @@ __co__ void persistent_fp8(global f8_e4m3 [M, K] lhs, global f32 [M, KB] sa,
 """
 
 
-def _compile(text: str) -> croqtile.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", croqtile.CompileWarning)  # the kernels are clean
-        return croqtile.compile(text)
-
-
-def _diagnostic(text: str) -> croqtile.Diagnostic:
-    with pytest.raises(croqtile.CompileError) as info:
-        croqtile.compile(text)
-    [diag] = [d for d in info.value.diagnostics if d.severity == "error"]
-    return diag
-
-
-def _line_of(text: str, fragment: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)
-
-
 # 6 tiles over 4 blocks (K: 4 steps through 2 slots); 4 tiles over 3 blocks (K: 5 steps
 # through 3 slots).
 @pytest.mark.parametrize("device", DEVICES)
@@ -148,7 +129,7 @@ def test_persistent_ring_gemm(device: str) -> None:
     lhs = random((m, k), torch.float16, device)
     rhs = random((n, k), torch.float16, device)
     out = poison(torch.empty((m, n), dtype=torch.float32, device=device))
-    assert _compile(PERSISTENT).persistent_gemm(lhs, rhs, out) is None
+    assert compile_clean(PERSISTENT).persistent_gemm(lhs, rhs, out) is None
     assert_close(out, lhs.double() @ rhs.double().T, torch.float32, 1e-5)
 
 
@@ -172,13 +153,13 @@ def test_persistent_blockscaled_fp8(device: str) -> None:
     sa = (torch.rand((m, k // 128)) + 0.5).to(device)
     sb = (torch.rand((n // 128, k // 128)) + 0.5).to(device)
     out = poison(torch.empty((m, n), dtype=torch.float32, device=device))
-    assert _compile(BLOCKSCALED).persistent_fp8(lhs, sa, rhs, sb, out) is None
+    assert compile_clean(BLOCKSCALED).persistent_fp8(lhs, sa, rhs, sb, out) is None
     assert_close(out.cpu(), _blockscaled_reference(lhs, sa, rhs, sb), torch.float32, 1e-5)
 
 
 def test_each_tile_is_one_pipelined_loop() -> None:
     """The release adds no code; each tile runs one loop of the ring's depth."""
-    source = _compile(PERSISTENT).persistent_gemm.triton_source
+    source = compile_clean(PERSISTENT).persistent_gemm.triton_source
     assert source.count("num_stages=2)") == 1
     assert "round == 0" not in source
     assert source.count("tl.dot(") == 1
@@ -203,10 +184,10 @@ IRREGULAR = {
 def test_other_guarded_releases_are_rejected(case: str) -> None:
     new, line, message = IRREGULAR[case]
     text = PERSISTENT.replace(RELEASE, new)
-    diag = _diagnostic(text)
+    diag = only_error(text)
     assert diag.code == "CQ0755", diag.render()
     assert message in diag.message
-    assert diag.line == _line_of(text, line), diag.render()
+    assert diag.line == line_of(text, line), diag.render()
 
 
 def test_a_guarded_release_after_the_loop_is_rejected() -> None:
@@ -215,6 +196,6 @@ def test_a_guarded_release_after_the_loop_is_rejected() -> None:
     assert release in PERSISTENT
     text = PERSISTENT.replace(release, "").replace(
         "            mma.store acc,", release + "            mma.store acc,")
-    diag = _diagnostic(text)
-    assert (diag.code, diag.line) == ("CQ0755", _line_of(text, RELEASE)), diag.render()
+    diag = only_error(text)
+    assert (diag.code, diag.line) == ("CQ0755", line_of(text, RELEASE)), diag.render()
     assert "before the role's pipelined loop" in diag.message
