@@ -295,7 +295,8 @@ _TABLE: tuple[Code, ...] = (
          "a ring: one producer role `foreach {{k}} in [n] {{ wait empty.at(k); <copies into "
          "ring[k % S]>; trigger full.at(k); }}` and consumer roles that release every slot "
          "of `empty` and then `foreach {{k}} in [n] {{ wait full.at(k); <use ring[k % S]>; "
-         "trigger empty.at(k); }}`"),
+         "trigger empty.at(k); }}` (in a persistent loop the release may sit under "
+         "`if (i == 0)`, i the loop's variable)"),
     Code("CQ0756", E, "'wait' on '{name}' would never return: {reason}",
          "trigger the event (in another role, or earlier) before it is waited for"),
     # --- internal -------------------------------------------------------------------

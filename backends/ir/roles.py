@@ -22,7 +22,10 @@ are dropped. Two shapes have such an order:
   turn into loads inside a ``tl.range(..., num_stages=S)`` loop, so Triton's software
   pipeliner recovers the overlap the roles expressed.
 
-Anything else (events in nested control flow, a producer that is not ahead of its
+In a persistent loop (one block running several tiles) the consumers may release the
+ring under ``if (i == 0)``, ``i`` the loop's variable; see ``_is_guarded_release``.
+
+Anything else (other events in nested control flow, a producer that is not ahead of its
 consumers by exactly the ring, orders that do not follow the loop) is CQ0755, with the
 supported shapes in the hint.
 """
