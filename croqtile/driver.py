@@ -25,6 +25,7 @@ from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
 from .frontend.diagnostics import Diagnostic, Reporter
 from .frontend.lexer import gc_paused
+from .frontend.intrinsics import check_scopes
 from .frontend.parser import parse_program, recursion_headroom
 from .frontend.preprocessor import preprocess
 from .frontend.regions import find_co_functions
@@ -185,6 +186,7 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
         reporter.report("CQ0112", Span(0, 0))
     program: ast.Program = stage("parse", parse_program, pp.text,
                                  [(r.start, r.end) for r in regions], reporter)
+    stage("intrinsics", check_scopes, program, pp.text, pp.intrinsics, reporter)
     reporter.raise_if_errors()
     target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
     checked = stage("check", Checker(reporter, target).check_program, program)

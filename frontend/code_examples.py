@@ -3133,6 +3133,28 @@ __co__ void big(global s32 [4] x) {
 """,
         message="this __co__ function is too large: more than 100,000 tokens",
     ),
+    "CQ0118": Example(
+        bad="""\
+__co__ void flush(global f32 [64] x) {
+  parallel p by 1 : block {
+    #pragma croq intrinsic prefix vendor_
+    vendor_prefetch(x);
+  }
+  vendor_flush();
+}
+""",
+        fixed="""\
+__co__ void flush(global f32 [64] x) {
+  #pragma croq intrinsic prefix vendor_
+  parallel p by 1 : block {
+    vendor_prefetch(x);
+  }
+  vendor_flush();
+}
+""",
+        message="'vendor_flush' is called outside the scope of `#pragma croq intrinsic prefix "
+                "vendor_`",
+    ),
     "CQ0437": Example(
         bad="""\
 __co__ void stage(global f16 [2, 2, 2, 2, 4, 8] x, global f16 [2, 2, 2, 2, 4, 8] y) {
@@ -3188,6 +3210,8 @@ UNTRIGGERABLE: dict[str, str] = {
 
 # What each code means, in a sentence or two (the reference's "what it means" line).
 MEANINGS: dict[str, str] = {
+    "CQ0118": "An intrinsic prefix or namespace declared by `#pragma croq intrinsic` inside "
+              "braces holds only until the closing brace, as in the reference compiler.",
     "CQ0316": "Arithmetic on whole spanned data works element by element, so both sides need the same shape.",
     "CQ0437": "The tensor memory accelerator copies boxes of one to five dimensions.",
     "CQ0117": (

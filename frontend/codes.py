@@ -63,6 +63,10 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0116", E, "'{name}' is a reserved word and cannot be used as a name"),
     Code("CQ0117", E, "{what} is too large: more than {limit} tokens",
          "split the work into smaller __co__ functions or several sources"),
+    Code("CQ0118", E, "'{name}' is called outside the scope of `#pragma croq intrinsic {kind} "
+                      "{declared}`",
+         "a pragma inside braces (a function, a block) holds until the closing brace: call "
+         "the intrinsic there, repeat the pragma here, or put it at file scope"),
     # --- names, types, scalars -------------------------------------------------------
     Code("CQ0201", E, "symbol '{name}' is used before declaration"),
     Code("CQ0202", E, "symbol '{name}' has been declared already"),
@@ -291,7 +295,8 @@ _TABLE: tuple[Code, ...] = (
          "a ring: one producer role `foreach {{k}} in [n] {{ wait empty.at(k); <copies into "
          "ring[k % S]>; trigger full.at(k); }}` and consumer roles that release every slot "
          "of `empty` and then `foreach {{k}} in [n] {{ wait full.at(k); <use ring[k % S]>; "
-         "trigger empty.at(k); }}`"),
+         "trigger empty.at(k); }}` (in a persistent loop the release may sit under "
+         "`if (i == 0)`, i the loop's variable)"),
     Code("CQ0756", E, "'wait' on '{name}' would never return: {reason}",
          "trigger the event (in another role, or earlier) before it is waited for"),
     # --- internal -------------------------------------------------------------------

@@ -23,6 +23,18 @@ class Preprocessed:
 
     text: str
     source_map: SourceMap
+    # ``#pragma croq intrinsic prefix|namespace NAME`` lines, in order (intrinsics.py)
+    intrinsics: tuple[IntrinsicPragma, ...] = ()
+
+
+@dataclass(frozen=True)
+class IntrinsicPragma:
+    """``#pragma croq intrinsic <kind> <name>``: calls to names with this prefix (or in
+    this namespace) are intrinsics from here to the end of the enclosing braces."""
+
+    kind: str  # "prefix" | "namespace"
+    name: str
+    offset: int  # start of the (blanked) pragma line in the preprocessed text
 
 
 def preprocess(source: Source, reporter: Reporter,
@@ -312,6 +324,7 @@ class _Output:
         self.length = 0
         self.segments: list[Segment] = []
         self.line_directives: list[LineDirective] = []
+        self.intrinsics: list[IntrinsicPragma] = []
 
     def verbatim(self, text: str, start: int, end: int) -> None:
         if end > start:
@@ -347,7 +360,8 @@ class _Output:
             # of the source.
             segments.append(Segment(self.length, end, end, True))
         return Preprocessed("".join(self.parts),
-                            SourceMap(source, segments, self.line_directives))
+                            SourceMap(source, segments, self.line_directives),
+                            tuple(self.intrinsics))
 
 
 # ----------------------------------------------------------------------------------------
@@ -727,7 +741,14 @@ class _Preprocessor:
             self.macros.pop(args[0].text, None)
 
     def _pragma(self, args: list[_Tok]) -> None:
-        """``push_macro("M")`` saves M's definition (or its absence); ``pop_macro`` restores it."""
+        """``push_macro("M")`` saves M's definition (or its absence); ``pop_macro`` restores it.
+        ``croq intrinsic prefix|namespace NAME`` (``choreo`` is the older spelling) is
+        recorded with where it is in the output."""
+        words = [a.text for a in args]
+        if len(words) == 4 and words[0] in ("croq", "choreo") and words[1] == "intrinsic" \
+                and words[2] in ("prefix", "namespace") and args[3].kind == "id":
+            self.out.intrinsics.append(IntrinsicPragma(words[2], words[3], self.out.length))
+            return
         if (len(args) < 4 or args[0].text not in ("push_macro", "pop_macro")
                 or args[1].text != "(" or args[2].kind != "str" or args[3].text != ")"):
             return

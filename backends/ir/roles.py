@@ -22,7 +22,10 @@ are dropped. Two shapes have such an order:
   turn into loads inside a ``tl.range(..., num_stages=S)`` loop, so Triton's software
   pipeliner recovers the overlap the roles expressed.
 
-Anything else (events in nested control flow, a producer that is not ahead of its
+In a persistent loop (one block running several tiles) the consumers may release the
+ring under ``if (i == 0)``, ``i`` the loop's variable; see ``_is_guarded_release``.
+
+Anything else (other events in nested control flow, a producer that is not ahead of its
 consumers by exactly the ring, orders that do not follow the loop) is CQ0755, with the
 supported shapes in the hint.
 """
@@ -264,11 +267,16 @@ def _role(kl: KernelState, number: int, node: ast.InThreads) -> Role | None:
              and _has_events(kl, s.body) and not _is_release_loop(kl, s)]
     for stmt in stmts:
         if not isinstance(stmt, ast.Foreach) and not _is_event_stmt(kl, stmt) and \
+                not _is_guarded_release(kl, stmt) and \
                 any(_is_event_stmt(kl, s) for s in iter_stmts(_as_block(stmt))):
             raise _shape(stmt.span, "events inside nested control flow of a role")
     if len(loops) > 1:
         raise _shape(stmts[loops[1]].span, "a role may have one loop that waits or "
                                            "triggers events")
+    guarded = [s for s in stmts if _is_guarded_release(kl, s)]
+    if guarded and (not loops or stmts.index(guarded[0]) > loops[0]):
+        raise _shape(guarded[0].span, "a release under `if (i == 0)` must come before the "
+                                      "role's pipelined loop")
     if not loops:
         return Role(number, node, mask, narrowed, stmts, None, [])
     at = loops[0]
@@ -375,6 +383,43 @@ def _is_release_loop(kl: KernelState, stmt: ast.Foreach) -> bool:
                                and _is_event_stmt(kl, s) for s in inner)
 
 
+def _is_guarded_release(kl: KernelState, stmt: ast.Stmt) -> bool:
+    """``if (i == 0) { <release loops or triggers> }``, ``i`` the variable of an enclosing
+    loop that starts at 0: the ring's first use releases its slots, and every later
+    iteration of that loop finds them as the previous iteration's pipelined loop left
+    them. That is the released state again, because a ring loop waits for and triggers
+    each slot equally often (``_check_ring``). So the release is counted once, as if it
+    were unconditional, and the condition produces no code (events carry no data). The
+    roles are taken to be reached on the enclosing loop's first iteration, as the
+    protocol needs on the GPU."""
+    if not isinstance(stmt, ast.If) or stmt.other is not None:
+        return False
+    inner = [s for s in stmt.then.stmts if not isinstance(s, ast.Empty)]
+    if not inner or not all(
+            (isinstance(s, ast.Foreach) and _is_release_loop(kl, s)) or
+            (isinstance(s, ast.TriggerStmt) and not s.after and _is_event_stmt(kl, s))
+            for s in inner):
+        return False
+    found = _first_iteration(kl, stmt.cond)
+    return found is not None
+
+
+def _first_iteration(kl: KernelState, cond: ast.Expr) -> Symbol | None:
+    """The loop variable ``cond`` tests for its first value (``i == 0``), or None."""
+    found = _interval(kl, cond)
+    if found is None or found[1:] != (0, 1) or not \
+            (isinstance(cond, ast.Binary) and cond.op == "=="):
+        return None
+    sym = found[0]
+    for infos in kl.fn.loops.values():
+        for info in infos:
+            for i, var in enumerate(info.vars):
+                if var is sym and not any(part[i] if i < len(part) else None
+                                          for part in (info.lower, info.upper, info.step)):
+                    return sym
+    return None
+
+
 class _RoleScope:
     """Statements lowered inside it run on the role's lanes only."""
 
@@ -448,6 +493,11 @@ def _step(kl: KernelState, ledger: Ledger, role: Role, stmt: ast.Stmt,
     """Run one statement of a role; False when it is a wait that must wait longer."""
     if isinstance(stmt, ast.Foreach) and _is_release_loop(kl, stmt):
         _release(kl, ledger, role, stmt)
+        return True
+    if _is_guarded_release(kl, stmt):
+        for inner in stmt.then.stmts:  # type: ignore[attr-defined]
+            if not isinstance(inner, ast.Empty):
+                _step(kl, ledger, role, inner, evaluated)
         return True
     if isinstance(stmt, ast.TriggerStmt) and _is_event_stmt(kl, stmt):
         for ref in _waits(kl, stmt):

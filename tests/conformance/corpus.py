@@ -20,6 +20,7 @@ from pathlib import Path
 from .lit import Directive, RunLine, directives, run_lines
 from .locate import Expectation, Role, expectations, roles
 from .source import SourceFile
+from .verified import apply as apply_verified
 
 # tests/<dir> folders holding negative programs, in report order.
 SOURCES: tuple[str, ...] = (
@@ -147,7 +148,8 @@ def build_program(path: Path, rel: str, category: str, lines: list[str], runs: l
     if not says_error and any(flag.startswith("-pa=") for run in runs for flag in run.flags):
         return "analysis report (exits non-zero by design; expects no error)"
     program = Program(path, rel, category, defines, runs, found)
-    program.expectations = expectations(found, source, negated, use_warnings=not has_error)
+    program.expectations = apply_verified(
+        rel, program.variant, expectations(found, source, negated, use_warnings=not has_error))
     classify(program)
     return program
 

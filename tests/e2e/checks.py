@@ -141,3 +141,23 @@ def close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype,
         return
     assert torch.equal(torch.isnan(out.double()), unwritten), "written elements differ"
     assert_close(out[~unwritten], ref[~unwritten], dtype, tolerance)
+
+
+def compile_clean(text: str, **defines: int) -> croqtile.Module:
+    """Compile ``text``, turning any compile warning into a failure (the kernel is clean)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", croqtile.CompileWarning)
+        return croqtile.compile(text, defines=defines or None)
+
+
+def only_error(text: str) -> croqtile.Diagnostic:
+    """The one error compiling ``text`` raises."""
+    with pytest.raises(croqtile.CompileError) as info:
+        croqtile.compile(text)
+    [diag] = [d for d in info.value.diagnostics if d.severity == "error"]
+    return diag
+
+
+def line_of(text: str, fragment: str) -> int:
+    """The 1-based number of the first line of ``text`` that contains ``fragment``."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)

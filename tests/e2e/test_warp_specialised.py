@@ -8,16 +8,14 @@ the deadlock they cause)."""
 from __future__ import annotations
 
 import re
-import warnings
 
 import pytest
 import torch
 
-import croqtile
 from croqtile.backends.reference import InterpretError, interpret_source
 
 from ..backends.sm90 import HAVE_CUDA_BACKEND, assert_compiles_for_sm90
-from .checks import DEVICES, assert_close, poison, random
+from .checks import DEVICES, assert_close, compile_clean, line_of, only_error, poison, random
 
 # One producer warpgroup fills a ring of STAGES tile pairs with TMA; one consumer
 # warpgroup multiplies them. The ring is freed up front, then each side waits for the
@@ -255,12 +253,6 @@ GEMMS = {"one_consumer": ONE_CONSUMER, "two_consumers": TWO_CONSUMERS,
 SHAPES = {"tiles": (128, 128, 256), "tails": (100, 72, 200)}
 
 
-def _compile(text: str, **defines: int) -> croqtile.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", croqtile.CompileWarning)  # the kernels are clean
-        return croqtile.compile(text, defines=defines or None)
-
-
 def _operands(shape: tuple[int, int, int], device: str = "cpu"):
     m, n, k = shape
     lhs = random((m, k), torch.float16, device)
@@ -281,7 +273,7 @@ def _reference(lhs: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("name", GEMMS)
 def test_warp_specialised_gemm(device: str, name: str, shape: tuple[int, int, int]) -> None:
     lhs, rhs, out = _operands(shape, device)
-    assert _compile(GEMMS[name]).ws_gemm(lhs, rhs, out) is None
+    assert compile_clean(GEMMS[name]).ws_gemm(lhs, rhs, out) is None
     assert_close(out, _reference(lhs, rhs), torch.float32, 1e-5)
 
 
@@ -289,7 +281,7 @@ def test_warp_specialised_gemm(device: str, name: str, shape: tuple[int, int, in
 def test_ring_depth_is_the_pipeline_depth(stages: int) -> None:
     """The roles become one loop with the ring's depth as its software-pipeline depth;
     the events are gone and the copies are loads inside that loop."""
-    mod = _compile(ONE_CONSUMER, STAGES=stages)
+    mod = compile_clean(ONE_CONSUMER, STAGES=stages)
     source = mod.ws_gemm.triton_source
     loops = re.findall(r"for \w+ in tl\.range\(.*, num_stages=(\d+)\):", source)
     assert loops == [str(stages)]
@@ -302,7 +294,7 @@ def test_ring_depth_is_the_pipeline_depth(stages: int) -> None:
 def test_two_consumer_warpgroups_fuse_into_one_dot() -> None:
     """`role > 0` selects warpgroups 1 and 2: their A rows sit side by side, so the two
     consumers' MMAs are one 128-row dot and nothing is computed for the producer."""
-    source = _compile(TWO_CONSUMERS).ws_gemm.triton_source
+    source = compile_clean(TWO_CONSUMERS).ws_gemm.triton_source
     assert source.count("tl.dot(") == 1
     assert re.search(r"ax_m = tl\.arange\(0, 128\)", source)
 
@@ -311,7 +303,7 @@ def test_two_consumer_warpgroups_fuse_into_one_dot() -> None:
 def test_straight_line_roles(device: str) -> None:
     a = random((128,), torch.int32, device)
     out = poison(torch.empty(128, dtype=torch.int32, device=device))
-    _compile(HANDOFF).handoff(a, out)
+    compile_clean(HANDOFF).handoff(a, out)
     assert_close(out, a.double() * 3 + 1, torch.int32)
 
 
@@ -319,7 +311,7 @@ def test_straight_line_roles(device: str) -> None:
 def test_double_buffering_first_copy_under_with(device: str) -> None:
     x = random((4, 8, 64), torch.float32, device)
     y = random((4, 8, 64), torch.float32, device)
-    out = _compile(PING_PONG).ping_pong(x, y)
+    out = compile_clean(PING_PONG).ping_pong(x, y)
     assert_close(out, x.double() + y.double(), torch.float32)
     assert_close(interpret_source(PING_PONG, [x.cpu(), y.cpu()]), x.double() + y.double(),
                  torch.float32)
@@ -328,7 +320,7 @@ def test_double_buffering_first_copy_under_with(device: str) -> None:
 def test_roles_read_values_computed_before_them() -> None:
     a = random((128,), torch.int32)
     expected = a.double() * 2 + (torch.arange(128) >= 64).double()
-    for run in (lambda out: _compile(BEFORE_ROLES).halves(a, out),
+    for run in (lambda out: compile_clean(BEFORE_ROLES).halves(a, out),
                 lambda out: interpret_source(BEFORE_ROLES, [a, out])):
         out = poison(torch.empty(128, dtype=torch.int32))
         run(out)
@@ -337,7 +329,7 @@ def test_roles_read_values_computed_before_them() -> None:
 
 def test_event_orders_counted_in_mutable_variables() -> None:
     x = random((2, 64), torch.float32)
-    for run in (lambda out: _compile(RELAY).relay(x, out),
+    for run in (lambda out: compile_clean(RELAY).relay(x, out),
                 lambda out: interpret_source(RELAY, [x, out])):
         out = poison(torch.empty(2, 64))
         run(out)
@@ -347,7 +339,7 @@ def test_event_orders_counted_in_mutable_variables() -> None:
 def test_a_role_updates_only_its_own_threads() -> None:
     a = random((4,), torch.int32)
     expected = a.double() + torch.tensor([5.0, 1.0, 1.0, 1.0], dtype=torch.float64)
-    for run in (lambda out: _compile(PER_ROLE_UPDATE).bump(a, out),
+    for run in (lambda out: compile_clean(PER_ROLE_UPDATE).bump(a, out),
                 lambda out: interpret_source(PER_ROLE_UPDATE, [a, out])):
         out = poison(torch.empty(4, dtype=torch.int32))
         run(out)
@@ -398,17 +390,6 @@ def test_compiles_for_sm90(name: str) -> None:
 # --------------------------------------------------------------------------- irregular
 
 
-def _diagnostic(text: str) -> croqtile.Diagnostic:
-    with pytest.raises(croqtile.CompileError) as info:
-        croqtile.compile(text)
-    [diag] = [d for d in info.value.diagnostics if d.severity == "error"]
-    return diag
-
-
-def _line_of(text: str, fragment: str) -> int:
-    return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)
-
-
 IRREGULAR = {
     "no_release": (
         ("foreach {s} in [STAGES] { trigger drained.at(s); }", ""),
@@ -444,8 +425,8 @@ def test_irregular_protocol_is_rejected(case: str) -> None:
     (old, new), code, line, message = IRREGULAR[case]
     assert old in ONE_CONSUMER
     text = ONE_CONSUMER.replace(old, new)
-    diag = _diagnostic(text)
-    assert (diag.code, diag.line) == (code, _line_of(text, line)), diag.render()
+    diag = only_error(text)
+    assert (diag.code, diag.line) == (code, line_of(text, line)), diag.render()
     assert message in diag.message
     if code == "CQ0755":
         assert "supported: " in (diag.hint or "")
@@ -454,12 +435,12 @@ def test_irregular_protocol_is_rejected(case: str) -> None:
 def test_loops_over_different_ranges_are_rejected() -> None:
     text = ONE_CONSUMER.replace("foreach {k} in [cdiv(K, BK)] {\n          slot",
                                 "foreach {k} in [cdiv(K, 2 * BK)] {\n          slot")
-    diag = _diagnostic(text)
+    diag = only_error(text)
     assert diag.code == "CQ0755" and "the same iteration space" in diag.message
 
 
 def test_roles_that_wait_for_each_other_are_rejected() -> None:
     text = HANDOFF.replace("{ trigger ready; }", "{ wait ready; }")
-    diag = _diagnostic(text)
-    assert (diag.code, diag.line) == ("CQ0756", _line_of(text, "inthreads.async (writer)"))
+    diag = only_error(text)
+    assert (diag.code, diag.line) == ("CQ0756", line_of(text, "inthreads.async (writer)"))
     assert diag.message.startswith("'wait' on 'ready' would never return")
