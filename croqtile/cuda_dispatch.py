@@ -82,11 +82,7 @@ def gemm_host(name: str, plan: GemmPlan, triton_host: Host, args: tuple[Any, ...
         reason, gemm = f"the CUDA kernel could not be loaded: {gemm}", None
     if gemm is None:
         assert reason is not None
-        if (name, reason) not in _warned:
-            _warned.add((name, reason))
-            warnings.warn(f"croqtile: {name}(): backend='cuda' runs the Triton kernel for "
-                          f"these arguments: {reason}", RuntimeWarning, stacklevel=4)
-        return triton_host
+        return _on_triton(name, reason, triton_host)
     lhs, rhs, dst = plan.lhs, plan.rhs, plan.out
     if not all(t.is_contiguous() for t in (a, b, out)):
         return _copying(gemm, plan, triton_host)
@@ -99,6 +95,15 @@ def gemm_host(name: str, plan: GemmPlan, triton_host: Host, args: tuple[Any, ...
         return None
 
     return host
+
+
+def _on_triton(name: str, reason: str, triton_host: Host) -> Host:
+    """``triton_host``, with a warning saying why (once per function and reason)."""
+    if (name, reason) not in _warned:
+        _warned.add((name, reason))
+        warnings.warn(f"croqtile: {name}(): backend='cuda' runs the Triton kernel for "
+                      f"these arguments: {reason}", RuntimeWarning, stacklevel=5)
+    return triton_host
 
 
 def _copying(gemm: Gemm, plan: GemmPlan, triton_host: Host) -> Host:
@@ -152,11 +157,7 @@ def sparse_gemm_host(name: str, plan: SparseGemmPlan, triton_host: Host,
         reason, gemm = f"the CUDA kernel could not be loaded: {gemm}", None
     if gemm is None:
         assert reason is not None
-        if (name, reason) not in _warned:
-            _warned.add((name, reason))
-            warnings.warn(f"croqtile: {name}(): backend='cuda' runs the Triton kernel for "
-                          f"these arguments: {reason}", RuntimeWarning, stacklevel=4)
-        return triton_host
+        return _on_triton(name, reason, triton_host)
     kernel = gemm
     places = (plan.packed, plan.meta, plan.rhs, plan.out)
 

@@ -75,13 +75,8 @@ def match_gemm(fn: ir.Function) -> GemmPlan:
     (tm, tk), (tn, tk_b), block_out = lhs.block, rhs.block, out.block
     if tk_b != tk or block_out != (tm, tn):
         raise NotAGemm("the tile shapes of the operands do not agree")
-    if tiles != m.cdiv(tm) * n.cdiv(tn):
-        raise NotAGemm("the blocks do not cover cdiv(M, TM) x cdiv(N, TN) tiles")
-    block_m, block_n = _grouped_order(body[:acc_at], tile, m, n, tm, tn)
-    k_steps = f"(({_dim(k)} + {tk} - 1) // {tk})"
-    if not (_is_var(k_loop.stop, k_steps) and _is_const(k_loop.start, 0)
-            and (k_loop.step is None or _is_const(k_loop.step, 1))):
-        raise NotAGemm("the K loop does not run over cdiv(K, TK) steps from 0")
+    block_m, block_n = _tiles_and_k_loop(body[:acc_at], tile, tiles, k_loop, m, n, k,
+                                         (tm, tn, tk))
     wanted = {"a": (block_m, tm), "b": (block_n, tn)}
     for name, load in loads.items():
         row, factor = wanted[name]
@@ -150,13 +145,8 @@ def match_sparse_gemm(fn: ir.Function) -> SparseGemmPlan:
     tm, tn, (tn_b, tk) = dot.m.size, dot.n.size, rhs.block
     if (tn_b, out.block) != (tn, (tm, tn)) or tk % 8:
         raise NotAGemm("the tile shapes of the operands do not agree")
-    if tiles != m.cdiv(tm) * n.cdiv(tn):
-        raise NotAGemm("the blocks do not cover cdiv(M, TM) x cdiv(N, TN) tiles")
-    block_m, block_n = _grouped_order(body[:acc_at], tile, m, n, tm, tn)
-    k_steps = f"(({_dim(k)} + {tk} - 1) // {tk})"
-    if not (_is_var(k_loop.stop, k_steps) and _is_const(k_loop.start, 0)
-            and (k_loop.step is None or _is_const(k_loop.step, 1))):
-        raise NotAGemm("the K loop does not run over cdiv(K, TK) steps from 0")
+    block_m, block_n = _tiles_and_k_loop(body[:acc_at], tile, tiles, k_loop, m, n, k,
+                                         (tm, tn, tk))
     if not (_is_scaled(b_load.offsets[0], block_n, tn)
             and _is_scaled(b_load.offsets[1], k_loop.var, tk)):
         raise NotAGemm("the rhs tile is not loaded at (block_n * TN, k * TK)")
@@ -289,6 +279,22 @@ def _tile_body(kernel: ir.Kernel) -> tuple[str, list[ir.Stmt], Sym]:
             and _text(first.value) == "program_id(0)"):
         raise NotAGemm("the blocks are not numbered along one grid axis")
     return first.name, body[1:], kernel.grid[0]
+
+
+def _tiles_and_k_loop(lets: list[ir.Stmt], tile: str, tiles: Sym, k_loop: ir.Stmt, m: Sym,
+                      n: Sym, k: Sym, sizes: tuple[int, int, int]) -> tuple[str, str]:
+    """block_m and block_n, checked to number cdiv(M, TM) x cdiv(N, TN) tiles in grouped
+    order, with the K loop checked to run over cdiv(K, TK) steps from 0."""
+    tm, tn, tk = sizes
+    if tiles != m.cdiv(tm) * n.cdiv(tn):
+        raise NotAGemm("the blocks do not cover cdiv(M, TM) x cdiv(N, TN) tiles")
+    block_m, block_n = _grouped_order(lets, tile, m, n, tm, tn)
+    k_steps = f"(({_dim(k)} + {tk} - 1) // {tk})"
+    if not (isinstance(k_loop, ir.For) and _is_var(k_loop.stop, k_steps)
+            and _is_const(k_loop.start, 0)
+            and (k_loop.step is None or _is_const(k_loop.step, 1))):
+        raise NotAGemm("the K loop does not run over cdiv(K, TK) steps from 0")
+    return block_m, block_n
 
 
 def _grouped_order(lets: list[ir.Stmt], tile: str, m: Sym, n: Sym, tm: int,
