@@ -36,8 +36,11 @@ EPILOGUE_COLUMNS = ("sweep", "kernel", "dtype", "M", "N", "K", "label", "croqtil
                     "baseline_tflops", "ratio", "compiled_tflops", "compiled_ratio",
                     "croqtile_ms", "baseline_ms", "compiled_ms", "ok", "rel_error", "config",
                     "croqtile_host_us", "baseline_host_us", "note")
+# the sparse sweep's second baseline (torch's semi-structured GEMM) fills the compiled_*
+# columns
 COLUMNS: Mapping[str, tuple[str, ...]] = {"attention": ATTENTION_COLUMNS,
-                                          "epilogue": EPILOGUE_COLUMNS}
+                                          "epilogue": EPILOGUE_COLUMNS,
+                                          "sparse": EPILOGUE_COLUMNS}
 # The attention bar of the issue is a geometric mean over the longer sequences only (short
 # ones are launch-bound on both sides): those rows get a mean of their own.
 LONG_SEQUENCE = 2048

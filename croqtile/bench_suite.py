@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
-from . import bench, bench_attention, bench_linear, bench_report
+from . import bench, bench_attention, bench_linear, bench_report, bench_sparse
 from .bench import KERNEL_DIR, Case, KernelLoader, Prepared, Program, Row, Timer
 
 USER_SWEEPS = ("attention", "epilogue", "decode")
 SWEEPS = bench.SWEEPS + USER_SWEEPS
+# user-style sweeps that run only when named (``croqtile bench sparse``): not in "all"
+NAMED_SWEEPS = ("sparse",)
 
 
 # ----------------------------------------------------------------------------------------
@@ -35,6 +37,8 @@ def tiny_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
             cases += bench_attention.tiny_attention_cases(attention_kernels, dtypes)
         elif sweep in ("epilogue", "decode"):
             cases += bench_linear.tiny_cases(sweep, dtypes)
+        elif sweep == "sparse":
+            cases += bench_sparse.tiny_cases(dtypes)
         else:
             cases += bench.tiny_cases([sweep], dtypes)
     return cases
@@ -53,6 +57,8 @@ def quick_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
             cases += bench_linear.epilogue_cases(dtypes, (16, 4096), ("silu",))
         elif sweep == "decode":
             cases += bench_linear.decode_cases(dtypes, bench_linear.QUICK_DECODE_MS)
+        elif sweep == "sparse":
+            cases += bench_sparse.quick_cases(dtypes)
         else:
             cases += bench.quick_cases([sweep], dtypes)
     return cases
@@ -72,6 +78,8 @@ def full_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
             cases += bench_linear.epilogue_cases(dtypes, sizes or bench_linear.EPILOGUE_MS)
         elif sweep == "decode":
             cases += bench_linear.decode_cases(dtypes, sizes or bench_linear.DECODE_MS)
+        elif sweep == "sparse":
+            cases += bench_sparse.sparse_cases(dtypes, sizes or bench_sparse.SQUARE_SIZES)
         else:
             cases += bench.full_cases([sweep], dtypes, sizes)
     return cases
@@ -94,7 +102,8 @@ def _program(case: Case, attention: Mapping[str, Program]) -> tuple[Program, str
             raise LookupError(f"no source for the attention kernel {case.kernel!r} (its "
                               "checkout was not given)")
         return attention[case.kernel], bench_attention.KERNELS[case.kernel].function
-    name = bench_linear.kernel_file(case)
+    name = (bench_sparse.KERNEL_FILE if case.sweep == "sparse"
+            else bench_linear.kernel_file(case))
     program = Program((KERNEL_DIR / name).read_text(), f"bench/kernels/{name}")
     return program, name.removesuffix(".co")
 
@@ -102,6 +111,8 @@ def _program(case: Case, attention: Mapping[str, Program]) -> tuple[Program, str
 def _defines(case: Case) -> dict[str, Any]:
     if case.sweep == "attention":
         return bench_attention.defines(case)
+    if case.sweep == "sparse":
+        return bench_sparse.defines(case)
     return bench_linear.defines(case)
 
 
@@ -117,7 +128,7 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
     cache: dict[tuple[Any, ...], Any] = {}
 
     def load(case: Case) -> Any:
-        if case.sweep not in USER_SWEEPS:
+        if case.sweep not in USER_SWEEPS + NAMED_SWEEPS:
             return load_bench(case)
         fixed = {**(defines or {}), **_defines(case)}
         key = (case.sweep, case.kernel, tuple(sorted(fixed.items())))
@@ -125,6 +136,8 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
             program, function = _program(case, attention)
             mode = sweep_autotune(case.sweep, autotune)
             options = {} if mode == "none" else {"autotune": mode}
+            if case.sweep == "sparse":
+                options.update(bench_sparse.options())
             # a relative name, not a path, in diagnostics (and so in the notes column)
             module = croqtile.compile(program.text, defines=fixed, filename=program.name,
                                       **options)
@@ -142,6 +155,8 @@ def prepare(case: Case, fn: Any, device: str) -> Prepared:
         return bench_linear.prepare_epilogue(case, fn, device)
     if case.sweep == "decode":
         return bench.prepare_gemm(case, fn, device)
+    if case.sweep == "sparse":
+        return bench_sparse.prepare_sparse(case, fn, device)
     return bench.prepare(case, fn, device)
 
 
@@ -177,6 +192,12 @@ def sweep_metadata(autotune: str, attention: Mapping[str, Program]
                         "compiled and warmed up before timing"},
         "decode": {"autotune": sweep_autotune("decode", autotune),
                    "baseline": "torch.matmul(x, w.T)"},
+        "sparse": {"kernel": "bench/kernels/gemm_sp.co with backend='cuda'",
+                   "baseline": "torch.matmul(a, b.T), a the decompressed 2:4 matrix (cuBLAS)",
+                   "compiled": "torch.mm(to_sparse_semi_structured(a), b.T): torch's "
+                               "semi-structured sparse GEMM (the compiled_* columns)",
+                   "shapes": "LLM rows: the weight is the sparse operand, M = N_proj, "
+                             f"N = {bench_sparse.TOKENS} tokens"},
     }
 
 

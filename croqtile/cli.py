@@ -3,7 +3,7 @@
 
     croqtile check [--format text|json|full] [--target TARGET] [-D NAME[=VALUE]]... PATH...
     croqtile explain CODE
-    croqtile bench [square|llm|fp8|memory|attention|epilogue|decode|all]... [--dtype ...]
+    croqtile bench [square|llm|fp8|memory|attention|epilogue|decode|sparse|all]... [--dtype ...]
                    [--sizes ...] [--reps N] [--out DIR] [--autotune none|quick|full]
                    [--device cuda|cpu] [--quick] [-D NAME=VALUE]...
                    [--tutorial PATH] [--upstream PATH] [--kernels KERNEL...]
@@ -128,7 +128,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-_BENCH_SWEEPS = ("square", "llm", "fp8", "memory", "attention", "epilogue", "decode", "all")
+_BENCH_SWEEPS = ("square", "llm", "fp8", "memory", "attention", "epilogue", "decode", "sparse",
+                 "all")
 _BENCH_DTYPES = ("f16", "bf16")
 
 
@@ -138,8 +139,8 @@ def _add_bench_parser(commands: Any) -> None:
         description="Check each case against a float64 reference, then time croqtile and "
                     "torch interleaved; write CSV, JSON (and PNG plots) per sweep.")
     bench.add_argument("sweeps", nargs="*", metavar="SWEEP", default=["all"],
-                       help="square, llm, fp8, memory, attention, epilogue, decode or all "
-                            "(default all)")
+                       help="square, llm, fp8, memory, attention, epilogue, decode, sparse "
+                            "or all (default all: every sweep but sparse)")
     bench.add_argument("--dtype", nargs="+", default=list(_BENCH_DTYPES),
                        choices=_BENCH_DTYPES, help="element types (default f16 bf16); the "
                        "memory sweep uses the first; the published attention kernels run "
@@ -235,8 +236,9 @@ def _bench_sweeps(names: Sequence[str]) -> list[str]:
     if unknown:
         raise UsageError(f"unknown sweep {unknown[0]!r}; choose from "
                          + ", ".join(_BENCH_SWEEPS))
-    if "all" in names:
-        return list(_BENCH_SWEEPS[:-1])
+    if "all" in names:  # (the sparse sweep runs when named: it needs the CUDA backend)
+        return [n for n in _BENCH_SWEEPS[:-1] if n != "sparse"] + [
+            n for n in names if n == "sparse"]
     return list(dict.fromkeys(names))
 
 

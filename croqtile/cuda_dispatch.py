@@ -1,5 +1,6 @@
 """Calls of functions compiled with ``backend="cuda"``: the hand-written GEMM
-(backends/cuda: the Hopper kernel, or the tcgen05 kernel for ``target="sm_100a"``) where
+(backends/cuda: the Hopper kernel, the 2:4 sparse Hopper kernel, or the tcgen05 kernel
+for ``target="sm_100a"``) where
 the GPU and the arguments suit it, the function's Triton kernel everywhere else, with a
 warning saying why (once per function and reason)."""
 
@@ -15,7 +16,8 @@ from .backends.cuda import gemm_sm100
 from .backends.cuda.driver import CudaError
 from .backends.cuda.gemm import HopperGemm, unsupported
 from .backends.cuda.gemm_sm100 import BlackwellGemm, Sm100Config
-from .backends.cuda.match import GemmPlan
+from .backends.cuda.gemm_sp import SparseHopperGemm, unsupported_sparse
+from .backends.cuda.match import GemmPlan, SparseGemmPlan
 
 Host = Callable[..., Any]
 Gemm = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]
@@ -80,11 +82,7 @@ def gemm_host(name: str, plan: GemmPlan, triton_host: Host, args: tuple[Any, ...
         reason, gemm = f"the CUDA kernel could not be loaded: {gemm}", None
     if gemm is None:
         assert reason is not None
-        if (name, reason) not in _warned:
-            _warned.add((name, reason))
-            warnings.warn(f"croqtile: {name}(): backend='cuda' runs the Triton kernel for "
-                          f"these arguments: {reason}", RuntimeWarning, stacklevel=4)
-        return triton_host
+        return _on_triton(name, reason, triton_host)
     lhs, rhs, dst = plan.lhs, plan.rhs, plan.out
     if not all(t.is_contiguous() for t in (a, b, out)):
         return _copying(gemm, plan, triton_host)
@@ -97,6 +95,15 @@ def gemm_host(name: str, plan: GemmPlan, triton_host: Host, args: tuple[Any, ...
         return None
 
     return host
+
+
+def _on_triton(name: str, reason: str, triton_host: Host) -> Host:
+    """``triton_host``, with a warning saying why (once per function and reason)."""
+    if (name, reason) not in _warned:
+        _warned.add((name, reason))
+        warnings.warn(f"croqtile: {name}(): backend='cuda' runs the Triton kernel for "
+                      f"these arguments: {reason}", RuntimeWarning, stacklevel=5)
+    return triton_host
 
 
 def _copying(gemm: Gemm, plan: GemmPlan, triton_host: Host) -> Host:
@@ -115,6 +122,55 @@ def _copying(gemm: Gemm, plan: GemmPlan, triton_host: Host) -> Host:
         gemm(x, y, result)
         if result is not z:
             z.copy_(result)
+        return None
+
+    return host
+
+
+# ---- the 2:4 sparse GEMM ---------------------------------------------------------------
+
+_sparse_loaded: dict[int, SparseHopperGemm | str] = {}
+
+
+def _sparse_kernel(device: torch.device) -> SparseHopperGemm | str:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    found = _sparse_loaded.get(index)
+    if found is None:
+        try:
+            with torch.cuda.device(index):
+                found = SparseHopperGemm(settings.cache_dir(), nvcc=settings.nvcc())
+        except CudaError as err:
+            found = str(err)
+        _sparse_loaded[index] = found
+    return found
+
+
+def sparse_gemm_host(name: str, plan: SparseGemmPlan, triton_host: Host,
+                     args: tuple[Any, ...]) -> Host:
+    """The host function for calls with the signature of ``args``: the sparse Hopper
+    kernel when it can compute them (contiguous copies of strided operands), else
+    ``triton_host`` with a warning saying why (once per function and reason)."""
+    tensors = [args[i] for i in (plan.packed, plan.meta, plan.rhs, plan.out)]
+    reason = unsupported_sparse(*tensors, aligned=False)
+    gemm = _sparse_kernel(tensors[0].device) if reason is None else None
+    if isinstance(gemm, str):
+        reason, gemm = f"the CUDA kernel could not be loaded: {gemm}", None
+    if gemm is None:
+        assert reason is not None
+        return _on_triton(name, reason, triton_host)
+    kernel = gemm
+    places = (plan.packed, plan.meta, plan.rhs, plan.out)
+
+    def host(launcher: Any, device: Any, *values: Any) -> None:
+        packed, meta, b, out = (values[i] for i in places)
+        packed, meta, b = packed.contiguous(), meta.contiguous(), b.contiguous()
+        result = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype,
+                                                             device=out.device)
+        if (packed.data_ptr() | b.data_ptr() | result.data_ptr()) % 16:
+            return triton_host(launcher, device, *values)
+        kernel(packed, meta, b, result)
+        if result is not out:
+            out.copy_(result)
         return None
 
     return host

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from .backends.cuda.gemm_sm100 import Sm100Config
-from .backends.cuda.match import GemmPlan, NotAGemm, match_gemm
+from .backends.cuda.match import (GemmPlan, NotAGemm, NotSparse, SparseGemmPlan,
+                                  match_gemm, match_sparse_gemm)
 from .backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
 from .backends.ir.lower import FunctionLowering, Options
 from .backends.ir.nodes import Function as IRFunction
@@ -56,7 +57,8 @@ class CompiledFunction:
     checked: CheckedFunction
     params: tuple[HostParam, ...] = ()
     specialize: Specializer | None = None
-    gemm: GemmPlan | None = None  # backend="cuda": the operands of the hand-written GEMM
+    # backend="cuda": the operands of the hand-written GEMM (dense or 2:4 sparse)
+    gemm: GemmPlan | SparseGemmPlan | None = None
     # backend="cuda" with target sm_100: the tcgen05 kernel that computes it (else the
     # Hopper kernel does)
     blackwell: Sm100Config | None = None
@@ -222,22 +224,39 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
     return CompileResult(functions, timings, reporter.warnings)
 
 
-def _cuda_gemm(lowered: IRFunction, fn: CheckedFunction) -> GemmPlan:
-    """backend="cuda": the operands of the hand-written GEMM, or CQ0705 saying why the
-    function is not the plain GEMM that kernel computes."""
+def _cuda_gemm(lowered: IRFunction, fn: CheckedFunction) -> GemmPlan | SparseGemmPlan:
+    """backend="cuda": the operands of the hand-written GEMM (dense, or 2:4 sparse), or
+    CQ0705 saying why the function is neither GEMM those kernels compute (the sparse
+    matcher's reason when the function multiplies a sparse tile, else the dense one's)."""
     try:
         return match_gemm(lowered)
     except NotAGemm as err:
-        raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
-                            reason=f"{err} (the CUDA backend has a kernel for plain f16/bf16 "
-                            "GEMMs out = lhs @ rhs^T only, and with target='sm_100a' for 8-bit "
-                            "float operands too; not for block-scaled .scale GEMMs)") from None
+        reason = err
+    try:
+        return match_sparse_gemm(lowered)
+    except NotSparse:
+        pass
+    except NotAGemm as err:
+        reason = err
+    raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
+                        reason=f"{reason} (the CUDA backend has a kernel for plain f16/bf16 "
+                        "GEMMs out = lhs @ rhs^T only, also with a 2:4 sparse lhs on sm_90a, "
+                        "and with target='sm_100a' for 8-bit float operands too; not for "
+                        "block-scaled .scale GEMMs)") from None
 
 
-def _blackwell(plan: GemmPlan, fn: CheckedFunction, options: Options) -> Sm100Config | None:
+def _blackwell(plan: GemmPlan | SparseGemmPlan, fn: CheckedFunction,
+               options: Options) -> Sm100Config | None:
     """The tcgen05 kernel of a GEMM compiled for sm_100 (None for other targets, which
-    keep the Hopper kernel: CQ0705 when that kernel cannot take the operand types)."""
+    keep the Hopper kernel: CQ0705 when that kernel cannot take the operand types). The
+    sparse GEMM has a Hopper kernel only."""
     target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    if isinstance(plan, SparseGemmPlan):
+        if target.sm == 100 or options.cta_group != 1:
+            raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
+                                reason="the 2:4 sparse GEMM has a CUDA kernel for sm_90a "
+                                "only (wgmma .sp; no tcgen05 sparse kernel yet)")
+        return None
     if target.sm == 100:
         return Sm100Config(plan.dtype, plan.output, options.cta_group)
     if plan.output != plan.dtype or options.cta_group != 1:

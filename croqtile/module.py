@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import settings
+from .backends.cuda.match import SparseGemmPlan
 from .backends.triton.codegen import Artifact
 from .backends.triton.launcher import Launcher, load_module
 from .binding import Bound, Signature, bind, make_signer, scalar_converters
@@ -90,6 +91,9 @@ class Function:
         if compiled.blackwell is not None:
             from .backends.cuda.gemm_sm100 import source
             return source(compiled.blackwell)
+        if isinstance(compiled.gemm, SparseGemmPlan):
+            from .backends.cuda.gemm_sp import sparse_source
+            return sparse_source()
         if compiled.gemm is not None:
             from .backends.cuda.gemm import hopper_source
             return hopper_source()
@@ -223,9 +227,13 @@ class Function:
         artifact = self._artifacts[key]
         host = getattr(self._load(key), artifact.function)
         if self._compiled.gemm is not None and bound.device.type == "cuda":
-            from .cuda_dispatch import gemm_host  # (loads nothing until a CUDA call)
-            host = gemm_host(self.name, self._compiled.gemm, host, args,
-                             self._compiled.blackwell)
+            # (loads nothing until a CUDA call)
+            from .cuda_dispatch import gemm_host, sparse_gemm_host
+            if isinstance(self._compiled.gemm, SparseGemmPlan):
+                host = sparse_gemm_host(self.name, self._compiled.gemm, host, args)
+            else:
+                host = gemm_host(self.name, self._compiled.gemm, host, args,
+                                 self._compiled.blackwell)
         dims = tuple(bound.dims[d] for d in artifact.dims)
         scalars = scalar_converters(self.name, self._host_params(), args)
         return _Warm(key, host, bound.device, dims, scalars)

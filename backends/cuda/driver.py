@@ -193,15 +193,18 @@ class Kernel:
 
 TENSOR_MAP_F16 = 6
 TENSOR_MAP_BF16 = 9
-_SWIZZLE_128B = 3
+SWIZZLE_64B = 2
+SWIZZLE_128B = 3
 _L2_PROMOTE_256B = 3
 
 
 class TensorMap:
-    """A 2-D tiled tensor map (the 128-byte, 64-byte-aligned descriptor of a bulk copy)."""
+    """A 2-D tiled tensor map (the 128-byte, 64-byte-aligned descriptor of a bulk copy);
+    the box lands in shared memory with the 128-byte swizzle unless ``swizzle`` says
+    otherwise (``SWIZZLE_64B``: box rows of 64 bytes)."""
 
     def __init__(self, pointer: int, dtype: int, rows: int, cols: int, row_bytes: int,
-                 box_rows: int, box_cols: int):
+                 box_rows: int, box_cols: int, swizzle: int = SWIZZLE_128B):
         self._buffer = ctypes.create_string_buffer(128 + 64)
         self.address = (ctypes.addressof(self._buffer) + 63) & ~63
         dims = (ctypes.c_uint64 * 2)(cols, rows)
@@ -209,5 +212,5 @@ class TensorMap:
         box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
         steps = (ctypes.c_uint32 * 2)(1, 1)
         _check(_driver().cuTensorMapEncodeTiled(
-            self.address, dtype, 2, pointer, dims, strides, box, steps, 0, _SWIZZLE_128B,
+            self.address, dtype, 2, pointer, dims, strides, box, steps, 0, swizzle,
             _L2_PROMOTE_256B, 0), f"describing a {rows} x {cols} tensor for bulk copies")
