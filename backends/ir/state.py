@@ -72,6 +72,9 @@ class Options:
     # backend="cuda" with target sm_100: the tcgen05 GEMM on one CTA per 128 x 256 tile (1)
     # or on a CTA pair per 256 x 256 tile (2)
     cta_group: int = 1
+    # bounds checks on computed indices and copies, and run-time checks of the futures
+    # protocol (checks.py): device assertions naming the Croqtile line; off adds nothing
+    debug: bool = False
 
     @property
     def descriptor_maker(self) -> str | None:

@@ -1,0 +1,116 @@
+"""Run-time checks of the ``debug`` compile option: device assertions on what the checker
+cannot prove at compile time.
+
+- every element index ``x.at(i, j)`` computed from data (a gather, a schedule table) lies
+  in ``[0, extent)`` of its view's dimension;
+- every tile a copy or a tile load/store moves starts inside its tensor;
+- a ``wait`` finds its future in flight (futures.py records the state).
+
+Each check is an ``ir.Assert`` whose message codegen prefixes with the Croqtile
+``file:line``; the index is let-bound first, so that on the CPU the error can report its
+value at the failing lanes. Without ``debug`` nothing here emits anything: the generated
+source is the one of a compile without the option.
+"""
+
+from __future__ import annotations
+
+from ...frontend import printer
+from ...frontend import syntax as ast
+from ...frontend.sema.model import BoundedTupleType, BoundedType, DataType, TupleType
+from ...frontend.sema.symbolic import Sym
+from ...frontend.source import Span
+from . import build as b
+from . import nodes as ir
+from .state import KernelState
+from .values import Region, padding_mask
+
+
+def enabled(kl: KernelState) -> bool:
+    return kl.fl.options.debug
+
+
+def check_element(kl: KernelState, e: ast.ElemAccess, index: list[ir.Expr]) -> None:
+    """``x.at(i, ...)``: each index not proven in range by the checker is asserted to lie
+    in ``[0, extent)`` of the view's dimension."""
+    if not enabled(kl):
+        return
+    info = kl.fn.exprs.get(id(e.base))
+    if info is None or not isinstance(info.type, DataType):
+        return
+    shape = info.type.shape
+    written = _written_indices(kl, e)
+    if len(written) != len(index) or len(index) != len(shape):
+        return  # (ituples spread into several indices: their members are bounded)
+    access_text = printer.format_expr(e)
+    for d, (expr, idx, extent) in enumerate(zip(written, index, shape)):
+        if expr is None or _proven(kl, expr, idx, extent):
+            continue
+        what = (f"index out of range in {access_text}: index {d} "
+                f"({printer.format_expr(expr)}) not in [0, {extent})")
+        _assert_within(kl, idx, b.const(0), _extent(kl, extent), what, e.span)
+
+
+def check_origin(kl: KernelState, region: Region, span: Span | None, what: str) -> None:
+    """A tile load or store of ``region``: its origin lies inside the tensor in every
+    dimension whose coordinate is computed at run time (a tail tile may extend past the
+    end, masked; its first element may not)."""
+    if not enabled(kl) or span is None or region.lows:
+        return
+    for t, (coord, dim) in enumerate(zip(region.origin, region.tensor.dims)):
+        if isinstance(coord, ir.Const) or _collapsed(coord):
+            continue
+        message = (f"{what} of '{region.tensor.name}' out of range: its origin in dimension "
+                   f"{t} not in [0, {dim})")
+        _assert_within(kl, coord, b.const(0), _extent(kl, dim), message, span)
+
+
+def check_state(kl: KernelState, cond: ir.Expr, message: str, span: Span) -> None:
+    """A protocol condition (a future in flight at its wait) asserted at run time."""
+    if enabled(kl):
+        kl.emit(ir.Assert(span, cond, message, kl.guarded(padding_mask(cond.axes)),
+                          located=True))
+
+
+def _assert_within(kl: KernelState, value: ir.Expr, low: ir.Expr, high: ir.Expr, message: str,
+                   span: Span) -> None:
+    named = kl.let("dbg_index", value, span)
+    cond = b.and_(b.binary(">=", named, low, b.I1), b.binary("<", named, high, b.I1))
+    assert cond is not None
+    values = (named.name,) if isinstance(named, ir.Var) else ()
+    kl.emit(ir.Assert(span, cond, message, kl.guarded(padding_mask(cond.axes)),
+                      located=True, values=values))
+
+
+def _written_indices(kl: KernelState, e: ast.ElemAccess) -> list[ast.Expr | None]:
+    """The index expressions as written, one per computed index (None where an ituple
+    spreads into several)."""
+    written: list[ast.Expr | None] = []
+    for expr in e.indices:
+        info = kl.fn.exprs.get(id(expr))
+        if info is not None and isinstance(info.type, TupleType):
+            written.extend(None for _ in info.type.values)
+        elif info is not None and isinstance(info.type, BoundedTupleType):
+            written.extend(None for _ in info.type.bounds)
+        else:
+            written.append(expr)
+    return written
+
+
+def _proven(kl: KernelState, expr: ast.Expr, idx: ir.Expr, extent: Sym) -> bool:
+    """Whether ``idx`` is in range by construction: a constant inside the extent, or a
+    bounded integer (a parallel index and arithmetic on it): lanes of a tail block past
+    the extent are masked by the lowering, as they are without ``debug``."""
+    if isinstance(idx, ir.Const):
+        return extent.value is not None and 0 <= int(idx.value) < extent.value
+    info = kl.fn.exprs.get(id(expr))
+    return info is not None and isinstance(info.type, BoundedType)
+
+
+def _extent(kl: KernelState, extent: Sym) -> ir.Expr:
+    return b.const(extent.value) if extent.value is not None else kl.sym(extent)
+
+
+def _collapsed(e: ir.Expr) -> bool:
+    if isinstance(e, ir.Collapsed):
+        return True
+    return any(_collapsed(child) for child in b.children(e))
