@@ -4,7 +4,9 @@ cannot prove at compile time.
 - every element index ``x.at(i, j)`` computed from data (a gather, a schedule table) lies
   in ``[0, extent)`` of its view's dimension;
 - every tile a copy or a tile load/store moves starts inside its tensor;
-- a ``wait`` finds its future in flight (futures.py records the state).
+- a ``wait`` finds its future in flight: in debug mode each future of an asynchronous
+  copy has a flag, set where the copy is issued, exchanged by ``swap``/``rotate``, tested
+  and cleared by the wait (scalar code; copies under per-lane conditions are not tracked).
 
 Each check is an ``ir.Assert`` whose message codegen prefixes with the Croqtile
 ``file:line``; the index is let-bound first, so that on the CPU the error can report its
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 from ...frontend import printer
 from ...frontend import syntax as ast
-from ...frontend.sema.model import BoundedTupleType, BoundedType, DataType, TupleType
+from ...frontend.sema.model import (BoundedTupleType, BoundedType, DataType, Symbol,
+                                    TupleType)
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
@@ -64,11 +67,43 @@ def check_origin(kl: KernelState, region: Region, span: Span | None, what: str) 
         _assert_within(kl, coord, b.const(0), _extent(kl, dim), message, span)
 
 
-def check_state(kl: KernelState, cond: ir.Expr, message: str, span: Span) -> None:
-    """A protocol condition (a future in flight at its wait) asserted at run time."""
-    if enabled(kl):
-        kl.emit(ir.Assert(span, cond, message, kl.guarded(padding_mask(cond.axes)),
-                          located=True))
+def issued(kl: KernelState, future: Symbol | None, stmt: ast.DmaStmt) -> None:
+    """An asynchronous copy bound to ``future`` was issued: its flag is set."""
+    if enabled(kl) and future is not None and stmt.is_async and kl.predicate() is None:
+        kl.emit(ir.Let(stmt.span, _flag(kl, future).name, b.const(1)))
+
+
+def waited(kl: KernelState, future: Symbol, span: Span) -> None:
+    """``wait future``: it must be in flight (issued since its last wait); then it is not."""
+    if not enabled(kl) or kl.predicate() is not None:
+        return
+    flag = _flag(kl, future)
+    kl.emit(ir.Assert(span, b.binary("==", flag, b.const(1), b.I1),
+                      f"wait on future '{future.name}', which is not in flight (no "
+                      "asynchronous copy into it since it was last waited)", located=True))
+    kl.emit(ir.Let(span, flag.name, b.const(0)))
+
+
+def swapped(kl: KernelState, futures: list[Symbol], span: Span) -> None:
+    """``swap``/``rotate``: each future takes the next one's flag, the last the first's."""
+    if not enabled(kl) or kl.predicate() is not None:
+        return
+    flags = [_flag(kl, sym) for sym in futures]
+    first = kl.fresh("in_flight_swap")
+    kl.emit(ir.Let(span, first, flags[0]))
+    for flag, following in zip(flags, flags[1:]):
+        kl.emit(ir.Let(span, flag.name, following))
+    kl.emit(ir.Let(span, flags[-1].name, b.var(first)))
+
+
+def _flag(kl: KernelState, future: Symbol) -> ir.Var:
+    """The flag of ``future``: 1 while a copy into it is in flight; made 0 in the
+    kernel's prologue, so that loops carry it."""
+    name = kl.in_flight.get(future)
+    if name is None:
+        name = kl.in_flight[future] = kl.fresh(f"{future.name}_in_flight")
+        kl.prologue.append(ir.Let(None, name, b.const(0)))
+    return b.var(name)
 
 
 def _assert_within(kl: KernelState, value: ir.Expr, low: ir.Expr, high: ir.Expr, message: str,

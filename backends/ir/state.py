@@ -205,6 +205,7 @@ class KernelState(ABC):
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
         self.events = None  # the event ledger of straight-line code (roles.py), made on use
+        self.in_flight: dict[Symbol, str] = {}  # debug: the flags of futures (checks.py)
         self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
         self.uncertain = 0  # inside a branch that may not run
         self.bodies: set[int] = set()  # parallel bodies: where a `yield` may end a thread

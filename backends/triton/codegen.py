@@ -78,7 +78,8 @@ class KernelWriter:
         self.loops = 0  # enclosing `for` loops
         self.hoisted = 0  # variables made by splitting deep expressions
         self.asserts = False  # whether the kernel checks device assertions
-        # debug checks: message -> the variables whose values a failure on the CPU reports
+        # debug checks: message -> the variables whose values a failure on the CPU
+        # reports (none for a protocol check)
         self.checked_values: dict[str, list[str]] = {}
         # descriptors whose stores are split into column slices: name -> block shape
         self.split_stores = _split_stores(kernel) if kernel.epilogue_split > 1 else {}
@@ -207,8 +208,7 @@ class KernelWriter:
             if stmt.located:
                 where = self.locate(stmt.span) if stmt.span is not None else ""
                 message = f"{where}: {message}" if where else message
-                if stmt.values:
-                    self.checked_values.setdefault(message, []).extend(stmt.values)
+                self.checked_values.setdefault(message, []).extend(stmt.values)
             w.line(f"tl.device_assert({cond}, {message!r}{mask})")
         elif isinstance(stmt, ir.Barrier):
             w.line("tl.debug_barrier()")
