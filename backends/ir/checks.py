@@ -74,8 +74,9 @@ def issued(kl: KernelState, future: Symbol | None, stmt: ast.DmaStmt) -> None:
 
 
 def waited(kl: KernelState, future: Symbol, span: Span) -> None:
-    """``wait future``: it must be in flight (issued since its last wait); then it is not."""
-    if not enabled(kl) or kl.predicate() is not None:
+    """``wait future``: it must be in flight (issued since its last wait); then it is not.
+    (Futures no tracked copy made, those of asynchronous MMAs, are not checked.)"""
+    if not enabled(kl) or kl.predicate() is not None or future not in kl.in_flight:
         return
     flag = _flag(kl, future)
     kl.emit(ir.Assert(span, b.binary("==", flag, b.const(1), b.I1),
@@ -86,7 +87,8 @@ def waited(kl: KernelState, future: Symbol, span: Span) -> None:
 
 def swapped(kl: KernelState, futures: list[Symbol], span: Span) -> None:
     """``swap``/``rotate``: each future takes the next one's flag, the last the first's."""
-    if not enabled(kl) or kl.predicate() is not None:
+    if (not enabled(kl) or kl.predicate() is not None
+            or not any(sym in kl.in_flight for sym in futures)):
         return
     flags = [_flag(kl, sym) for sym in futures]
     first = kl.fresh("in_flight_swap")
