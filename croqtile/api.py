@@ -54,8 +54,9 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     checks of the futures protocol, as device assertions naming the Croqtile line; a
     failed check on CPU tensors raises ``DeviceAssertionError``; ``CROQTILE_DEBUG=1``
     turns it on for every compile). ``backend="cuda"`` runs a function proven to be a
-    plain GEMM on a hand-written CUDA kernel where the GPU suits it (the Hopper kernel; with ``target="sm_100a"`` the
-    generated tcgen05 kernel, one CTA per tile or, with ``cta_group=2``, a CTA pair).
+    plain GEMM on a hand-written CUDA kernel where the GPU suits it (the Hopper kernel;
+    with ``target="sm_100a"`` the generated tcgen05 kernel, one CTA per tile or, with
+    ``cta_group=2``, a CTA pair).
 
     ``autotune="quick"`` or ``"full"`` picks options and ``#define`` values per shape on
     the first call (see ``croqtile.tuning``): ``tunables={"TILE_M": [64, 128], "num_warps":

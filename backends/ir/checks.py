@@ -55,13 +55,13 @@ def check_element(kl: KernelState, e: ast.ElemAccess, index: list[ir.Expr]) -> N
 
 def check_origin(kl: KernelState, region: Region, span: Span | None, what: str) -> None:
     """A tile load or store of ``region``: its origin lies inside the tensor in every
-    dimension whose coordinate is computed at run time (a tail tile may extend past the
-    end, masked; its first element may not)."""
+    dimension whose coordinate is computed at run time and masked by the tensor's bounds
+    (a tail tile may extend past the end, masked; its first element may not)."""
     if not enabled(kl) or span is None or region.lows:
         return
     for t, (coord, dim) in enumerate(zip(region.origin, region.tensor.dims)):
-        if isinstance(coord, ir.Const) or _collapsed(coord):
-            continue
+        if isinstance(coord, ir.Const) or _collapsed(coord) or not region.limits[t]:
+            continue  # (no limits: a strided reinterpretation, whose dims bound nothing)
         message = (f"{what} of '{region.tensor.name}' out of range: its origin in dimension "
                    f"{t} not in [0, {dim})")
         _assert_within(kl, coord, b.const(0), _extent(kl, dim), message, span)
