@@ -55,12 +55,14 @@ def check_element(kl: KernelState, e: ast.ElemAccess, index: list[ir.Expr]) -> N
 
 def check_origin(kl: KernelState, region: Region, span: Span | None, what: str) -> None:
     """A tile load or store of ``region``: its origin lies inside the tensor in every
-    dimension whose coordinate is computed at run time and masked by the tensor's bounds
-    (a tail tile may extend past the end, masked; its first element may not)."""
+    dimension whose coordinate comes from data (a value loaded from memory, a scalar
+    argument) and is masked by the tensor's bounds (a tail tile may extend past the end,
+    masked; its first element may not). Origins made of block and loop indices are in
+    range by construction and cost nothing."""
     if not enabled(kl) or span is None or region.lows:
         return
     for t, (coord, dim) in enumerate(zip(region.origin, region.tensor.dims)):
-        if isinstance(coord, ir.Const) or _collapsed(coord) or not region.limits[t]:
+        if not region.limits[t] or not _from_data(kl, coord, set()) or _collapsed(coord):
             continue  # (no limits: a strided reinterpretation, whose dims bound nothing)
         message = (f"{what} of '{region.tensor.name}' out of range: its origin in dimension "
                    f"{t} not in [0, {dim})")
@@ -75,7 +77,8 @@ def issued(kl: KernelState, future: Symbol | None, stmt: ast.DmaStmt) -> None:
 
 def waited(kl: KernelState, future: Symbol, span: Span) -> None:
     """``wait future``: it must be in flight (issued since its last wait); then it is not.
-    (Futures no tracked copy made, those of asynchronous MMAs, are not checked.)"""
+    (Futures no tracked copy was issued into, such as those of asynchronous MMAs, are
+    not checked.)"""
     if not enabled(kl) or kl.predicate() is not None or future not in kl.in_flight:
         return
     flag = _flag(kl, future)
@@ -141,6 +144,22 @@ def _proven(kl: KernelState, expr: ast.Expr, idx: ir.Expr, extent: Sym) -> bool:
         return extent.value is not None and 0 <= int(idx.value) < extent.value
     info = kl.fn.exprs.get(id(expr))
     return info is not None and isinstance(info.type, BoundedType)
+
+
+def _from_data(kl: KernelState, e: ir.Expr, seen: set[str]) -> bool:
+    """Whether ``e`` depends on a value loaded from memory or on a scalar argument."""
+    if isinstance(e, (ir.Load, ir.DescLoad)):
+        return True
+    if isinstance(e, ir.Var):
+        if e.name in seen:
+            return False
+        seen.add(e.name)
+        if e.name in kl.definitions:
+            return _from_data(kl, kl.definitions[e.name], seen)
+        param = kl.params.get(e.name)
+        return param is not None and param.kind is ir.ParamKind.INT and isinstance(
+            param.source, str)
+    return any(_from_data(kl, child, seen) for child in b.children(e))
 
 
 def _extent(kl: KernelState, extent: Sym) -> ir.Expr:
