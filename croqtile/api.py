@@ -6,6 +6,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import settings
 from .driver import compile_source, make_options
 from .library import register
 from .module import Function, Module
@@ -47,11 +48,15 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     the persistent tile loop ``flatten`` and ``warp_specialize`` (Triton's loop hints),
     ``epilogue_split`` (1 or 2 column slices per descriptor store), ``stream_k`` (the
     K iterations of a last wave at most half full shared by every SM), ``split_tiles``
-    (a 192-wide tile computed as 128 + 64 instead of padded to 256) and ``heavy_first``
+    (a 192-wide tile computed as 128 + 64 instead of padded to 256), ``heavy_first``
     (the first block axis launched from its last index: a causal kernel's longest rows
-    first). ``backend="cuda"`` runs a function proven to be a plain GEMM on a hand-written
-    CUDA kernel where the GPU suits it (the Hopper kernel; with ``target="sm_100a"`` the
-    generated tcgen05 kernel, one CTA per tile or, with ``cta_group=2``, a CTA pair).
+    first) and ``debug`` (bounds checks on computed indices and tile copies, and run-time
+    checks of the futures protocol, as device assertions naming the Croqtile line; a
+    failed check on CPU tensors raises ``DeviceAssertionError``; ``CROQTILE_DEBUG=1``
+    turns it on for every compile). ``backend="cuda"`` runs a function proven to be a
+    plain GEMM on a hand-written CUDA kernel where the GPU suits it (the Hopper kernel;
+    with ``target="sm_100a"`` the generated tcgen05 kernel, one CTA per tile or, with
+    ``cta_group=2``, a CTA pair).
 
     ``autotune="quick"`` or ``"full"`` picks options and ``#define`` values per shape on
     the first call (see ``croqtile.tuning``): ``tunables={"TILE_M": [64, 128], "num_warps":
@@ -69,6 +74,8 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     ``mod.<name>`` goes through it, so that ``torch.compile`` traces the call.
     Raises ``CompileError`` with located diagnostics when the program is wrong.
     """
+    if "debug" not in options and settings.debug():
+        options = {**options, "debug": True}
     if autotune != "none":
         module = _tuned(src, defines or {}, filename, autotune, tunables, tune_budget_s,
                         options)

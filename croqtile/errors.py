@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from .backends.triton.launcher import DeviceAssertionError, KernelError
 from .frontend.diagnostics import CompileError, Diagnostic
 
-__all__ = ["ArgumentError", "CompileError", "CompileWarning", "Diagnostic"]
+__all__ = ["ArgumentError", "CompileError", "CompileWarning", "DeviceAssertionError", "Diagnostic",
+           "KernelError"]
 
 
 class ArgumentError(ValueError):

@@ -36,3 +36,9 @@ def nvcc() -> str | None:
     if home and (Path(home) / "bin" / "nvcc").exists():
         return str(Path(home) / "bin" / "nvcc")
     return shutil.which("nvcc")
+
+
+def debug() -> bool:
+    """``CROQTILE_DEBUG``: when set to anything but ``""`` or ``"0"``, every compile takes
+    ``debug=True`` unless the call passes ``debug`` itself."""
+    return os.environ.get("CROQTILE_DEBUG", "") not in ("", "0")

@@ -9,7 +9,7 @@ from ...frontend.sema import dtypes
 from ...frontend.sema.model import BoundedType, Symbol, SymKind
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
-from . import apply, scratch
+from . import apply, checks, scratch
 from . import build as b
 from . import nodes as ir
 from .dma import chosen_data
@@ -250,3 +250,6 @@ class Assignments(KernelState):
         values = [self.env.get(sym) for sym in syms]
         for sym, value in zip(syms, values[1:] + values[:1]):
             self.env[sym] = value
+        futures = [sym for sym in syms if sym.kind is SymKind.FUTURE]
+        if len(futures) == len(syms):
+            checks.swapped(self, futures, stmt.span)

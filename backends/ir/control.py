@@ -7,8 +7,8 @@ branching (spec 5.2)."""
 from __future__ import annotations
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import Level
-from . import instances, roles
+from ...frontend.sema.model import Level, SymKind
+from . import checks, instances, roles
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
@@ -89,6 +89,9 @@ class Control(KernelState):
         """Copies are performed when issued, so waiting for a future has nothing left to
         do; waits for events outside warp-specialised roles are checked in program order."""
         for target in stmt.targets:
+            sym = self.fn.refs.get(id(target)) if isinstance(target, ast.Ident) else None
+            if sym is not None and sym.kind is SymKind.FUTURE:
+                checks.waited(self, sym, target.span)  # (debug: it must be in flight)
             roles.straight_line_event(self, stmt, target, "wait")
 
     def lower_trigger(self, stmt: ast.TriggerStmt) -> None:

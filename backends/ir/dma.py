@@ -14,7 +14,7 @@ from ...frontend import syntax as ast
 from ...frontend.sema.model import Symbol, SymKind
 from ...frontend.sema.symbolic import Sym
 from . import build as b
-from . import scratch
+from . import checks, scratch
 from . import nodes as ir
 from .errors import LoweringError, unsupported
 from .state import BufferSlot, KernelState
@@ -32,6 +32,7 @@ def lower_dma(kl: KernelState, stmt: ast.DmaStmt) -> None:
     source = _transformed(kl, kl.resolve_view_read(stmt.src), stmt)
     dst = stmt.dst
     future = _future_symbol(kl, stmt)
+    checks.issued(kl, future, stmt)
     if isinstance(dst, ast.StorageDest):
         # (a fresh global buffer belongs to the program that copies into it, as a shared
         # one does: both hold what the source held)

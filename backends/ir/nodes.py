@@ -338,6 +338,11 @@ class Assert(Stmt):
     cond: Expr
     message: str
     mask: Expr | None = None
+    # a check of the debug compile option (checks.py): the message is prefixed with the
+    # Croqtile file:line of ``span``, and on the CPU the error reports the values of these
+    # let-bound variables at the failing lanes
+    located: bool = False
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

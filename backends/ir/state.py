@@ -72,6 +72,9 @@ class Options:
     # backend="cuda" with target sm_100: the tcgen05 GEMM on one CTA per 128 x 256 tile (1)
     # or on a CTA pair per 256 x 256 tile (2)
     cta_group: int = 1
+    # bounds checks on computed indices and copies, and run-time checks of the futures
+    # protocol (checks.py): device assertions naming the Croqtile line; off adds nothing
+    debug: bool = False
 
     @property
     def descriptor_maker(self) -> str | None:
@@ -204,6 +207,7 @@ class KernelState(ABC):
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
         self.events = None  # the event ledger of straight-line code (roles.py), made on use
+        self.in_flight: dict[Symbol, str] = {}  # debug: the flags of futures (checks.py)
         self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
         self.uncertain = 0  # inside a branch that may not run
         self.bodies: set[int] = set()  # parallel bodies: where a `yield` may end a thread

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ...frontend.source import Span
 from . import build as b
+from . import checks
 from . import nodes as ir
 from .state import KernelState
 from .split_tiles import piece_sizes
@@ -17,6 +18,7 @@ def load_tile(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...], span: 
               base: str) -> Tile:
     """Load ``region`` as a register tile whose dimension d lies along ``dims[d]``."""
     kl.use_tensor(region.tensor)
+    checks.check_origin(kl, region, span, "a tile read")
     if kl.loop_depth:
         kl.loop_loaded.add(region.tensor.name)
     pointer, mask = access(region, [b.axis_index(d) for d in dims])
@@ -72,6 +74,7 @@ def staging_scope(kl: KernelState, region: Region) -> list[ir.Stmt] | None:
 def store_tile(kl: KernelState, region: Region, tile: Tile, span: Span | None) -> None:
     """Store ``tile`` into ``region`` (converted to the region's element type)."""
     kl.use_tensor(region.tensor)
+    checks.check_origin(kl, region, span, "a tile write")
     kl.fl.written.add(region.tensor.name)
     pointer, mask = access(region, [b.axis_index(d) for d in tile.dims])
     for d, (extent, axis) in enumerate(zip(region.extents, tile.dims)):

@@ -12,7 +12,7 @@ from ...frontend.sema import dtypes
 from ...frontend.sema.model import BoundedTupleType, IndexItem, TupleType, ViewInfo, ViewStep
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
-from . import apply, scratch
+from . import apply, checks, scratch
 from . import build as b
 from . import nodes as ir
 from .errors import NeedsContiguous, unsupported
@@ -205,8 +205,10 @@ class Views(KernelState):
         return source, self.element_index(e), elem
 
     def element_index(self, e: ast.ElemAccess) -> list[ir.Expr]:
-        """The indices of ``x.at(...)``."""
-        return self.indices(e.indices)
+        """The indices of ``x.at(...)`` (checked at run time in debug mode)."""
+        index = self.indices(e.indices)
+        checks.check_element(self, e, index)
+        return index
 
     def indices(self, exprs: tuple[ast.Expr, ...]) -> list[ir.Expr]:
         """Element indices, bounded ituples spread into their members."""

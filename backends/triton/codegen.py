@@ -78,6 +78,9 @@ class KernelWriter:
         self.loops = 0  # enclosing `for` loops
         self.hoisted = 0  # variables made by splitting deep expressions
         self.asserts = False  # whether the kernel checks device assertions
+        # debug checks: message -> the variables whose values a failure on the CPU
+        # reports (none for a protocol check)
+        self.checked_values: dict[str, list[str]] = {}
         # descriptors whose stores are split into column slices: name -> block shape
         self.split_stores = _split_stores(kernel) if kernel.epilogue_split > 1 else {}
 
@@ -201,7 +204,12 @@ class KernelWriter:
             self.asserts = True
             cond = self.expr(stmt.cond, stmt.cond.axes)
             mask = "" if stmt.mask is None else f", mask={self.expr(stmt.mask, stmt.mask.axes)}"
-            w.line(f"tl.device_assert({cond}, {stmt.message!r}{mask})")
+            message = stmt.message
+            if stmt.located:
+                where = self.locate(stmt.span) if stmt.span is not None else ""
+                message = f"{where}: {message}" if where else message
+                self.checked_values.setdefault(message, []).extend(stmt.values)
+            w.line(f"tl.device_assert({cond}, {message!r}{mask})")
         elif isinstance(stmt, ir.Barrier):
             w.line("tl.debug_barrier()")
         elif isinstance(stmt, ir.Comment):
@@ -442,6 +450,11 @@ def _rounded_on_cpu(x, ON_CPU: tl.constexpr, MANTISSA: tl.constexpr, LOWEST: tl.
 # ------------------------------------------------------------------------------ module
 
 
+# The module-level table of a debug compile: check message -> let-bound variables whose
+# values at the failing lanes the interpreter's error reports (launcher.py).
+CHECKED_VALUES = "CROQTILE_CHECKED_VALUES"
+
+
 def generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
     with recursion_headroom():  # expressions nest up to the parser's MAX_DEPTH
         return _generate(fn, locate, filename)
@@ -458,9 +471,19 @@ def _generate(fn: ir.Function, locate: LocateFn, filename: str) -> Artifact:
     w.line()
     if any("ON_CPU" in k.flags for k in fn.kernels):
         w.lines.extend(_CPU_ROUNDED.splitlines())
+    checked: dict[str, list[str]] = {}
     for kernel in fn.kernels:
         w.line()
-        w.lines.extend(KernelWriter(kernel, locate).write())
+        writer = KernelWriter(kernel, locate)
+        w.lines.extend(writer.write())
+        w.line()
+        for message, names in writer.checked_values.items():
+            checked.setdefault(message, []).extend(names)
+    if checked:  # (debug mode) read by the launcher when a check fails in the interpreter
+        w.line(f"{CHECKED_VALUES} = {{")
+        for message, names in checked.items():
+            w.line(f"    {message!r}: {tuple(dict.fromkeys(names))!r},")
+        w.line("}")
         w.line()
     w.line()
     _host_function(w, fn)

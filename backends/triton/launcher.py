@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from .codegen import Artifact
+from .codegen import CHECKED_VALUES, Artifact
 
 # Held while Triton's interpreter runs a kernel (see Launcher._on_cpu): the interpreter
 # changes process-wide state for the duration of a launch -- it patches the members of
@@ -30,6 +30,12 @@ _LOCK = threading.RLock()
 class KernelError(RuntimeError):
     """Triton could not compile or run a generated kernel; the message names the kernel
     and the Croqtile source it came from."""
+
+
+class DeviceAssertionError(KernelError):
+    """A run-time check of a kernel compiled with ``debug=True`` failed (on CPU tensors,
+    where Triton's interpreter runs it): the message names the Croqtile file:line, the
+    access and, where the check has them, the offending values."""
 
 
 def load_module(artifact: Artifact, cache_dir: Path) -> ModuleType:
@@ -206,7 +212,55 @@ class Launcher:
                     self._interpreted[id(kernel)] = interpreted
                 interpreted[grid](*args)
         except Exception as exc:
+            failed = _failed_assertion(kernel, exc)
+            if failed is not None:
+                raise failed from None
             raise _kernel_error(kernel, exc) from exc
+
+
+def _failed_assertion(kernel: Any, exc: BaseException) -> DeviceAssertionError | None:
+    """The error of a debug check that failed in the interpreter (which wraps the
+    assertion in errors of its own), or None when ``exc`` is something else."""
+    checked = getattr(getattr(kernel, "fn", None), "__globals__", {}).get(CHECKED_VALUES)
+    cause: BaseException | None = exc
+    while checked is not None and cause is not None:
+        if isinstance(cause, AssertionError) and str(cause) in checked:
+            return DeviceAssertionError(_failed_check(str(cause), checked[str(cause)],
+                                                      cause.__traceback__))
+        cause = cause.__cause__
+    return None
+
+
+def _failed_check(message: str, names: tuple[str, ...], tb: Any) -> str:
+    """The message of a failed debug check, with the values the kernel's checked
+    variables hold at the failing lanes (read from the interpreted kernel's frame)."""
+    import numpy as np
+
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    # the failing lanes: the condition Triton's interpreter asserted (its builder's frame)
+    failing = None
+    for frame in reversed(frames):
+        condition = frame.f_locals.get("condition")
+        if condition is not None and hasattr(condition, "data"):
+            failing = ~np.asarray(condition.data, dtype=bool)
+            break
+    found: list[str] = []
+    kernel_frame = next((f for f in reversed(frames) if any(n in f.f_locals for n in names)), None)
+    for name in names if kernel_frame is not None and failing is not None else ():
+        value = kernel_frame.f_locals.get(name)  # type: ignore[union-attr]
+        handle = getattr(value, "handle", value)
+        data = np.asarray(getattr(handle, "data", handle))
+        try:
+            bad = np.broadcast_to(data, failing.shape)[failing] if failing.ndim else data
+        except ValueError:  # (a variable over fewer axes than the condition)
+            continue
+        found.extend(str(v) for v in np.unique(bad.ravel())[:8])
+    if not found:
+        return message
+    return f"{message}; offending value(s): {', '.join(dict.fromkeys(found))}"
 
 
 def _kernel_error(kernel: Any, exc: Exception) -> KernelError:
