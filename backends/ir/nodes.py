@@ -190,11 +190,14 @@ class Load(Expr):
 
 @dataclass(frozen=True, eq=False)
 class DescLoad(Expr):
-    """``desc.load([o0, o1])``: ``dims`` are the axes of the block in memory order."""
+    """``desc.load([o0, o1])``: ``dims`` are the axes of the block in memory order.
+    ``squeezed``: the descriptor's block has more dimensions, of size 1 (a ``.sqz()`` view
+    of a higher-rank tensor), which the loaded tile drops."""
 
     desc: str
     offsets: tuple[Expr, ...]
     dims: tuple[Axis, ...]
+    squeezed: tuple[int, ...] = ()  # the descriptor's block shape, when squeezed
 
 
 @dataclass(frozen=True, eq=False)
@@ -273,6 +276,7 @@ class DescStore(Stmt):
     offsets: tuple[Expr, ...]
     value: Expr
     dims: tuple[Axis, ...]
+    squeezed: tuple[int, ...] = ()  # as DescLoad's: the block shape the value takes
 
 
 @dataclass(frozen=True, eq=False)

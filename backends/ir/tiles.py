@@ -33,8 +33,8 @@ def load_tile(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...], span: 
     if desc is None:
         kl.emit(ir.Let(span, name, pointer_load))
     else:
-        flag, desc_name = desc
-        described = ir.DescLoad(axes, dtype, desc_name, region.origin, tuple(dims))
+        flag, desc_name, squeezed = desc
+        described = ir.DescLoad(axes, dtype, desc_name, region.origin, tuple(dims), squeezed)
         kl.emit(ir.Branch(span, flag, [ir.Let(None, name, described)],
                           [ir.Let(None, name, pointer_load)]))
     valid = None if region.filled else mask
@@ -96,19 +96,22 @@ def store_tile(kl: KernelState, region: Region, tile: Tile, span: Span | None) -
     if desc is None:
         kl.emit(pointer_store)
         return
-    flag, desc_name = desc
+    flag, desc_name, squeezed = desc
     kl.emit(ir.Branch(span, flag, [ir.DescStore(None, desc_name, region.origin, value,
-                                                tuple(tile.dims))],
+                                                tuple(tile.dims), squeezed)],
                       [ir.Store(None, pointer, value, mask)]))
 
 
 def _descriptor(kl: KernelState, region: Region,
-                dims: tuple[ir.Axis, ...]) -> tuple[str, str] | None:
-    """(flag, descriptor name) when a tensor descriptor can move this tile."""
+                dims: tuple[ir.Axis, ...]) -> tuple[str, str, tuple[int, ...]] | None:
+    """(flag, descriptor name, squeezed block shape or ()) when a tensor descriptor can
+    move this tile. A ``.sqz()`` view of a higher-rank tensor (a head of ``[B, H, S, D]``)
+    takes a descriptor of the whole tensor whose block is 1 along the dropped dimensions."""
     tensor = region.tensor
     if kl.fl.options.descriptor_maker is None or not 2 <= len(tensor.dims) <= 5:
         return None
-    if len(region.extents) != len(tensor.dims):
+    squeezing = len(region.extents) != len(tensor.dims)
+    if squeezing and (not region.axes or any(d.padded for d in dims)):
         return None  # a view of fewer dimensions than its tensor (scratch slices)
     if tensor.name in kl.read_back:  # TMA stores are not ordered by a thread barrier
         return None
@@ -122,14 +125,17 @@ def _descriptor(kl: KernelState, region: Region,
         return None  # a transposed view: pointer loads handle any order
     if any(o.axes for o in region.origin):
         return None
+    block = [1] * len(tensor.dims)
+    for view_dim, axis in enumerate(dims):
+        block[region.axis_of(view_dim)] = axis.size
     elem_bytes = tensor.elem.bits // 8
-    if elem_bytes not in (1, 2, 4, 8) or dims[-1].size * elem_bytes < 16:
+    if elem_bytes not in (1, 2, 4, 8) or block[-1] * elem_bytes < 16:
         return None
     flag = kl.tma_flag(tensor)
-    name = make_descriptor(kl, tensor, tuple(d.size for d in dims))
+    name = make_descriptor(kl, tensor, tuple(block))
     if any(d.padded for d in dims):  # a whole padded tile's: split_tiles makes its pieces
         kl.split_descs[name] = tensor
-    return flag, name
+    return flag, name, tuple(block) if squeezing else ()
 
 
 def make_descriptor(kl: KernelState, tensor: TensorRef, block: tuple[int, ...]) -> str:

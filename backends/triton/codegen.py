@@ -153,6 +153,8 @@ class KernelWriter:
             value = self.expr(stmt.value, stmt.value.axes)
             if tuple(stmt.dims) != ir.sort_axes(stmt.dims):
                 value = f"tl.trans({value})"
+            if stmt.squeezed:
+                value = f"tl.reshape({value}, [{', '.join(map(str, stmt.squeezed))}])"
             offsets = [self.expr(o, o.axes) for o in stmt.offsets]
             if stmt.desc in self.split_stores:
                 self._split_store(stmt.desc, offsets, value)
@@ -341,6 +343,9 @@ class KernelWriter:
         if isinstance(e, ir.DescLoad):
             offsets = ", ".join(self.expr(o, o.axes) for o in e.offsets)
             text = f"{e.desc}.load([{offsets}])"
+            if e.squeezed:
+                sizes = ", ".join(str(a.size) for a in e.dims)
+                text = f"tl.reshape({text}, [{sizes}])"
             if tuple(e.dims) != ir.sort_axes(e.dims):
                 text = f"tl.trans({text})"
             return text
