@@ -36,3 +36,19 @@ def nvcc() -> str | None:
     if home and (Path(home) / "bin" / "nvcc").exists():
         return str(Path(home) / "bin" / "nvcc")
     return shutil.which("nvcc")
+
+
+def cache_size() -> int | None:
+    """``CROQTILE_CACHE_SIZE``: how many entries each per-shape table of a function keeps
+    (see ``croqtile.lru``); None when unset. A value that is not a positive integer is an
+    error naming the variable."""
+    text = os.environ.get("CROQTILE_CACHE_SIZE", "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"CROQTILE_CACHE_SIZE={text!r}: expected a positive integer")
+    return value
