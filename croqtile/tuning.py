@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from . import settings
-from .backends.triton.launcher import publish, sm_count
+from .backends.triton.launcher import device_scope, publish, sm_count
 from .errors import ArgumentError, CompileError
 from .lru import DEFAULT_CACHE_SIZE, LRU
 from .tile_defines import TileProbe
@@ -350,7 +350,10 @@ class TunedFunction:
         key = cache_key(self._text, self.name, self._fixed, space, device, bucket)
         choice = load_choice(key) if self.cache else None
         if choice is None:
-            report = self._search(space, args, timer, bucket, device)
+            # candidates compiled, run and timed on the tensors' GPU (the timer's events
+            # and synchronisations are the current device's), the choice kept per model
+            with device_scope(bound.device):
+                report = self._search(space, args, timer, bucket, device)
             if self.cache:
                 save_choice(key, report.record())
             self.reports.append(report)

@@ -160,7 +160,20 @@ class Launcher:
         state = self._state(kernel)
         if not _ALLOCATOR_SET.get():  # (a thread's first launch)
             _ensure_allocator()
-        device_index = _current_device()
+        current = _current_device()
+        index = device.index
+        if index is not None and index != current:
+            # the tensors' device, not the current one: Triton compiles and launches for
+            # the current device, on its current stream
+            with _select_device(index):
+                self._on_gpu(state, grid, args, num_warps, num_stages, index)
+            return
+        self._on_gpu(state, grid, args, num_warps, num_stages, current)
+
+    def _on_gpu(self, state: _KernelState, grid: tuple[int, ...], args: tuple[Any, ...],
+                num_warps: int, num_stages: int, device_index: int) -> None:
+        """A launch on the current device, ``device_index``, and its current stream."""
+        kernel = state.kernel
         key = (device_index,) + _specialisation(args)
         compiled = state.compiled.get(key)
         if compiled is not None:
@@ -366,6 +379,23 @@ def _runtime() -> tuple[Any, Any]:
 
 def _current_device() -> int:
     return _runtime()[1].active.get_current_device()
+
+
+def _select_device(index: int) -> Any:
+    """``torch.cuda.device(index)``: the block runs with that device current."""
+    import torch
+
+    return torch.cuda.device(index)
+
+
+def device_scope(device: Any) -> Any:
+    """A context in which the CUDA device of ``device`` is current (Triton compiles,
+    launches and times kernels there, on its current stream); nothing to do for another
+    device type, an unindexed device or the current device."""
+    index = getattr(device, "index", None)
+    if getattr(device, "type", None) != "cuda" or index is None or index == _current_device():
+        return contextlib.nullcontext()
+    return _select_device(index)
 
 
 def _launch_compiled(compiled: Any, grid: tuple[int, ...], args: tuple[Any, ...],
