@@ -52,7 +52,7 @@ import torch
 from . import settings
 from .backends.triton.launcher import device_scope, publish, sm_count
 from .errors import ArgumentError, CompileError
-from .lru import DEFAULT_CACHE_SIZE, LRU
+from .lru import DEFAULT_CACHE_SIZE, LRU, CacheInfo
 from .tile_defines import TileProbe
 from .tuning_space import (MODES, Config, Plan, Space, Tunables, default_space, search_space,
                            shape_bucket, source_defines)
@@ -308,6 +308,13 @@ class TunedFunction:
         # the chosen function checks the arguments itself
         call = getattr(known[1], "call_signed", None)
         return known[1](*args) if call is None else call(signature, args)
+
+    def cache_info(self) -> CacheInfo:
+        """The table of warm-call signatures (each names the configuration it runs); the
+        configurations' functions report their own tables."""
+        table = self._by_signature.info()
+        return CacheInfo(table.hits, table.misses, table.size, table.maxsize,
+                         {"signatures": table})
 
     def __repr__(self) -> str:
         return f"<croqtile.TunedFunction {self.name} autotune={self.mode!r}>"

@@ -135,3 +135,17 @@ def test_soak_keeps_memory_flat_on_the_gpu(tmp_path: Path) -> None:
                    "--device", "cuda")
     assert report["ok"] and report["largest_table"] <= 64
     assert report["growth_mib"] <= report["bound_mib"]
+
+
+def test_autotuned_functions_bound_their_signatures() -> None:
+    mod = croqtile.compile(WHOLE_TILE, autotune="quick", tunables=[{"num_warps": 4}],
+                           cache_size=2)
+    fn = mod.stage3
+    fn.timer, fn.cache, fn.verbose = (lambda run: run() or 1.0), False, False
+    for shape in [(2, 3, 4), (3, 5, 7), (1, 2, 3), (1, 2, 3)]:
+        x = torch.randn(shape)
+        y = torch.full(shape, float("nan"))
+        fn(x, y)
+        assert torch.equal(y, x)
+    info = fn.cache_info()
+    assert (info.hits, info.misses, info.size, info.maxsize) == (1, 3, 2, 2)
