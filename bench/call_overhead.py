@@ -109,9 +109,8 @@ def per_call_us(fn: Callable[[], Any], calls: int, reps: int, sync: Callable[[],
 def host_of(case: Case) -> tuple[Callable[..., Any], list[Any]]:
     """The generated host function the warm call runs and its trailing arguments."""
     fn = case.function
-    key, bound = fn._bind(case.args)
-    artifact = fn._artifacts[key]
-    host = getattr(fn._load(key), artifact.function)
+    key, bound, artifact = fn._bind_variant(case.args)
+    host = getattr(fn._load(key, artifact), artifact.function)
     return host, [bound.device, *bound.args, *(bound.dims[d] for d in artifact.dims)]
 
 

@@ -9,6 +9,7 @@ from typing import Any, Callable, Mapping
 from . import settings
 from .driver import compile_source, make_options
 from .library import register
+from .lru import resolve_size
 from .module import Function, Module
 from .traced import traced_call
 from .tuning import Config, Tunables, make_tuned
@@ -21,7 +22,7 @@ Defines = Mapping[str, int | float | str | None]
 def compile(src: str, *, defines: Defines | None = None, filename: str = "<string>",
             autotune: str = "none", tunables: Tunables | TunablesByShape | None = None,
             tune_budget_s: float | None = None, library: str | None = None,
-            **options: Any) -> Module:
+            cache_size: int | None = None, **options: Any) -> Module:
     """Compile Croqtile source text into a module of torch-callable functions.
 
     >>> import croqtile, torch
@@ -69,6 +70,10 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     bounds one search (default 30 s quick, 300 s full); values fixed by ``defines`` or
     options are not searched. Choices are cached in the cache directory.
 
+    ``cache_size`` bounds what each function remembers per shape and argument signature
+    (kernel variants, loaded modules, warm calls; least recently used first out): by
+    default ``CROQTILE_CACHE_SIZE``, else 256 (``croqtile.lru``).
+
     ``library="NS"`` registers every function as the PyTorch operator
     ``torch.ops.NS.<name>`` (``croqtile.library``): ``mod.<name>.op`` is it, and calling
     ``mod.<name>`` goes through it, so that ``torch.compile`` traces the call.
@@ -76,16 +81,17 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     """
     if "debug" not in options and settings.debug():
         options = {**options, "debug": True}
+    size = resolve_size(cache_size)  # (a malformed size fails now, not at the first call)
     if autotune != "none":
         module = _tuned(src, defines or {}, filename, autotune, tunables, tune_budget_s,
-                        options)
+                        options, size)
     else:
         if tunables is not None or tune_budget_s is not None:
             raise ValueError("tunables= and tune_budget_s= apply with autotune='quick' or "
                              "'full'")
         result = compile_source(src, filename=filename, defines=defines,
                                 options=make_options(options))
-        module = Module([Function(f) for f in result.functions], filename)
+        module = Module([Function(f, size) for f in result.functions], filename)
     if library is not None:
         for function in module.functions.values():
             function.op = register(library, function.compiled, function.call,
@@ -95,7 +101,7 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
 
 def _tuned(src: str, defines: Defines, filename: str, mode: str,
            tunables: Tunables | TunablesByShape | None, budget_s: float | None,
-           options: Mapping[str, Any]) -> Module:
+           options: Mapping[str, Any], cache_size: int) -> Module:
     make_options(options)  # unknown or malformed options fail now, not at the first call
 
     def compile_config(config: Config) -> dict[str, Function]:
@@ -103,7 +109,7 @@ def _tuned(src: str, defines: Defines, filename: str, mode: str,
         result = compile_source(src, filename=filename,
                                 defines={**dict(config.defines), **defines},
                                 options=make_options(merged))
-        return {f.name: Function(f) for f in result.functions}
+        return {f.name: Function(f, cache_size) for f in result.functions}
 
     names = list(compile_config(Config()))
     functions = make_tuned(names, src, mode, tunables, defines, options, budget_s,

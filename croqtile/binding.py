@@ -98,6 +98,15 @@ def _torch_dtype(elem: str) -> torch.dtype | None:
     return getattr(torch, name, None) if name else None
 
 
+def mixed_devices(fn_name: str, param: str, device: Any, first: str,
+                  first_device: Any) -> ArgumentError:
+    """The error of a call whose tensors are on two devices (one kernel launch runs on
+    one device): it names both parameters and both devices."""
+    return ArgumentError(f"{fn_name}(): parameter '{param}' is on {device} but '{first}' is "
+                         f"on {first_device}; all tensors of a call must be on one device "
+                         f"(move them with .to({str(first_device)!r}))")
+
+
 def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any],
          checks: Sequence[Any] = (), written: frozenset[str] = frozenset()) -> Bound:
     """The arguments checked against ``params``; ``written``: the tensor parameters the
@@ -127,8 +136,7 @@ def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any],
         if device is None:
             device, device_from = tensor.device, param.name
         elif tensor.device != device:
-            raise ArgumentError(f"{fn_name}(): parameter '{param.name}' is on {tensor.device} but "
-                                f"'{device_from}' is on {device}; all tensors must be on one device")
+            raise mixed_devices(fn_name, param.name, tensor.device, device_from, device)
         _dims(fn_name, param, tensor, dims, origin)
         values.append(tensor)
     if device is None:

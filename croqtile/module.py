@@ -11,15 +11,13 @@ from typing import Any, Callable
 from . import settings
 from .backends.cuda.match import SparseGemmPlan
 from .backends.triton.codegen import Artifact
+from .backends.bounded import LRU
 from .backends.triton.launcher import Launcher, load_module
 from .binding import Bound, Signature, bind, make_signer, scalar_converters
 from .driver import CompiledFunction
 from .errors import ArgumentError, CompileError
 from .frontend.sema.effects import written_parameters
-
-
-# signatures remembered per function; past this many (a shape sweep) the memory restarts
-_WARM_LIMIT = 256
+from .lru import CacheInfo, resolve_size
 
 
 @dataclass(frozen=True)
@@ -29,6 +27,7 @@ class _Warm:
     conversions. Read on every warm call, so it holds ready values, not recipes."""
 
     key: tuple[Any, ...]
+    artifact: Artifact
     host: Callable[..., Any]
     device: Any
     dims: tuple[int, ...]
@@ -46,29 +45,35 @@ class Function:
     Contiguous tensors run the artifact compiled for them; a call with strided tensors
     (transposed views, slices, permuted dimensions) runs a variant compiled on first use
     for the set of parameters that are strided, whose kernels take their strides (arch
-    4.1); any other strides of the same parameters run the same variant."""
+    4.1); any other strides of the same parameters run the same variant.
 
-    def __init__(self, compiled: CompiledFunction) -> None:
+    Variants, loaded modules and warm-call signatures are kept in least-recently-used
+    tables of ``cache_size`` entries each (``croqtile.lru``; ``cache_info()`` reports
+    them): a variant evicted by a sweep over many shapes is compiled again when its shape
+    returns."""
+
+    def __init__(self, compiled: CompiledFunction, cache_size: int | None = None) -> None:
         self._compiled = compiled
-        self._launcher = Launcher()
+        size = resolve_size(cache_size)
+        self.cache_size = size
+        self._launcher = Launcher(size)
         self.name = compiled.name
         self.op: Any = None  # the torch.library operator, when compiled with library=
         self.loads = 0  # how many times a generated module was loaded (1 after a call)
         self.warm_calls = 0  # calls that skipped the argument checks (a known signature)
         self._sign = make_signer(self._host_params())
         self._written = written_parameters(compiled.checked)
-        self._warm: dict[Signature, _Warm] = {}
+        self._warm: LRU[Signature, _Warm] = LRU(size)
         # artifacts and loaded modules by variant key: the dimension values of a function
         # specialised per shape, then the strided parameters when there are any (() when
-        # neither)
-        self._artifacts: dict[tuple[Any, ...], Artifact] = {}
-        self._modules: dict[tuple[Any, ...], ModuleType] = {}
-        self._last: tuple[Any, ...] | None = None
+        # neither: the compiled artifact, never evicted). A variant evicted takes its
+        # module and the warm calls that ran it along.
+        self._artifacts: LRU[tuple[Any, ...], Artifact] = LRU(size, self._evicted)
+        self._modules: LRU[tuple[Any, ...], ModuleType] = LRU(size, self._unloaded)
+        self._last: Artifact | None = None
         # held while a variant is compiled or a module loaded: threads making their first
         # calls at once compile and load each variant once, and none sees it half made
         self._making = threading.Lock()
-        if compiled.artifact is not None:
-            self._artifacts[()] = compiled.artifact
 
     @property
     def triton_source(self) -> str:
@@ -76,8 +81,9 @@ class Function:
         function specialised per call on its dimensions has one per shape, and calls with
         strided tensors run a variant of their own: this is the last one called (a
         comment saying so before the first call of a specialised function)."""
-        if self._last is not None or () in self._artifacts:
-            return self._artifacts[self._last or ()].source
+        last = self._last or self._compiled.artifact
+        if last is not None:
+            return last.source
         dims = ", ".join(self._compiled.specialize_on)
         return (f"# '{self.name}' is compiled per call, specialised on the dimensions {dims}; "
                 "call it to generate its kernels\n")
@@ -126,52 +132,89 @@ class Function:
         """The artifact and generated host function of a function compiled once for all
         shapes, loaded now if no call has loaded it (``ValueError`` for a function
         compiled per call shape, which has one per shape)."""
-        artifact = self._artifacts.get(()) if self._compiled.artifact is not None else None
+        artifact = self._compiled.artifact
         if artifact is None:
             raise ValueError(f"'{self.name}' is compiled per call shape: it has no host "
                              "function for all shapes")
-        return artifact, getattr(self._load(()), artifact.function)
+        return artifact, getattr(self._load((), artifact), artifact.function)
 
     def _host_params(self) -> tuple[Any, ...]:
         artifact = self._compiled.artifact
         return artifact.params if artifact is not None else self._compiled.params
 
-    def _load(self, key: tuple[Any, ...]) -> ModuleType:
+    def _load(self, key: tuple[Any, ...], artifact: Artifact) -> ModuleType:
         module = self._modules.get(key)
         if module is None:
             with self._making:
-                module = self._modules.get(key)  # (another thread may have loaded it)
+                module = self._modules.peek(key)  # (another thread may have loaded it)
                 if module is None:
-                    module = load_module(self._artifacts[key], settings.cache_dir())
+                    module = load_module(artifact, settings.cache_dir())
                     self._modules[key] = module
                     self.loads += 1
         return module
 
+    def _evicted(self, key: tuple[Any, ...], artifact: Artifact) -> None:
+        """A variant left the table: its module and warm calls go too."""
+        del artifact
+        module = self._modules.pop(key)
+        if module is not None:
+            self._unloaded(key, module)
+
+    def _unloaded(self, key: tuple[Any, ...], module: ModuleType) -> None:
+        """A module left the table: the warm calls that ran its host function and what
+        the launcher remembered of its kernels go too."""
+        self._warm.drop_if(lambda _, warm: warm.key == key)
+        self._launcher.forget(module)
+
+    def _variant(self, key: tuple[Any, ...]) -> Artifact | None:
+        if key == () and self._compiled.artifact is not None:
+            return self._compiled.artifact
+        return self._artifacts.get(key)
+
+    def cache_info(self) -> CacheInfo:
+        """The tables of this function (see ``croqtile.lru``): warm-call signatures'
+        hits and misses, and each table's entries against its size."""
+        warm = self._warm.info()
+        return CacheInfo(warm.hits, warm.misses, warm.size, self.cache_size,
+                         {"signatures": warm, "variants": self._artifacts.info(),
+                          "modules": self._modules.info(),
+                          "launches": self._launcher.info()})
+
     def _bind(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any]:
         """Bind the arguments; the key of the artifact for their shapes and layouts
         (compiled now when it is new)."""
+        key, bound, _ = self._bind_variant(args)
+        return key, bound
+
+    def _bind_variant(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Any, Artifact]:
+        """``_bind``, and the artifact of the key (held: the table may evict it)."""
         compiled = self._compiled
         checks = compiled.artifact.checks if compiled.artifact is not None else \
             compiled.checked.runtime_checks
         bound = bind(self.name, self._host_params(), args, checks, self._written)
         layout: tuple[Any, ...] = (bound.strided,) if bound.strided else ()
         if compiled.artifact is not None:
-            if layout and layout not in self._artifacts:
+            key = layout
+
+            def make() -> Artifact:
                 assert compiled.restride is not None
-                with self._making:
-                    if layout not in self._artifacts:
-                        self._artifacts[layout] = compiled.restride(bound.strided)
-            self._last = layout
-            return layout, bound
-        dims = {name: bound.dims[name] for name in compiled.specialize_on
-                if name in bound.dims}
-        key = tuple(dims.get(name, 0) for name in compiled.specialize_on) + layout
-        if key not in self._artifacts:
+                return compiled.restride(bound.strided)
+        else:
+            dims = {name: bound.dims[name] for name in compiled.specialize_on
+                    if name in bound.dims}
+            key = tuple(dims.get(name, 0) for name in compiled.specialize_on) + layout
+
+            def make() -> Artifact:
+                return self._specialise(dims, bound.strided)
+        artifact = self._variant(key)
+        if artifact is None:
             with self._making:
-                if key not in self._artifacts:
-                    self._artifacts[key] = self._specialise(dims, bound.strided)
-        self._last = key
-        return key, bound
+                artifact = self._artifacts.peek(key)
+                if artifact is None:
+                    artifact = make()
+                    self._artifacts[key] = artifact
+        self._last = artifact
+        return key, bound, artifact
 
     def _specialise(self, dims: dict[str, int], strided: frozenset[str]) -> Artifact:
         """The artifact for these dimensions and strided parameters, compiled now."""
@@ -185,8 +228,7 @@ class Function:
 
     def artifact_for(self, *args: Any) -> Artifact:
         """The generated artifact that a call with ``args`` runs (compiled if needed)."""
-        key, _ = self._bind(args)
-        return self._artifacts[key]
+        return self._bind_variant(args)[2]
 
     def __call__(self, *args: Any) -> Any:
         if self.op is not None:  # (its implementation calls `call`)
@@ -204,7 +246,7 @@ class Function:
         if warm is None:
             return self._cold_call(args, signature)
         self.warm_calls += 1
-        self._last = warm.key
+        self._last = warm.artifact
         if warm.scalars:
             values = list(args)
             for index, convert in warm.scalars:
@@ -214,18 +256,16 @@ class Function:
 
     def _cold_call(self, args: tuple[Any, ...], signature: Signature | None) -> Any:
         """A call with a new argument signature: full checks, then remember the result."""
-        key, bound = self._bind(args)
-        warm = self._remember(key, bound, args)
+        key, bound, artifact = self._bind_variant(args)
+        warm = self._remember(key, artifact, bound, args)
         if signature is not None:
-            if len(self._warm) >= _WARM_LIMIT:
-                self._warm.clear()
             self._warm[signature] = warm
         return warm.host(self._launcher, warm.device, *bound.args, *warm.dims)
 
-    def _remember(self, key: tuple[Any, ...], bound: Bound, args: tuple[Any, ...]) -> _Warm:
+    def _remember(self, key: tuple[Any, ...], artifact: Artifact, bound: Bound,
+                  args: tuple[Any, ...]) -> _Warm:
         """What later calls with these arguments' signature reuse, read off this binding."""
-        artifact = self._artifacts[key]
-        host = getattr(self._load(key), artifact.function)
+        host = getattr(self._load(key, artifact), artifact.function)
         if self._compiled.gemm is not None and bound.device.type == "cuda":
             # (loads nothing until a CUDA call)
             from .cuda_dispatch import gemm_host, sparse_gemm_host
@@ -236,7 +276,7 @@ class Function:
                                  self._compiled.blackwell)
         dims = tuple(bound.dims[d] for d in artifact.dims)
         scalars = scalar_converters(self.name, self._host_params(), args)
-        return _Warm(key, host, bound.device, dims, scalars)
+        return _Warm(key, artifact, host, bound.device, dims, scalars)
 
     def __repr__(self) -> str:
         return f"<croqtile.Function {self.name}({', '.join(self.params)})>"

@@ -42,3 +42,19 @@ def debug() -> bool:
     """``CROQTILE_DEBUG``: when set to anything but ``""`` or ``"0"``, every compile takes
     ``debug=True`` unless the call passes ``debug`` itself."""
     return os.environ.get("CROQTILE_DEBUG", "") not in ("", "0")
+
+
+def cache_size() -> int | None:
+    """``CROQTILE_CACHE_SIZE``: how many entries each per-shape table of a function keeps
+    (see ``croqtile.lru``); None when unset. A value that is not a positive integer is an
+    error naming the variable."""
+    text = os.environ.get("CROQTILE_CACHE_SIZE", "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"CROQTILE_CACHE_SIZE={text!r}: expected a positive integer")
+    return value

@@ -25,6 +25,7 @@ import torch
 from .backends.ir.nodes import HostParam
 from .backends.triton.codegen import Artifact
 from .backends.triton.traced import TracedTensor, TracingLaunch, traced_host
+from .binding import mixed_devices
 from .errors import ArgumentError
 from .frontend.sema import dtypes
 from .module import Function
@@ -150,6 +151,7 @@ def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
     dims: dict[str, Any] = {}
     origin: dict[str, str] = {}
     device: torch.device | None = None
+    device_from = ""
     for param, arg in zip(artifact.params, args):
         if param.kind != "tensor":
             continue
@@ -161,11 +163,9 @@ def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
             raise ArgumentError(f"{name}(): parameter '{param.name}' expects rank "
                                 f"{len(param.dims)}, got a tensor of rank {arg.dim()}")
         if device is None:
-            device = arg.device
+            device, device_from = arg.device, param.name
         elif arg.device != device:
-            raise ArgumentError(f"{name}(): parameter '{param.name}' is on {arg.device} "
-                                f"but an earlier tensor is on {device}; all tensors must be "
-                                "on one device")
+            raise mixed_devices(name, param.name, arg.device, device_from, device)
         for d, (want, size) in enumerate(zip(param.dims, arg.shape)):
             where = f"{name}(): parameter '{param.name}', dimension {d}"
             if want.value is not None:

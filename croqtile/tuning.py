@@ -50,8 +50,9 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from . import settings
-from .backends.triton.launcher import publish, sm_count
+from .backends.triton.launcher import device_scope, publish, sm_count
 from .errors import ArgumentError, CompileError
+from .lru import DEFAULT_CACHE_SIZE, LRU, CacheInfo
 from .tile_defines import TileProbe
 from .tuning_space import (MODES, Config, Plan, Space, Tunables, default_space, search_space,
                            shape_bucket, source_defines)
@@ -248,8 +249,6 @@ class TunedFunction:
         self._fixed = dict(fixed)
         self._functions: dict[Config, Any] = {}
         self._choices: dict[tuple[Any, ...], Config] = {}
-        # warm calls: the function chosen for arguments of these shapes/dtypes/devices
-        self._by_signature: dict[tuple[Any, ...], tuple[Config, Any]] = {}
         self._default = Config()
         self._last: Config | None = None
         self._warned_cpu = False
@@ -258,6 +257,9 @@ class TunedFunction:
         self._making = threading.RLock()
         self.op: Any = None  # the torch.library operator, when compiled with library=
         default = self._function(self._default)  # (compile errors surface at compile())
+        # warm calls: the function chosen for arguments of these shapes/dtypes/devices
+        self._by_signature: LRU[tuple[Any, ...], tuple[Config, Any]] = LRU(
+            getattr(default, "cache_size", DEFAULT_CACHE_SIZE))
         self._sign: Callable[[Sequence[Any]], Any] = getattr(default, "_sign", _signature)
 
     # ----------------------------------------------------------- Function's interface
@@ -300,12 +302,19 @@ class TunedFunction:
             _, bound = default._bind(args)  # argument errors are reported before any tuning
             config = self._choose(bound, args)
             known = (config, self._function(config))
-            if signature is not None and len(self._by_signature) < 4096:  # (one per shape)
+            if signature is not None:
                 self._by_signature[signature] = known
         self._last = known[0]
         # the chosen function checks the arguments itself
         call = getattr(known[1], "call_signed", None)
         return known[1](*args) if call is None else call(signature, args)
+
+    def cache_info(self) -> CacheInfo:
+        """The table of warm-call signatures (each names the configuration it runs); the
+        configurations' functions report their own tables."""
+        table = self._by_signature.info()
+        return CacheInfo(table.hits, table.misses, table.size, table.maxsize,
+                         {"signatures": table})
 
     def __repr__(self) -> str:
         return f"<croqtile.TunedFunction {self.name} autotune={self.mode!r}>"
@@ -348,7 +357,10 @@ class TunedFunction:
         key = cache_key(self._text, self.name, self._fixed, space, device, bucket)
         choice = load_choice(key) if self.cache else None
         if choice is None:
-            report = self._search(space, args, timer, bucket, device)
+            # candidates compiled, run and timed on the tensors' GPU (the timer's events
+            # and synchronisations are the current device's), the choice kept per model
+            with device_scope(bound.device):
+                report = self._search(space, args, timer, bucket, device)
             if self.cache:
                 save_choice(key, report.record())
             self.reports.append(report)

@@ -241,9 +241,8 @@ def test_runtime_checks_after_warm_calls() -> None:
         assert message(lambda a=a: warm(a)) == expected
 
 
-def test_remembered_signatures_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(croqtile.module, "_WARM_LIMIT", 2)
-    fn = croqtile.compile(SCALE, filename="scale.co").scale
+def test_remembered_signatures_are_bounded() -> None:
+    fn = croqtile.compile(SCALE, filename="scale.co", cache_size=2).scale
     for n in (32, 64, 96, 32):
         x = torch.randn(n)
         y = poisoned(n, dtype=torch.float32)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..bounded import LRU
 from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build, kernel_text
 
 SOURCE = "gemm_sm90.cu"
@@ -118,17 +119,16 @@ class HopperGemm:
         blocks = sms - sms % CLUSTER
         self.clusters = min(self.kernels[torch.float16, w].max_active_clusters(blocks)
                             for w in WIDTHS)
-        self._maps: dict[tuple, TensorMap] = {}
+        # by (address, shape, dtype, box rows): none holds its tensor
+        self._maps: LRU[tuple, TensorMap] = LRU(64)
         # "grouped" (computed in the kernel) or "hilbert" (a table per grid of tiles)
         self.order = "grouped"
-        self._tables: dict[tuple[int, int], torch.Tensor] = {}
+        self._tables: LRU[tuple[int, int], torch.Tensor] = LRU(64)
 
     def _map(self, t: torch.Tensor, box_rows: int) -> TensorMap:
         key = (t.data_ptr(), tuple(t.shape), t.dtype, box_rows)
         found = self._maps.get(key)
         if found is None:
-            if len(self._maps) > 64:
-                self._maps.clear()
             rows, cols = t.shape
             found = TensorMap(t.data_ptr(), _TYPES[t.dtype][1], rows, cols,
                               cols * t.element_size(), box_rows, TILE_K)

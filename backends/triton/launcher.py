@@ -7,6 +7,7 @@ import contextlib
 import functools
 import hashlib
 import importlib.util
+import linecache
 import os
 import tempfile
 import threading
@@ -16,7 +17,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from ..bounded import LRU, TableInfo
 from .codegen import CHECKED_VALUES, Artifact
+
+# entries per table of a launcher when its function gives no size (croqtile.lru's default)
+DEFAULT_SIZE = 256
 
 # Held while Triton's interpreter runs a kernel (see Launcher._on_cpu): the interpreter
 # changes process-wide state for the duration of a launch -- it patches the members of
@@ -80,6 +85,43 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
+class _KernelState:
+    """What a launcher remembers of one kernel: the kernel itself, its interpreted form
+    (CPU), the stage count and options a GPU launch settled on, and the compiled kernel
+    of each specialisation launched (see ``_specialisation``), launched without Triton's
+    per-call argument binding."""
+
+    __slots__ = ("kernel", "interpreted", "plan", "compiled")
+
+    def __init__(self, kernel: Any, compiled: LRU[tuple[Any, ...], Any]) -> None:
+        self.kernel = kernel
+        self.interpreted: Any = None
+        self.plan: tuple[int, dict[str, Any]] | None = None
+        self.compiled = compiled
+
+
+def _globals_of(kernel: Any) -> Any:
+    return getattr(getattr(kernel, "fn", None), "__globals__", None)
+
+
+def forget_module(module: ModuleType) -> None:
+    """Drop the process-wide records of a generated module's functions: Triton's
+    interpreter keeps every function it rewrote in a class-level table (never emptied),
+    and ``linecache`` the module's source lines."""
+    names = vars(module)
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+    except ImportError:  # pragma: no cover - Triton is a dependency
+        table: dict[Any, Any] = {}
+    else:
+        table = InterpretedFunction.rewritten_fn
+    for fn in [f for f in list(table) if getattr(f, "__globals__", None) is names]:
+        table.pop(fn, None)
+    path = getattr(module, "__file__", None)
+    if path:
+        linecache.cache.pop(path, None)
+
+
 class Launcher:
     """Callable handed to the generated host function as ``launch``.
 
@@ -87,15 +129,31 @@ class Launcher:
     count: no per-call imports, dictionaries or retry loop. Failures cost more: shared
     memory overflow retries with fewer stages, anything else becomes a ``KernelError``."""
 
-    def __init__(self) -> None:
-        self._interpreted: dict[int, Any] = {}
-        # by id of a GPU kernel: the stage count that fits and the extra launch options
-        self._gpu: dict[int, tuple[int, dict[str, Any]]] = {}
-        # by id of a GPU kernel: the kernel (held, so that its id is not reused) and the
-        # compiled kernel of each specialisation seen (see _specialisation), launched
-        # without Triton's per-call argument binding
-        self._compiled: dict[int, tuple[Any, dict[tuple[Any, ...], Any]]] = {}
+    def __init__(self, cache_size: int = DEFAULT_SIZE) -> None:
+        # by id of a kernel: what its launches remember (the entry holds the kernel, so
+        # its id is not reused while the entry lives)
+        self._kernels: LRU[int, _KernelState] = LRU(cache_size)
+        self.cache_size = cache_size
         self.launches = 0
+
+    def _state(self, kernel: Any) -> _KernelState:
+        state = self._kernels.get(id(kernel))
+        if state is None or state.kernel is not kernel:
+            state = _KernelState(kernel, LRU(self.cache_size))
+            self._kernels[id(kernel)] = state
+        return state
+
+    def forget(self, module: ModuleType) -> None:
+        """Drop what was remembered for the kernels of a generated module that is no
+        longer used (evicted from its function's table): the launch plans here, the
+        interpreter's rewritten functions and the source lines ``inspect`` read."""
+        names = vars(module)
+        self._kernels.drop_if(lambda _, state: _globals_of(state.kernel) is names)
+        forget_module(module)
+
+    def info(self) -> TableInfo:
+        """The statistics of the table of kernels."""
+        return self._kernels.info()
 
     def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
                  num_warps: int, num_stages: int, device: Any) -> None:
@@ -105,35 +163,48 @@ class Launcher:
         if getattr(device, "type", None) != "cuda":
             self._on_cpu(kernel, grid, args)
             return
-        plan = self._gpu.get(id(kernel))
+        state = self._state(kernel)
         if not _ALLOCATOR_SET.get():  # (a thread's first launch)
             _ensure_allocator()
-        device_index = _current_device()
+        current = _current_device()
+        index = device.index
+        if index is not None and index != current:
+            # the tensors' device, not the current one: Triton compiles and launches for
+            # the current device, on its current stream
+            with _select_device(index):
+                self._on_gpu(state, grid, args, num_warps, num_stages, index)
+            return
+        self._on_gpu(state, grid, args, num_warps, num_stages, current)
+
+    def _on_gpu(self, state: _KernelState, grid: tuple[int, ...], args: tuple[Any, ...],
+                num_warps: int, num_stages: int, device_index: int) -> None:
+        """A launch on the current device, ``device_index``, and its current stream."""
+        kernel = state.kernel
         key = (device_index,) + _specialisation(args)
-        seen = self._compiled.get(id(kernel))
-        compiled = seen[1].get(key) if seen is not None else None
+        compiled = state.compiled.get(key)
         if compiled is not None:
             try:
                 _launch_compiled(compiled, grid, args, device_index)
             except Exception as exc:
                 raise _kernel_error(kernel, exc) from exc
             return
-        if plan is None:
-            compiled = self._first_gpu_launch(kernel, grid, args, num_warps, num_stages)
+        if state.plan is None:
+            compiled = self._first_gpu_launch(state, grid, args, num_warps, num_stages)
         else:
-            stages, extra = plan
+            stages, extra = state.plan
             try:
                 compiled = kernel[grid](*args, num_warps=num_warps, num_stages=stages, **extra)
             except Exception as exc:
-                compiled = self._recover(kernel, grid, args, num_warps, stages, extra, exc)
+                compiled = self._recover(state, grid, args, num_warps, stages, extra, exc)
         if compiled is not None and hasattr(compiled, "run"):
-            self._compiled.setdefault(id(kernel), (kernel, {}))[1][key] = compiled
+            state.compiled[key] = compiled
 
     def stages(self, kernel: Any, num_stages: int) -> int:
         """The stage count ``kernel`` launches with: the one a GPU launch settled on (fewer
         than the codegen's when its pipeline did not fit in shared memory), else
         ``num_stages``."""
-        plan = self._gpu.get(id(kernel))
+        state = self._kernels.peek(id(kernel))
+        plan = state.plan if state is not None and state.kernel is kernel else None
         return plan[0] if plan is not None else num_stages
 
     def sm_count(self, device: Any) -> int:
@@ -157,18 +228,17 @@ class Launcher:
         key = (tensor.data_ptr(), tensor.dtype, shape, strides, block)
         desc = _DESCRIPTORS.get(key)
         if desc is None:
-            if len(_DESCRIPTORS) >= _MAX_DESCRIPTORS:
-                _DESCRIPTORS.clear()
             desc = _tensor_descriptor()(_Address(key[0], tensor.dtype), list(shape),
                                         list(strides), list(block))
             desc.specialisation = ("desc", tensor.dtype, tuple(block), desc.padding)
             _DESCRIPTORS[key] = desc
         return desc
 
-    def _first_gpu_launch(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
+    def _first_gpu_launch(self, state: _KernelState, grid: tuple[int, ...], args: tuple[Any, ...],
                           num_warps: int, num_stages: int) -> Any:
         """The first launch of a kernel: work out the launch options once, launch with
         the codegen's stage count and remember what worked."""
+        kernel = state.kernel
         # a kernel in debug mode (it checks assertions) would also trap on integer
         # overflow, which wraps in Croqtile as in C
         debug = bool(getattr(kernel, "debug", False))
@@ -176,17 +246,18 @@ class Launcher:
         try:
             compiled = kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **extra)
         except Exception as exc:
-            return self._recover(kernel, grid, args, num_warps, num_stages, extra, exc)
-        self._gpu[id(kernel)] = (num_stages, extra)
+            return self._recover(state, grid, args, num_warps, num_stages, extra, exc)
+        state.plan = (num_stages, extra)
         return compiled
 
-    def _recover(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...],
+    def _recover(self, state: _KernelState, grid: tuple[int, ...], args: tuple[Any, ...],
                  num_warps: int, stages: int, extra: dict[str, Any], exc: Exception) -> Any:
         """After a failed launch: when the pipeline's buffers did not fit in shared
         memory, retry with fewer stages and remember the number that fits; otherwise (or
         when one stage does not fit either) raise ``KernelError``."""
         from triton.runtime.errors import OutOfResources
 
+        kernel = state.kernel
         while isinstance(exc, OutOfResources) and stages > 1:
             stages -= 1
             try:
@@ -194,7 +265,7 @@ class Launcher:
             except Exception as again:
                 exc = again
                 continue
-            self._gpu[id(kernel)] = (stages, extra)
+            state.plan = (stages, extra)
             return compiled
         raise _kernel_error(kernel, exc) from exc
 
@@ -204,13 +275,12 @@ class Launcher:
             _check_interpreter_numpy()
             # one interpreted launch at a time in the process (see _LOCK)
             with _LOCK, _interpreting(debug=bool(getattr(kernel, "debug", False))):
-                interpreted = self._interpreted.get(id(kernel))
-                if interpreted is None:
+                state = self._state(kernel)
+                if state.interpreted is None:
                     from triton.runtime.interpreter import InterpretedFunction
 
-                    interpreted = InterpretedFunction(kernel.fn)
-                    self._interpreted[id(kernel)] = interpreted
-                interpreted[grid](*args)
+                    state.interpreted = InterpretedFunction(kernel.fn)
+                state.interpreted[grid](*args)
         except Exception as exc:
             failed = _failed_assertion(kernel, exc)
             if failed is not None:
@@ -340,8 +410,8 @@ class _Address:
 
 
 # host descriptors of CUDA tensors by (address, dtype, shape, strides, block)
-_DESCRIPTORS: dict[tuple[Any, ...], Any] = {}
-_MAX_DESCRIPTORS = 4096  # (then the memory starts again)
+_MAX_DESCRIPTORS = 4096
+_DESCRIPTORS: LRU[tuple[Any, ...], Any] = LRU(_MAX_DESCRIPTORS)
 
 
 @functools.cache
@@ -365,6 +435,23 @@ def _current_device() -> int:
     return _runtime()[1].active.get_current_device()
 
 
+def _select_device(index: int) -> Any:
+    """``torch.cuda.device(index)``: the block runs with that device current."""
+    import torch
+
+    return torch.cuda.device(index)
+
+
+def device_scope(device: Any) -> Any:
+    """A context in which the CUDA device of ``device`` is current (Triton compiles,
+    launches and times kernels there, on its current stream); nothing to do for another
+    device type, an unindexed device or the current device."""
+    index = getattr(device, "index", None)
+    if getattr(device, "type", None) != "cuda" or index is None or index == _current_device():
+        return contextlib.nullcontext()
+    return _select_device(index)
+
+
 def _launch_compiled(compiled: Any, grid: tuple[int, ...], args: tuple[Any, ...],
                      device_index: int) -> None:
     """Launch a compiled Triton kernel as ``JITFunction.run`` does once it has found it:
@@ -376,8 +463,9 @@ def _launch_compiled(compiled: Any, grid: tuple[int, ...], args: tuple[Any, ...]
     metadata = compiled.launch_metadata(grid3, stream, *args) if enter is not None else None
     run = compiled.run
     described = _DESCRIBED.get(id(run))
-    if described is None:
-        described = _DESCRIBED[id(run)] = (run, _Described.of(run))
+    if described is None or described[0] is not run:
+        described = (run, _Described.of(run))
+        _DESCRIBED[id(run)] = described
     if described[1] is not None:
         described[1].launch(run, grid3, stream, compiled, metadata, enter,
                             knobs.runtime.launch_exit_hook, args)
@@ -397,7 +485,7 @@ class _Described:
                  expand: Callable[[Any, Any], list[Any]]) -> None:
         self.raw, self.positions, self.metas, self.expand = raw, positions, metas, expand
         # (position, id of the descriptor) -> (the descriptor, its expansion)
-        self.expanded: dict[tuple[int, int], tuple[Any, list[Any]]] = {}
+        self.expanded: LRU[tuple[int, int], tuple[Any, list[Any]]] = LRU(DEFAULT_SIZE)
 
     @staticmethod
     def of(run: Any) -> _Described | None:
@@ -429,8 +517,6 @@ class _Described:
             desc = args[position]
             known = self.expanded.get((position, id(desc)))
             if known is None or known[0] is not desc:
-                if len(self.expanded) >= _MAX_DESCRIPTORS:
-                    self.expanded.clear()
                 known = self.expanded[(position, id(desc))] = (desc, self.expand(desc, meta))
             final.extend(known[1])
             last = position + 1
@@ -441,12 +527,13 @@ class _Described:
 
 
 # by id of a compiled kernel's launcher: (the launcher, its _Described or None)
-_DESCRIBED: dict[int, tuple[Any, _Described | None]] = {}
+_DESCRIBED: LRU[int, tuple[Any, _Described | None]] = LRU(_MAX_DESCRIPTORS)
 
 
 # device, stream (a thread on the CPU) -> (workspace, counters); the kernels leave the
 # counters at zero
-_STREAM_K_BUFFERS: dict[tuple[Any, int], tuple[Any, Any]] = {}
+# (bounded: threads come and go, each with its own on the CPU)
+_STREAM_K_BUFFERS: LRU[tuple[Any, int], tuple[Any, Any]] = LRU(64)
 
 
 def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]:
