@@ -219,6 +219,39 @@ __co__ void gemm(global f16 [64, 16] a, global f16 [64, 16] b, global f32 [64, 6
         "message": "warpgroup MMA operand 'a' is in global memory; S5000 SQMMA reads A and B "
                    "from shared memory",
     },
+    "CQ0524": {
+        "bad": """\
+__co__ void gemm_sp(global f16 [64, 16] a_packed, global u8 [64, 4] meta,
+                    global f16 [64, 32] b, global f32 [64, 64] c) {
+  parallel p by 1 : block {
+    sa = dma.copy a_packed => shared;
+    sm = dma.copy meta => shared;
+    sb = dma.copy b => shared;
+    parallel g by 1 : group-4 {
+      me = mma.load sm.data;
+      mc = mma.fill.f32 0.0f;
+      mma.row.row.sp mc, sa.data, sb.data, me;
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        "fixed": """\
+__co__ void gemm(global f16 [64, 32] a, global f16 [64, 32] b, global f32 [64, 64] c) {
+  parallel p by 1 : block {
+    sa = dma.copy a => shared;
+    sb = dma.copy b => shared;
+    parallel g by 1 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      mma.row.row mc, sa.data, sb.data;
+      mma.store mc, c;
+    }
+  }
+}
+""",
+        "message": "a 2:4 sparse MMA (`.sp`) has no S5000 equivalent: the SQMMA table lists "
+                   "dense shapes only",
+    },
 }
 
 MEANINGS: dict[str, str] = {
@@ -243,6 +276,9 @@ MEANINGS: dict[str, str] = {
     "CQ0520": "On the S5000 target a warpgroup's MMA tile is cut into SQMMA instructions of "
               "one shape of its type's row, so M, N and K must be multiples of a listed "
               "shape (M x N pairs are listed, not free).",
+    "CQ0524": "The S5000 vendor guide's WMMA and SQMMA tables list dense operand shapes "
+              "only: a 2:4 sparse MMA (`mma.LA.LB.sp`, `wgmma.sp` on Hopper) has nothing "
+              "to map onto.",
     "CQ0521": "S5000 SQMMA reads both operands through shared-memory descriptors: an operand "
               "in global memory or in registers (a `frag` tile, an accumulator) has to be "
               "staged in shared memory first.",

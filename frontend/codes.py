@@ -243,6 +243,10 @@ _TABLE: tuple[Code, ...] = (
          "copy it into a shared buffer first (`dma.copy ... => shared` or `tma.load`), or "
          "compute at warp scope (a `: group` level), where WMMA loads its operands from "
          "memory"),
+    Code("CQ0524", E, "a 2:4 sparse MMA (`.sp`) has no S5000 equivalent: the {table} table "
+                      "lists dense shapes only",
+         "multiply the dense operand (`croqtile.sparse` decompresses a packed one), or "
+         "compile for sm_90 where `wgmma.sp` runs it"),
     Code("CQ0560", E, "'{call}' into '{dst}' of shape {dst_shape}: the source '{src}' "
                       "gives {expected}"),
     Code("CQ0550", E, "'{name}' is an array of MMA fragments {dims}: select one element, as in "

@@ -1953,6 +1953,8 @@ class Checker:
         warpgroup = any(lv.level is Level.GROUP4 for lv in self.ctx.levels)
         if not mma_types_ok(ea, eb, acc.elem):
             self._error("CQ0504", stmt.span, a=ea.name, b=eb.name, c=acc.elem.name)
+        elif self.engine is not None and stmt.kind == "sp":
+            self.engine.sparse_mma(stmt.span, warpgroup)
         elif self.engine is not None:
             self.engine.mma(stmt.span, warpgroup, ea, eb, acc, (m, n, ka),
                             (self._mma_operand(stmt.a), self._mma_operand(stmt.b)))

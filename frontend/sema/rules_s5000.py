@@ -96,6 +96,10 @@ class EngineRules:
             row, shape = pieces[0]
             self.layouts[acc] = ((m, n, k), row, shape, layouts)
 
+    def sparse_mma(self, span: Span, warpgroup: bool) -> None:
+        """``mma.LA.LB.sp``: neither the WMMA nor the SQMMA table has a sparse row."""
+        self.reporter.report("CQ0524", span, table="SQMMA" if warpgroup else "WMMA")
+
     def mma_store(self, span: Span, acc: Symbol, transposed: bool) -> None:
         """``mma.store.transp`` stores the accumulator column-major."""
         found = self.layouts.get(acc)
