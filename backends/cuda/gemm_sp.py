@@ -26,6 +26,7 @@ warpgroup's half.
 from __future__ import annotations
 
 import ctypes
+import weakref
 from pathlib import Path
 from typing import Sequence
 
@@ -134,7 +135,7 @@ class SparseHopperGemm:
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.clusters = self.kernels[torch.float16].max_active_clusters(sms - sms % CLUSTER)
         self._maps: dict[tuple, TensorMap] = {}
-        self._meta: dict[tuple, torch.Tensor] = {}
+        self._meta: dict[tuple[int, int], tuple[weakref.ref, int, torch.Tensor]] = {}
 
     def _map(self, t: torch.Tensor, box_rows: int, box_cols: int, swizzle: int) -> TensorMap:
         key = (t.data_ptr(), tuple(t.shape), t.dtype, box_rows, box_cols)
@@ -149,15 +150,19 @@ class SparseHopperGemm:
         return found
 
     def metadata(self, meta: torch.Tensor, k: int) -> torch.Tensor:
-        """`wgmma_metadata` of ``meta``, remembered while the tensor is unchanged."""
-        key = (meta.data_ptr(), tuple(meta.shape), meta._version, k)
+        """`wgmma_metadata` of ``meta``, remembered while that tensor lives unchanged (a
+        weight's is made once). The entry holds a weak reference to the tensor: a new
+        tensor at a freed one's address (the caching allocator reuses it at once) is not
+        taken for the old one."""
+        key = (id(meta), k)
         found = self._meta.get(key)
-        if found is None:
-            if len(self._meta) > 16:
-                self._meta.clear()
-            found = wgmma_metadata(meta, k)
-            self._meta[key] = found
-        return found
+        if found is not None and found[0]() is meta and found[1] == meta._version:
+            return found[2]
+        if len(self._meta) > 16:
+            self._meta.clear()
+        reordered = wgmma_metadata(meta, k)
+        self._meta[key] = (weakref.ref(meta), meta._version, reordered)
+        return reordered
 
     def __call__(self, packed: torch.Tensor, meta: torch.Tensor, b: torch.Tensor,
                  out: torch.Tensor) -> None:

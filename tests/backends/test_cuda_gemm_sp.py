@@ -262,3 +262,23 @@ def test_the_kernel_reuses_the_reordered_metadata_until_it_changes(tmp_path: Pat
     out = poison(torch.empty(300, 264, dtype=torch.float16, device="cuda"))
     gemm(packed, meta, b, out)
     assert_close(out, dense2.double() @ b.double().T, torch.float16)
+
+
+@pytest.mark.gpu
+def test_a_new_metadata_tensor_at_a_freed_ones_address_is_not_taken_for_it(
+        tmp_path: Path) -> None:
+    """The caching allocator hands a freed tensor's memory to the next one of its size:
+    the reordered metadata of the first must not serve the second (the key is the
+    tensor, not its address)."""
+    if not _hopper():
+        pytest.skip("the sparse CUDA GEMM needs a Hopper GPU and nvcc")
+    gemm = SparseHopperGemm(tmp_path, nvcc=settings.nvcc())
+    b = torch.randn(264, 256, device="cuda").half()
+    addresses = set()
+    for seed in (11, 12, 13):
+        dense, packed, meta = _sparse(300, 256, torch.float16, "cuda", seed=seed)
+        addresses.add(meta.data_ptr())
+        out = poison(torch.empty(300, 264, dtype=torch.float16, device="cuda"))
+        gemm(packed, meta, b, out)
+        assert_close(out, dense.double() @ b.double().T, torch.float16)
+        del dense, packed, meta

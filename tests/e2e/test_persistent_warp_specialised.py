@@ -154,7 +154,10 @@ def test_persistent_blockscaled_fp8(device: str) -> None:
     sb = (torch.rand((n // 128, k // 128)) + 0.5).to(device)
     out = poison(torch.empty((m, n), dtype=torch.float32, device=device))
     assert compile_clean(BLOCKSCALED).persistent_fp8(lhs, sa, rhs, sb, out) is None
-    assert_close(out.cpu(), _blockscaled_reference(lhs, sa, rhs, sb), torch.float32, 1e-5)
+    # Hopper's FP8 tensor cores add products in a narrower accumulator than f32 (measured
+    # on the H200: 1.3e-4 here, as torch._scaled_mm gives on such operands)
+    tolerance = 1e-5 if device == "cpu" else 1e-3
+    assert_close(out.cpu(), _blockscaled_reference(lhs, sa, rhs, sb), torch.float32, tolerance)
 
 
 def test_each_tile_is_one_pipelined_loop() -> None:
