@@ -177,7 +177,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             mask = torch.zeros(mask.shape, dtype=acc, device=q.device).masked_fill(
                 ~mask, float("-inf"))
         args.append(mask.to(acc).expand(mb, mh, length, keys).contiguous())
-    return op(*args, bool(is_causal), scale_t)
+    # ([B, L, H, D] in memory, as torch's flash attention returns it)
+    return op(*args, bool(is_causal), scale_t).transpose(1, 2)
 
 
 def uncovered_rms_norm(x: torch.Tensor, shape: tuple[int, ...],

@@ -230,7 +230,8 @@ def linear_name(element: str, activation: str, bias: bool, kind: str) -> str:
 
 def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
     """``(q [B, H, L, D], k [B, HKV, S, D], v [B, HKV, S, D][, mask [MB, MH, L, S]],
-    causal, scale [1]) -> [B, H, L, D]``, ``scale`` being sm_scale * log2(e), with autograd."""
+    causal, scale [1]) -> o [B, L, H, D]`` (torch's flash-attention layout: ``o.transpose(1,
+    2)`` is the result), ``scale`` being sm_scale * log2(e), with autograd."""
     return operator(attention_name(element, head_dim, masked, kind))
 
 
@@ -259,7 +260,8 @@ def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
             stats, dq, dkv = attention_backward_ops(element, head_dim, masked, kind)
             q, k, v = inputs[:3]
             mask = inputs[3:]
-            do = do.contiguous()
+            # (the forward's output is [B, L, H, D]; the backward's kernels take [B, H, L, D])
+            do, out = do.transpose(1, 2).contiguous(), out.transpose(1, 2)
             lse_delta = stats(q, k, *mask, out, do, ctx.causal, scale)
             grad_q = dq(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
             grad_kv = dkv(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
