@@ -38,6 +38,18 @@ def check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> None:
     assert_close(out, reference(q, k, v, **kw), q.dtype)
 
 
+def check_causal_gqa_gradients(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    """Gradients of causal grouped-query attention against torch autograd in float64."""
+    do = random(tuple(q.shape), q.dtype, q.device)
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    grads = torch.autograd.grad(out, (q, k, v), do)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True), leaves,
+                                   do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, q.dtype)
+
+
 # (B, H, HKV, L, S): several query and key tiles with tails (32-wide on the CPU), L < S,
 # L > S, grouped heads
 SHAPES = [(2, 2, 2, 40, 40), (1, 4, 2, 24, 70), (1, 2, 1, 70, 33)]
@@ -69,14 +81,7 @@ def test_heads_transposed_from_sequence_major_tensors() -> None:
                for heads in (h, hkv, hkv))
     assert not q.is_contiguous()
     check(q, k, v, is_causal=True, enable_gqa=True)
-    do = random((b, h, length, d), torch.float32)
-    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    grads = torch.autograd.grad(out, (q, k, v), do)
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True), leaves,
-                                   do.double())
-    for got, want in zip(grads, expected):
-        assert_close(got, want, torch.float32)
+    check_causal_gqa_gradients(q, k, v)
 
 
 def test_a_boolean_mask_with_fully_masked_rows() -> None:
@@ -173,14 +178,7 @@ def test_attention_bf16_1024_gpu(causal: bool) -> None:
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_attention_gradients_gpu(d: int) -> None:
     q, k, v = (t.requires_grad_() for t in qkv(2, 8, 2, 1024, 1024, d, torch.bfloat16, "cuda"))
-    do = random(tuple(q.shape), torch.bfloat16, "cuda")
-    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-    grads = torch.autograd.grad(out, (q, k, v), do)
-    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True), leaves,
-                                   do.double())
-    for got, want in zip(grads, expected):
-        assert_close(got, want, torch.bfloat16)
+    check_causal_gqa_gradients(q, k, v)
 
 
 @pytest.mark.gpu
