@@ -63,6 +63,11 @@ GEMM_TILES = {
     ("gpu", "f16"): (128, 256, 64), ("gpu", "bf16"): (128, 256, 64),
     ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
 }
+# Launch options of the forward linear kernel. On the GPU, tiles are walked 16 rows of
+# tiles at a time (the default is 8): measured on the H200 at Llama-3-8B's prefill shapes
+# (M = 2048, bf16, against F.linear in the same run), 1.018 instead of 0.968 at N = 14336
+# and 1.005 instead of 0.998 at K = 14336, the other shapes within 1 %.
+LINEAR_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {"cpu": (), "gpu": (("group_m", 16),)}
 BACKWARD_GEMM_TILES = {
     **{("cpu", t): (32, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
     ("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64),
@@ -110,6 +115,7 @@ class Variant:
     program: str
     defines: tuple[tuple[str, int | str], ...]
     names: tuple[tuple[str, str], ...]
+    options: tuple[tuple[str, Any], ...] = ()  # compile options (launch choices)
 
 
 _LOCK = threading.Lock()
@@ -133,7 +139,7 @@ def load(variant: Variant, autograd: Callable[[Module], None] | None = None) -> 
                 warnings.simplefilter("ignore", CompileWarning)
                 module = compile_source(source, defines=dict(variant.defines + variant.names),
                                         filename=f"croqtile/kernels/{variant.program}.co",
-                                        library=NAMESPACE)
+                                        library=NAMESPACE, **dict(variant.options))
             if autograd is not None:
                 autograd(module)
             _MODULES[variant] = module
@@ -198,7 +204,7 @@ def linear_name(element: str, activation: str, bias: bool, kind: str) -> str:
     forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
     variant = Variant("linear", _gemm_defines(GEMM_TILES[kind, element], element)
                       + (("ACT", activation), ("BIAS", int(bias))),
-                      (("LINEAR", forward), ("LINEAR_GRAD", grad)))
+                      (("LINEAR", forward), ("LINEAR_GRAD", grad)), LINEAR_OPTIONS[kind])
 
     def autograd(module: Module) -> None:
         grad_op = operator(grad)
