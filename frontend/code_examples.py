@@ -1637,6 +1637,37 @@ __co__ void gemm(global f16 [16, 32] a, global f16 [32, 16] b, global f32 [16, 1
         message=("MMA shapes do not match: 'a' [16, 32] and 'b' [32, 16] disagree on K for "
                  "layout .row.row"),
     ),
+    "CQ0522": Example(
+        bad="""\
+__co__ void gemm(global bf16 [64, 64] a, global bf16 [128, 64] b, global f32 [64, 128] c) {
+  parallel p by 1 : block {
+    sa = dma.copy a => shared;
+    sb = dma.copy b => shared;
+    parallel g by 1 : group-4 {
+      acc = mma.fill.f32 0.0f;
+      [[schedule(k_tiles(3, 2, 2, 0))]]
+      mma.row.row acc, sa.data, sb.data;
+      mma.store acc, c;
+    }
+  }
+}
+""",
+        fixed="""\
+__co__ void gemm(global bf16 [64, 64] a, global bf16 [128, 64] b, global f32 [64, 128] c) {
+  parallel p by 1 : block {
+    sa = dma.copy a => shared;
+    sb = dma.copy b => shared;
+    parallel g by 1 : group-4 {
+      acc = mma.fill.f32 0.0f;
+      [[schedule(k_tiles(3, 2, 1, 0))]]
+      mma.row.row acc, sa.data, sb.data;
+      mma.store acc, c;
+    }
+  }
+}
+""",
+        message="MMA k_tiles schedule (3, 2, 2, 0) must be a permutation of [0, 4)",
+    ),
     "CQ0503": Example(
         bad="""\
 __co__ void gemm(global f16 [16, 32] a, global f16 [16, 32] b, global f32 [16, 16] c) {
@@ -3464,6 +3495,8 @@ MEANINGS: dict[str, str] = {
     "CQ0501": "MMA operands must be matrices (rank 2) whose shape is known when compiling.",
     "CQ0502": "The K extents of the A and B operands differ under the layout suffixes "
               "(`row`: K is the second dimension of the tile, `col`: the first).",
+    "CQ0522": "`[[schedule(k_tiles(...))]]` orders the K tiles an MMA takes; every tile "
+              "index from 0 must appear exactly once.",
     "CQ0503": "An accumulator keeps the `[M, N]` shape of its first MMA; a later MMA into it "
               "produces a different shape.",
     "CQ0504": "The combination of operand and accumulator element types is not one the "

@@ -243,6 +243,8 @@ _TABLE: tuple[Code, ...] = (
          "copy it into a shared buffer first (`dma.copy ... => shared` or `tma.load`), or "
          "compute at warp scope (a `: group` level), where WMMA loads its operands from "
          "memory"),
+    Code("CQ0522", E, "MMA k_tiles schedule ({order}) must be a permutation of [0, {n})",
+         "name each K tile of the MMA once, in the order it should run"),
     Code("CQ0524", E, "a 2:4 sparse MMA (`.sp`) has no S5000 equivalent: the {table} table "
                       "lists dense shapes only",
          "multiply the dense operand (`croqtile.sparse` decompresses a packed one), or "

@@ -685,13 +685,16 @@ class _Parser:
         if not schedules and self._at("parallel"):
             return self._parallel_stmt(start, tuple(attrs))
         if len(schedules) == len(attrs) == 1:
+            # the MMA statement starts at its own first token: its diagnostics point at
+            # the MMA, not at the schedule on the line above
+            mma_start = self._start()
             if self._at("mma"):
-                return self._mma(start, None, schedules[0])
+                return self._mma(mma_start, None, schedules[0])
             if self.toks[self.pos].kind is _NAME and self._peek().text == "=" and \
                     self._peek(2).text == "mma":
                 name = self._advance()
                 self._advance()
-                return self._mma(start, Ident(name.span, name.text), schedules[0])
+                return self._mma(mma_start, Ident(name.span, name.text), schedules[0])
         self._fail("'parallel' after [[launch_bounds]] / [[maxnreg]], or 'mma' after "
                    "[[schedule]]")
 

@@ -1911,7 +1911,21 @@ class Checker:
             return None
         return data.elem, data.shape
 
+    def _check_k_schedule(self, attr: ast.Attribute, span: Span) -> None:
+        """``[[schedule(k_tiles(t0, t1, ...))]]``: the order in which the MMA takes its K
+        tiles, so each of ``0 .. n-1`` exactly once (reported at the MMA, ``span``)."""
+        call = attr.args[0] if attr.args else None
+        if not isinstance(call, ast.CallExpr):
+            return  # (the parser reported it)
+        values = [self._expr(arg).static for arg in call.args]
+        order = [v.value if v is not None else None for v in values]
+        if sorted(order, key=lambda v: -1 if v is None else v) != list(range(len(order))):
+            shown = ", ".join("?" if v is None else str(v) for v in order)
+            self._error("CQ0522", span, order=shown, n=len(order))
+
     def _stmt_MmaExec(self, stmt: ast.MmaExec) -> None:
+        if stmt.schedule is not None:
+            self._check_k_schedule(stmt.schedule, stmt.span)
         acc = self._frag_ref(stmt.acc)
         a = self._operand(stmt.a)
         b = self._operand(stmt.b)
