@@ -227,11 +227,9 @@ class DmaChecks:
             if not isinstance(target, ast.Ident):
                 self._sync_target(target)
                 continue
-            sym = self._lookup(target.name)
+            sym = self._resolve(target)
             if sym is None:
-                self._error("CQ0201", target.span, name=target.name)
                 continue
-            self._fn().refs[id(target)] = sym
             if sym.kind is SymKind.EVENT or sym.poisoned:
                 continue
             if sym.kind is not SymKind.FUTURE:

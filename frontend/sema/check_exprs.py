@@ -64,12 +64,8 @@ class ExprChecks:
         if e.name == "_":
             self._error("CQ0208", e.span, what="a value (it is the wildcard of tile arguments)")
             return ERROR
-        sym = self._lookup(e.name)
-        if sym is None:
-            self._error("CQ0201", e.span, name=e.name)
-            return ERROR
-        self._fn().refs[id(e)] = sym
-        if sym.poisoned:
+        sym = self._resolve(e)
+        if sym is None or sym.poisoned:
             return ERROR
         return _symbol_info(sym)
 

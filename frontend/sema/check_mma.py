@@ -86,11 +86,9 @@ class MmaChecks:
         if not isinstance(base, ast.Ident):
             self._error("CQ0508", expr.span, name=expr_text(expr))
             return None
-        sym = self._lookup(base.name)
+        sym = self._resolve(base)
         if sym is None:
-            self._error("CQ0201", base.span, name=base.name)
             return None
-        self._fn().refs[id(base)] = sym
         if sym.kind is not SymKind.FRAG:
             self._error("CQ0508", expr.span, name=base.name)
             return None

@@ -75,12 +75,8 @@ class ViewChecks:
             self._error("CQ0204", base.span, name=expr_text(base), actual="an expression",
                         expected="spanned data, a future or a view")
             return None
-        sym = self._lookup(base.name)
-        if sym is None:
-            self._error("CQ0201", base.span, name=base.name)
-            return None
-        self._fn().refs[id(base)] = sym
-        if sym.poisoned:
+        sym = self._resolve(base)
+        if sym is None or sym.poisoned:
             return None
         self._check_array_index(sym, array_index)
         if sym.kind is SymKind.VIEW and sym.view is not None:

@@ -176,6 +176,15 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
                 return sym
         return self._fn().dims.get(name)
 
+    def _resolve(self, ident: ast.Ident) -> Symbol | None:
+        """The symbol ``ident`` names, recorded as its reference (CQ0201 when there is none)."""
+        sym = self._lookup(ident.name)
+        if sym is None:
+            self._error("CQ0201", ident.span, name=ident.name)
+            return None
+        self._fn().refs[id(ident)] = sym
+        return sym
+
     def _scope_depth(self, name: str) -> int:
         for depth in range(len(self.scopes) - 1, -1, -1):
             if name in self.scopes[depth]:
