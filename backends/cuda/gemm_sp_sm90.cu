@@ -67,12 +67,7 @@ __device__ __forceinline__ void copy_bytes(uint32_t dst, const void* src, uint32
 // Descriptor of the packed A tile: K-major, 64-byte rows with the 64-byte swizzle, 8-row
 // groups 512 bytes apart.
 __device__ __forceinline__ uint64_t packed_descriptor(uint32_t address) {
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((address & 0x3FFFF) >> 4);
-  d |= static_cast<uint64_t>(16 >> 4) << 16;   // leading byte offset (unused when swizzled)
-  d |= static_cast<uint64_t>(512 >> 4) << 32;  // stride byte offset
-  d |= 2ull << 62;                             // 64-byte swizzle
-  return d;
+  return smem_descriptor(address, 512, 2);
 }
 
 __device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {

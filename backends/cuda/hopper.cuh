@@ -60,15 +60,21 @@ __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threa
 
 // ---- wgmma ----------------------------------------------------------------------
 
-// Descriptor of a K-major tile in shared memory with the 128-byte swizzle: rows of
-// 128 bytes, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t tile_descriptor(uint32_t address) {
+// Descriptor of a K-major, swizzled tile in shared memory: 8-row groups `group_bytes`
+// apart, `swizzle` the descriptor's layout code (1: 128-byte swizzle, 2: 64-byte).
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t group_bytes,
+                                                    uint64_t swizzle) {
   uint64_t d = 0;
   d |= static_cast<uint64_t>((address & 0x3FFFF) >> 4);
-  d |= static_cast<uint64_t>(16 >> 4) << 16;    // leading byte offset (unused when swizzled)
-  d |= static_cast<uint64_t>(1024 >> 4) << 32;  // stride byte offset
-  d |= 1ull << 62;                              // 128-byte swizzle
+  d |= static_cast<uint64_t>(16 >> 4) << 16;  // leading byte offset (unused: swizzled)
+  d |= static_cast<uint64_t>(group_bytes >> 4) << 32;  // stride byte offset
+  d |= swizzle << 62;
   return d;
+}
+
+// A tile of 128-byte rows with the 128-byte swizzle: 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t tile_descriptor(uint32_t address) {
+  return smem_descriptor(address, 1024, 1);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
