@@ -72,9 +72,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if uncovered_linear(x, weight, bias, activation) is not None:
         return _ACTIVATIONS[activation](F.linear(x, weight, bias))
     element = kernels.ELEMENTS[x.dtype][0]
-    op = kernels.linear_ops(element, kernels.ACTIVATIONS[activation], bias is not None,
-                            kernels.device_kind(x))
+    kind = kernels.device_kind(x)
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    narrow = kernels.narrow_linear(x2.shape[0], weight.shape[0], element, kind, x.device)
+    op = kernels.linear_ops(element, kernels.ACTIVATIONS[activation], bias is not None,
+                            kind, narrow)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
     return op(*args).reshape(*x.shape[:-1], weight.shape[0])
 

@@ -63,6 +63,10 @@ GEMM_TILES = {
     ("gpu", "f16"): (128, 256, 64), ("gpu", "bf16"): (128, 256, 64),
     ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
 }
+# The forward linear kernel's tile where the GEMM_TILES grid would leave streaming
+# multiprocessors idle (fewer tiles than SMs: Llama-3-8B's k and v projections, N = 1024,
+# at M = 2048 make 64 tiles of 128 x 256 on the H200's 132 SMs); see ``narrow_linear``.
+NARROW_GEMM_TILES = {("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64)}
 # Launch options of the forward linear kernel. On the GPU, tiles are walked 16 rows of
 # tiles at a time (the default is 8): measured on the H200 at Llama-3-8B's prefill shapes
 # (M = 2048, bf16, against F.linear in the same run), 1.018 instead of 0.968 at N = 14336
@@ -185,24 +189,47 @@ def matmul_name(element: str, kind: str, form: str) -> str:
     return f"matmul_{form}_{suffix}"
 
 
-def linear_ops(element: str, activation: str, bias: bool, kind: str) -> Any:
+@constant_result
+def sm_count(device_index: int) -> int:
+    """The number of streaming multiprocessors of CUDA device ``device_index``."""
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def narrow_linear(rows: Any, out_features: int, element: str, kind: str,
+                  device: torch.device) -> bool:
+    """Whether a linear of ``rows`` x ``out_features`` outputs takes NARROW_GEMM_TILES:
+    when its GEMM_TILES grid has fewer tiles than the device has SMs (``rows`` may be a
+    symbolic size under ``torch.compile``: the comparison is then a guard)."""
+    if (kind, element) not in NARROW_GEMM_TILES:
+        return False
+    bm, bn, _ = GEMM_TILES[kind, element]
+    tiles = ((rows + bm - 1) // bm) * ((out_features + bn - 1) // bn)
+    return bool(tiles < sm_count(device.index))
+
+
+def linear_ops(element: str, activation: str, bias: bool, kind: str,
+               narrow: bool = False) -> Any:
     """The forward operator ``(x [M, K], w [N, K][, bias [N]]) -> [M, N]`` of a variant,
-    with its autograd."""
-    return operator(linear_name(element, activation, bias, kind))
+    with its autograd (``narrow``: on NARROW_GEMM_TILES)."""
+    return operator(linear_name(element, activation, bias, kind, narrow))
 
 
-def linear_grad_op(element: str, activation: str, bias: bool, kind: str) -> Any:
+def linear_grad_op(element: str, activation: str, bias: bool, kind: str,
+                   narrow: bool = False) -> Any:
     """The first step of that variant's backward: ``(x, w[, bias], dy) -> dy * act'(x w^T
     + bias)`` (its other functions are ``matmul_ops``)."""
-    return operator(linear_name(element, activation, bias, kind).replace("linear_",
-                                                                         "linear_grad_", 1))
+    return operator(linear_name(element, activation, bias, kind, narrow).replace(
+        "linear_", "linear_grad_", 1))
 
 
 @constant_result
-def linear_name(element: str, activation: str, bias: bool, kind: str) -> str:
-    suffix = f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
+def linear_name(element: str, activation: str, bias: bool, kind: str,
+                narrow: bool = False) -> str:
+    suffix = (f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
+              f"{'_narrow' if narrow else ''}")
     forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
-    variant = Variant("linear", _gemm_defines(GEMM_TILES[kind, element], element)
+    tiles = NARROW_GEMM_TILES[kind, element] if narrow else GEMM_TILES[kind, element]
+    variant = Variant("linear", _gemm_defines(tiles, element)
                       + (("ACT", activation), ("BIAS", int(bias))),
                       (("LINEAR", forward), ("LINEAR_GRAD", grad)), LINEAR_OPTIONS[kind])
 

@@ -243,8 +243,10 @@ def test_the_largest_attention_variants_compile(kind: str, element: str, d: int)
 
 @pytest.mark.parametrize("element", ["bf16", "f32", "f64"])
 def test_the_gpu_gemm_variants_compile(element: str) -> None:
-    for program, tiles in (("linear", kernels.GEMM_TILES["gpu", element]),
-                           ("matmul", kernels.BACKWARD_GEMM_TILES["gpu", element])):
+    narrow = kernels.NARROW_GEMM_TILES.get(("gpu", element))
+    variants = (("linear", kernels.GEMM_TILES["gpu", element]),
+                ("matmul", kernels.BACKWARD_GEMM_TILES["gpu", element]))
+    for program, tiles in variants + ((("linear", narrow),) if narrow else ()):
         source = (kernels.KERNELS / f"{program}.co").read_text()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
@@ -269,3 +271,17 @@ def test_a_tile_loaded_in_the_key_loop_counts_in_its_pipeline() -> None:
         [function] = module.functions.values()
         stages[masked] = function.triton_source.count("num_stages=2")
     assert stages == {False: 0, True: 1}
+
+
+def test_the_narrow_linear_tile_takes_grids_smaller_than_the_device(monkeypatch) -> None:
+    """128 x 128 tiles where 128 x 256 ones would leave SMs idle (132 SMs: Llama-3-8B's
+    k/v projection at 2048 tokens makes 64 wide tiles, its q projection 256)."""
+    monkeypatch.setattr(kernels, "sm_count", lambda index: 132)
+    gpu = torch.device("cuda", 0)
+    assert kernels.narrow_linear(2048, 1024, "bf16", "gpu", gpu)
+    assert kernels.narrow_linear(16, 4096, "f16", "gpu", gpu)
+    assert not kernels.narrow_linear(2048, 4096, "bf16", "gpu", gpu)
+    assert not kernels.narrow_linear(4096, 2048, "bf16", "gpu", gpu)  # 32 x 8 tiles
+    assert not kernels.narrow_linear(2048, 1024, "f32", "gpu", gpu)  # no narrow f32 tile
+    assert not kernels.narrow_linear(2048, 1024, "bf16", "cpu", torch.device("cpu"))
+    assert kernels.linear_name("bf16", "NONE", False, "gpu", True).endswith("_gpu_narrow")

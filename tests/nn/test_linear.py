@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import croqtile
 import croqtile.nn.functional as cf
+from croqtile.nn import kernels
 
 from ..e2e.checks import assert_close, random
 from .ops import croqtile_ops
@@ -160,6 +161,25 @@ def test_linear_bf16_4096_gpu(activation: str | None) -> None:
     y, ran = croqtile_ops(cf.linear, x, w, b, activation=activation)
     assert ran
     assert_close(y, reference(x, w, b, activation), torch.bfloat16)
+
+
+@pytest.mark.gpu
+def test_linear_narrow_tiles_gpu() -> None:
+    """A grid of fewer 128 x 256 tiles than SMs runs on 128 x 128 tiles (forward and
+    backward), with tails in both dimensions."""
+    x = random((1000, 4096), torch.bfloat16, "cuda").requires_grad_()
+    w = (random((1000, 4096), torch.bfloat16, "cuda") / 64).requires_grad_()
+    b = random((1000,), torch.bfloat16, "cuda")
+    assert kernels.narrow_linear(1000, 1000, "bf16", "gpu", x.device)
+    y, ran = croqtile_ops(cf.linear, x, w, b, activation="silu")
+    assert ran and all("_narrow" in name for name in ran)
+    assert_close(y, reference(x, w, b, "silu"), torch.bfloat16)
+    dy = random(tuple(y.shape), torch.bfloat16, "cuda")
+    grads = torch.autograd.grad(y, (x, w), dy)
+    leaves = [t.detach().double().requires_grad_() for t in (x, w)]
+    expected = torch.autograd.grad(reference(*leaves, b.double(), "silu"), leaves, dy.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.bfloat16)
 
 
 @pytest.mark.gpu
