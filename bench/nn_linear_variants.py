@@ -29,11 +29,14 @@ SHAPES = {"q/o": (4096, 4096), "k/v": (1024, 4096), "gate/up": (14336, 4096),
           "down": (4096, 14336), "lm_head": (128256, 4096)}
 # name -> (BM, BN, BK), compile options
 VARIANTS: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {
-    "128x256": ((128, 256, 64), {}),
     "128x256 g16": ((128, 256, 64), {"group_m": 16}),
-    "128x128 g16": ((128, 128, 64), {"group_m": 16}),
-    "64x256 g16": ((64, 256, 64), {"group_m": 16}),
     "128x256 s4 g16": ((128, 256, 64), {"group_m": 16, "num_stages": 4}),
+    "128x128 g16": ((128, 128, 64), {"group_m": 16}),
+    "128x128 w8 s4": ((128, 128, 64), {"group_m": 16, "num_warps": 8, "num_stages": 4}),
+    "128x256 s4 sk": ((128, 256, 64), {"group_m": 16, "num_stages": 4, "persistent": True,
+                                       "stream_k": True}),
+    "128x256 s4 sk2": ((128, 256, 64), {"group_m": 16, "num_stages": 4, "persistent": True,
+                                        "stream_k": 2}),
 }
 
 

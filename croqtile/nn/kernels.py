@@ -204,7 +204,11 @@ def narrow_linear(rows: Any, out_features: int, element: str, kind: str,
         return False
     bm, bn, _ = GEMM_TILES[kind, element]
     tiles = ((rows + bm - 1) // bm) * ((out_features + bn - 1) // bn)
-    return bool(tiles < sm_count(device.index))
+    # (a branch, not bool(): torch.compile evaluates a branch's condition and guards on
+    # it, while bool() of a symbolic comparison stays symbolic)
+    if tiles < sm_count(device.index):
+        return True
+    return False
 
 
 def linear_ops(element: str, activation: str, bias: bool, kind: str,

@@ -285,3 +285,24 @@ def test_the_narrow_linear_tile_takes_grids_smaller_than_the_device(monkeypatch)
     assert not kernels.narrow_linear(2048, 1024, "f32", "gpu", gpu)  # no narrow f32 tile
     assert not kernels.narrow_linear(2048, 1024, "bf16", "cpu", torch.device("cpu"))
     assert kernels.linear_name("bf16", "NONE", False, "gpu", True).endswith("_gpu_narrow")
+
+
+def test_the_narrow_tile_choice_traces_under_dynamic_shapes(monkeypatch) -> None:
+    """Under torch.compile with dynamic shapes the rows are symbolic: the choice is a
+    guard, and the traced graph calls the operator the rule picks (no graph break)."""
+    monkeypatch.setattr(kernels, "sm_count", torch.compiler.assume_constant_result(
+        lambda index: 132))
+
+    @torch.compiler.assume_constant_result
+    def width(narrow: bool) -> int:
+        return 128 if narrow else 256
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        narrow = kernels.narrow_linear(x.shape[0], 1024, "bf16", "gpu", torch.device("cuda", 0))
+        return x + width(narrow)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True, dynamic=True, backend="eager")
+    assert compiled(torch.zeros(2048, 2))[0, 0].item() == 128  # 64 wide tiles
+    assert compiled(torch.zeros(8192, 2))[0, 0].item() == 256  # 256 wide tiles
+    assert compiled(torch.zeros(1000, 2))[0, 0].item() == 128
