@@ -183,7 +183,7 @@ class KernelState(ABC):
         self.flags: dict[str, str] = {}
         self.used_names: set[str] = set()
         self.level_bounds: dict[Level, int] = {}
-        self.descs: dict[tuple[str, tuple[int, ...]], str] = {}
+        self.descs: dict[tuple[str, tuple[int, ...], tuple[int, ...]], str] = {}  # (tensor, block, order)
         # descriptors of whole padded tiles, which split_tiles replaces by per-piece ones
         self.split_descs: dict[str, TensorRef] = {}
         self.has_dot = False

@@ -33,8 +33,8 @@ def load_tile(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...], span: 
     if desc is None:
         kl.emit(ir.Let(span, name, pointer_load))
     else:
-        flag, desc_name, squeezed = desc
-        described = ir.DescLoad(axes, dtype, desc_name, region.origin, tuple(dims), squeezed)
+        flag, desc_name, squeezed, offsets = desc
+        described = ir.DescLoad(axes, dtype, desc_name, offsets, tuple(dims), squeezed)
         kl.emit(ir.Branch(span, flag, [ir.Let(None, name, described)],
                           [ir.Let(None, name, pointer_load)]))
     valid = None if region.filled else mask
@@ -62,7 +62,7 @@ def staging_scope(kl: KernelState, region: Region) -> list[ir.Stmt] | None:
     depth = next((d for d, scope in enumerate(kl.scopes) if scope is staged.scope), None)
     if depth is None or depth == len(kl.scopes) - 1:
         return None
-    stores = {region.tensor.pointer} | {desc for (tensor, _), desc in kl.descs.items()
+    stores = {region.tensor.pointer} | {desc for (tensor, *_), desc in kl.descs.items()
                                           if tensor == region.tensor.name}
     if stores & ir.stored_to(staged.scope[staged.start:]):
         return None
@@ -96,15 +96,16 @@ def store_tile(kl: KernelState, region: Region, tile: Tile, span: Span | None) -
     if desc is None:
         kl.emit(pointer_store)
         return
-    flag, desc_name, squeezed = desc
-    kl.emit(ir.Branch(span, flag, [ir.DescStore(None, desc_name, region.origin, value,
+    flag, desc_name, squeezed, offsets = desc
+    kl.emit(ir.Branch(span, flag, [ir.DescStore(None, desc_name, offsets, value,
                                                 tuple(tile.dims), squeezed)],
                       [ir.Store(None, pointer, value, mask)]))
 
 
-def _descriptor(kl: KernelState, region: Region,
-                dims: tuple[ir.Axis, ...]) -> tuple[str, str, tuple[int, ...]] | None:
-    """(flag, descriptor name, squeezed block shape or ()) when a tensor descriptor can
+def _descriptor(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...]
+                ) -> tuple[str, str, tuple[int, ...], tuple[ir.Expr, ...]] | None:
+    """(flag, descriptor name, squeezed block shape or (), the block's offsets in the
+    descriptor's order) when a tensor descriptor can
     move this tile. A ``.sqz()`` view of a higher-rank tensor (a head of ``[B, H, S, D]``)
     takes a descriptor of the whole tensor whose block is 1 along the dropped dimensions."""
     tensor = region.tensor
@@ -126,33 +127,47 @@ def _descriptor(kl: KernelState, region: Region,
     if any(o.axes for o in region.origin):
         return None
     block = [1] * len(tensor.dims)
+    kept = [region.axis_of(view_dim) for view_dim in range(len(dims))]
     for view_dim, axis in enumerate(dims):
-        block[region.axis_of(view_dim)] = axis.size
+        block[kept[view_dim]] = axis.size
+    # The dropped dimensions of a squeezed view go outermost in the descriptor (its shape
+    # and strides permuted, which a tensor map allows): the block is [1, ..., 1, tile]
+    # whichever dimensions the view kept. (A head of [B, S, H, D], block [1, S, 1, D] in
+    # the tensor's order, gave wrong attention results in pipelined loops on the H200
+    # with Triton 3.6; as [B, H, S, D], block [1, 1, S, D], it is right.)
+    order = tuple([i for i in range(len(block)) if i not in kept] + sorted(kept))
+    block = [block[i] for i in order]
     elem_bytes = tensor.elem.bits // 8
     if elem_bytes not in (1, 2, 4, 8) or block[-1] * elem_bytes < 16:
         return None
     flag = kl.tma_flag(tensor)
-    name = make_descriptor(kl, tensor, tuple(block))
+    name = make_descriptor(kl, tensor, tuple(block), order)
     if any(d.padded for d in dims):  # a whole padded tile's: split_tiles makes its pieces
         kl.split_descs[name] = tensor
-    return flag, name, tuple(block) if squeezing else ()
+    offsets = tuple(region.origin[i] for i in order)
+    return flag, name, tuple(block) if squeezing else (), offsets
 
 
-def make_descriptor(kl: KernelState, tensor: TensorRef, block: tuple[int, ...]) -> str:
+def make_descriptor(kl: KernelState, tensor: TensorRef, block: tuple[int, ...],
+                    order: tuple[int, ...] | None = None) -> str:
     """The name of the tensor descriptor of ``tensor`` with block shape ``block``: a kernel
-    argument made by the host, or made once by each program in the kernel's prologue."""
-    key = (tensor.name, block)
+    argument made by the host, or made once by each program in the kernel's prologue.
+    ``order`` permutes the tensor's dimensions (shape and strides) in the descriptor."""
+    order = order or tuple(range(len(tensor.dims)))
+    key = (tensor.name, block, order)
     name = kl.descs.get(key)
     if name is None:
         flag = kl.tma_flag(tensor)
         name = kl.fresh(f"{tensor.name}_desc")
         kl.descs[key] = name
+        shape = tuple(tensor.dims[i] for i in order)
+        strides = tuple(tensor.strides()[i] for i in order)
         if kl.fl.options.descriptor_maker == "host":  # an argument: none built per program
             kl.params[name] = ir.KernelParam(name, ir.ParamKind.DESC, tensor.dtype, ir.HostDesc(
-                tensor.name, tensor.dims, tensor.strides(), block, flag))
+                tensor.name, shape, strides, block, flag))
         else:
             kl.prologue.append(ir.Branch(None, flag, [ir.DefineDesc(
-                None, name, tensor.pointer, tensor.dims, tensor.strides(), block)], []))
+                None, name, tensor.pointer, shape, strides, block)], []))
         for dim in tensor.dims + tensor.strides():
             kl.use_sym(dim)
     return name

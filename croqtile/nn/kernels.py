@@ -67,11 +67,16 @@ GEMM_TILES = {
 # multiprocessors idle (fewer tiles than SMs: Llama-3-8B's k and v projections, N = 1024,
 # at M = 2048 make 64 tiles of 128 x 256 on the H200's 132 SMs); see ``narrow_linear``.
 NARROW_GEMM_TILES = {("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64)}
-# Launch options of the forward linear kernel. On the GPU, tiles are walked 16 rows of
-# tiles at a time (the default is 8): measured on the H200 at Llama-3-8B's prefill shapes
-# (M = 2048, bf16, against F.linear in the same run), 1.018 instead of 0.968 at N = 14336
-# and 1.005 instead of 0.998 at K = 14336, the other shapes within 1 %.
-LINEAR_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {"cpu": (), "gpu": (("group_m", 16),)}
+# Launch options of the forward linear kernel, on GEMM_TILES and on NARROW_GEMM_TILES.
+# Measured on the H200 at Llama-3-8B's prefill shapes (M = 2048, bf16, against F.linear
+# in the same run, bench/nn_linear_variants.py): tiles walked 16 rows of tiles at a time
+# (the default is 8) and 4 stages: 0.976-1.044 over q/o, gate/up, down and lm_head (8 rows
+# and 3 stages: 0.955-1.023); the k/v projection on 128 x 128 tiles with 8 warps and 4
+# stages 0.834 (128 x 256: 0.61; 128 x 128 with 4 warps: 0.66; stream-K over 128 x 256
+# tiles: 0.52-0.69).
+LINEAR_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "cpu": (), "gpu": (("group_m", 16), ("num_stages", 4))}
+NARROW_LINEAR_OPTIONS = (("group_m", 16), ("num_warps", 8), ("num_stages", 4))
 BACKWARD_GEMM_TILES = {
     **{("cpu", t): (32, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
     ("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64),
@@ -235,7 +240,8 @@ def linear_name(element: str, activation: str, bias: bool, kind: str,
     tiles = NARROW_GEMM_TILES[kind, element] if narrow else GEMM_TILES[kind, element]
     variant = Variant("linear", _gemm_defines(tiles, element)
                       + (("ACT", activation), ("BIAS", int(bias))),
-                      (("LINEAR", forward), ("LINEAR_GRAD", grad)), LINEAR_OPTIONS[kind])
+                      (("LINEAR", forward), ("LINEAR_GRAD", grad)),
+                      NARROW_LINEAR_OPTIONS if narrow else LINEAR_OPTIONS[kind])
 
     def autograd(module: Module) -> None:
         grad_op = operator(grad)
