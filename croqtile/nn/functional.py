@@ -109,10 +109,13 @@ def _batch_dims(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 def uncovered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         attn_mask: torch.Tensor | None, dropout_p: float, is_causal: bool,
-                        enable_gqa: bool) -> str | None:
+                        enable_gqa: bool, scale: float | None = None) -> str | None:
     """Why the attention kernel does not take this call (``None``: it does)."""
     if dropout_p > 0.0:
         return "dropout"
+    if attn_mask is None and scale is not None and not float(scale) > 0.0:
+        # (the unmasked kernel takes each row's maximum before scaling)
+        return f"a scale of {float(scale)} (not positive)"
     if q.dtype not in kernels.ELEMENTS or k.dtype != q.dtype or v.dtype != q.dtype:
         return f"dtypes {q.dtype}, {k.dtype}, {v.dtype}"
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
@@ -154,7 +157,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         out = scaled_dot_product_attention(*flat, attn_mask, dropout_p, is_causal, scale,
                                            enable_gqa)
         return out.reshape(*lead, *out.shape[-3:]) if lead else out[0]
-    if uncovered_attention(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa) is not None:
+    if uncovered_attention(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa,
+                           scale) is not None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                               dropout_p=dropout_p, is_causal=is_causal,
                                               scale=scale, enable_gqa=enable_gqa)

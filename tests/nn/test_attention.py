@@ -124,6 +124,17 @@ def test_uncovered_calls_give_torch_results() -> None:
                                                                          dropout_p=0.5))
     assert cf.uncovered_attention(q, k, v, torch.ones(3, 20, 24, dtype=torch.bool), 0.0,
                                   False, False) == "a mask of shape (3, 20, 24)"
+    # a scale that is not positive, unmasked: torch's (a mask takes the kernel)
+    for scale in (-0.5, 0.0):
+        out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, scale=scale)
+        assert ran == [] and torch.equal(out, F.scaled_dot_product_attention(q, k, v,
+                                                                             scale=scale))
+    mask = torch.rand(20, 24) > 0.3
+    out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, attn_mask=mask,
+                            scale=-0.5)
+    assert ran
+    assert_close(out, F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                     attn_mask=mask, scale=-0.5), torch.float32)
     q, k, v = qkv(1, 4, 2, 20, 24, 64, torch.float32)
     with pytest.raises(RuntimeError):  # torch's refusal: different head counts, no GQA
         cf.scaled_dot_product_attention(q, k, v)
