@@ -13,8 +13,12 @@ built from a config: nothing downloaded) in four forms, in one run on the GPU:
 Prefill: one forward of ``--seq`` tokens (batch 1); decode: ``--decode`` tokens one at a
 time through a key/value cache after a prefill of 512 (the time per token, the cache
 kept). Every form's prefill logits are checked against eager's first (relative error
-over all logits, bf16 tolerance). Times are medians of ``--reps`` runs; ratios are to
-eager measured in the same run. Writes ``model.csv``, ``model.json`` and ``model.png``.
+over all logits, bf16 tolerance). The forms are timed in turns (eager, compile,
+croqtile, croqtile_compile, eager, ...), ``--reps`` rounds: times are each form's median,
+and a ratio to eager is the median over the rounds of eager's time over the form's in the
+same round (a GPU's clocks drift between rounds; a form timed long after another would
+carry that drift into their ratio). Writes ``model.csv``, ``model.json`` and
+``model.png``.
 """
 
 from __future__ import annotations
@@ -59,15 +63,26 @@ def forms(model: Any) -> dict[str, Any]:
             "croqtile_compile": torch.compile(ours)}
 
 
-def median_time(run: Callable[[], Any], reps: int, sync: Callable[[], None]) -> float:
-    times = []
+def interleaved_times(runs: dict[str, Callable[[], Any]], reps: int,
+                      sync: Callable[[], None],
+                      clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Seconds of each of ``reps`` calls of every function, the functions taking turns
+    (a, b, c, a, b, c, ...) so that all see the same clocks and temperature."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):
-        sync()
-        start = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, run in runs.items():
+            sync()
+            start = clock()
+            run()
+            sync()
+            times[name].append(clock() - start)
+    return times
+
+
+def paired_ratio(base: list[float], other: list[float]) -> float:
+    """How many times faster ``other`` ran than ``base``: the median over rounds of their
+    times' ratio in the same round."""
+    return statistics.median(b / o for b, o in zip(base, other, strict=True))
 
 
 def decode_steps(model: Any, prompt: torch.Tensor, steps: int) -> Callable[[], Any]:
@@ -112,7 +127,9 @@ def main() -> int:
     from torch._dynamo.utils import counters
 
     rows, reference = [], None
-    for name, form in forms(model).items():
+    built = forms(model)
+    prefills, decodes = {}, {}
+    for name, form in built.items():
         counters.clear()
         with torch.no_grad():
             logits = form(ids).logits.float()  # (also the compile's warm-up)
@@ -120,23 +137,31 @@ def main() -> int:
             reference = logits
         error = ((logits - reference).norm() / reference.norm()).item()
         breaks = sum(counters["graph_break"].values())
-        with torch.no_grad():
-            prefill = median_time(lambda f=form: f(ids), args.reps, sync)
-        step = decode_steps(form, prompt, args.decode)
-        step()  # (warm-up: the decode shapes compile here)
-        decode = median_time(step, args.reps, sync)
-        rows.append({"form": name, "layers": args.layers, "seq": args.seq,
-                     "prefill_ms": prefill * 1e3, "prefill_tok_s": args.seq / prefill,
-                     "decode_ms_per_token": decode / args.decode * 1e3,
-                     "decode_tok_s": args.decode / decode, "rel_error": error,
+        rows.append({"form": name, "layers": args.layers, "seq": args.seq, "rel_error": error,
                      "ok": error <= TOLERANCE, "graph_breaks": breaks})
-        print(f"{name:18s} prefill {rows[-1]['prefill_tok_s']:10.0f} tok/s  decode "
-              f"{rows[-1]['decode_tok_s']:8.1f} tok/s  error {error:.2e}  breaks {breaks}",
-              flush=True)
-    eager = rows[0]
+
+        def prefill(f: Any = form) -> None:
+            with torch.no_grad():
+                f(ids)
+
+        prefills[name] = prefill
+        decodes[name] = decode_steps(form, prompt, args.decode)
+        decodes[name]()  # (warm-up: the decode shapes compile here)
+    prefill_times = interleaved_times(prefills, args.reps, sync)
+    decode_times = interleaved_times(decodes, args.reps, sync)
     for row in rows:
-        row["prefill_ratio"] = row["prefill_tok_s"] / eager["prefill_tok_s"]
-        row["decode_ratio"] = row["decode_tok_s"] / eager["decode_tok_s"]
+        name = row["form"]
+        prefill_s = statistics.median(prefill_times[name])
+        decode_s = statistics.median(decode_times[name])
+        row.update({"prefill_ms": prefill_s * 1e3, "prefill_tok_s": args.seq / prefill_s,
+                    "decode_ms_per_token": decode_s / args.decode * 1e3,
+                    "decode_tok_s": args.decode / decode_s,
+                    "prefill_ratio": paired_ratio(prefill_times["eager"], prefill_times[name]),
+                    "decode_ratio": paired_ratio(decode_times["eager"], decode_times[name])})
+        print(f"{name:18s} prefill {row['prefill_tok_s']:10.0f} tok/s "
+              f"({row['prefill_ratio']:.3f})  decode {row['decode_tok_s']:8.1f} tok/s "
+              f"({row['decode_ratio']:.3f})  error {row['rel_error']:.2e}  "
+              f"breaks {row['graph_breaks']}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "model.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
