@@ -1,0 +1,136 @@
+"""croqtile.nn's attention (croqtile/kernels/attention.co) against torch's
+``scaled_dot_product_attention`` (cuDNN's flash kernel on the H200) at a language model's
+shapes, in one run: the function a model calls, and the kernel alone under a few launch
+options (what the choice of tiles and options in croqtile/nn/kernels.py rests on).
+
+Shapes: Llama-3-8B's prefill (32 query heads, 8 key/value heads, head dimension 128,
+batch 1, q/k/v as a model makes them: ``[B, L, H, D]`` projections viewed as
+``[B, H, L, D]``) at 2048, 4096 and 8192 tokens, causal; and batch 4 of 32 heads over
+contiguous ``[B, H, S, D]`` tensors at 2048 and 4096, causal and not. Every form is
+checked against SDPA first (relative error 2e-2, bf16), then all are timed interleaved,
+``--reps`` rounds of ``do_bench``; the medians go into a CSV, one row per (shape, form),
+with the ratio to SDPA (above 1: faster). Needs a CUDA device.
+
+    python bench/nn_attention_shapes.py [--reps 3] [--out OUT.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+# (label, B, H, HKV, S, causal, sequence-major projections)
+SHAPES = [
+    ("llama 2048", 1, 32, 8, 2048, True, True),
+    ("llama 4096", 1, 32, 8, 4096, True, True),
+    ("llama 8192", 1, 32, 8, 8192, True, True),
+    ("b4 2048", 4, 32, 32, 2048, True, False),
+    ("b4 4096", 4, 32, 32, 4096, True, False),
+    ("b4 4096 full", 4, 32, 32, 4096, False, False),
+]
+# the kernel compiled with croqtile.nn's defines, under these launch options
+OPTIONS: dict[str, dict[str, Any]] = {
+    "stages2": {"num_stages": 2},
+    "stages4": {"num_stages": 4},
+    "heavy_first": {"heavy_first": True},
+}
+HEAD_DIM = 128
+LOG2E = 1.4426950408889634
+
+
+def compile_options(dtype: str = "bf16") -> dict[str, Any]:
+    """The unmasked attention kernel of croqtile.nn's GPU variant under each of OPTIONS."""
+    import croqtile
+    from croqtile.nn import kernels
+
+    source = (kernels.KERNELS / "attention.co").read_text()
+    rows, cols, wg_rows = kernels.attention_tiles("gpu", dtype, HEAD_DIM)
+    defines = dict(kernels.attention_defines(dtype, HEAD_DIM, False, (
+        ("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))))
+    compiled = {}
+    for name, options in OPTIONS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            compiled[name] = croqtile.compile(source, defines=defines, **options).attention
+    return compiled
+
+
+def heads(b: int, h: int, s: int, sequence_major: bool) -> torch.Tensor:
+    if sequence_major:
+        return torch.randn(b, s, h, HEAD_DIM, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    return torch.randn(b, h, s, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+
+
+def forms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+          kernels: dict[str, Any]) -> dict[str, Callable[[], torch.Tensor]]:
+    """What is timed for one shape: SDPA, croqtile.nn's function, the kernel variants
+    (their outputs as [B, H, L, D], as SDPA's)."""
+    import croqtile.nn.functional as cf
+
+    gqa = q.shape[1] != k.shape[1]
+    scale = torch.full((1,), HEAD_DIM ** -0.5 * LOG2E, device="cuda")
+    made: dict[str, Callable[[], torch.Tensor]] = {
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                       enable_gqa=gqa),
+        "croqtile.nn": lambda: cf.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                               enable_gqa=gqa),
+    }
+    for name, fn in kernels.items():
+        made[name] = lambda fn=fn: fn(q, k, v, causal, scale).transpose(1, 2)
+    return made
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("nn_attention_shapes.csv"))
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("nn_attention_shapes.py needs a CUDA device", file=sys.stderr)
+        return 2
+    from triton.testing import do_bench
+
+    kernels = compile_options()
+    rows = []
+    for label, b, h, hkv, s, causal, sequence_major in SHAPES:
+        q, k, v = heads(b, h, s, sequence_major), heads(b, hkv, s, sequence_major), \
+            heads(b, hkv, s, sequence_major)
+        timed = forms(q, k, v, causal, kernels)
+        reference = timed["sdpa"]().float()
+        for name, fn in timed.items():
+            error = ((fn().float() - reference).norm() / reference.norm()).item()
+            if error > 2e-2:
+                print(f"{name} wrong at {label}: rel error {error:.3g}")
+                return 1
+        times: dict[str, list[float]] = {name: [] for name in timed}
+        for _ in range(args.reps):
+            for name, fn in timed.items():
+                times[name].append(do_bench(fn, warmup=25, rep=100))
+        base = statistics.median(times["sdpa"])
+        flops = 4 * b * h * s * s * HEAD_DIM / (2 if causal else 1)
+        for name in timed:
+            median = statistics.median(times[name])
+            rows.append({"shape": label, "B": b, "H": h, "HKV": hkv, "S": s, "causal": causal,
+                         "form": name, "ms": median, "tflops": flops / median / 1e9,
+                         "sdpa_ms": base, "ratio": base / median})
+        print(f"{label:13s} sdpa {base * 1e3:7.1f} us  " + "  ".join(
+            f"{r['form']} {r['ratio']:.3f}" for r in rows[-len(timed):] if r["form"] != "sdpa"),
+            flush=True)
+    with args.out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""bench/nn_attention_shapes.py: every kernel variant it times compiles with its launch
+option, and without a GPU it says that it needs one."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "nn_attention_shapes.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("nn_attention_shapes", SCRIPT)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_every_variant_compiles_with_its_option() -> None:
+    module = _module()
+    compiled = module.compile_options("bf16")
+    assert list(compiled) == list(module.OPTIONS)
+    sources = {name: fn.triton_source for name, fn in compiled.items()}
+    assert "num_stages=2" in sources["stages2"] and "num_stages=4" in sources["stages4"]
+    # the launch order option walks the query tiles from the last one
+    assert "row_tile = tl.program_id(0)" in sources["stages2"]
+    assert "row_tile_walked = tl.program_id(0)" in sources["heavy_first"]
+    assert "- row_tile_walked)" in sources["heavy_first"]
+    for source in sources.values():
+        assert source.count("tl.dot(") == 2  # Q K^T and P V, nothing else
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message without a GPU")
+def test_without_a_gpu_it_says_so(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "a.csv")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "needs a CUDA device" in run.stderr
+    assert not (tmp_path / "a.csv").exists()
