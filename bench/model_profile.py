@@ -1,4 +1,5 @@
-"""Where a Llama prefill's GPU time goes, eager torch against croqtile ops: one profiled
+"""Where a Llama prefill's GPU time goes, eager torch against croqtile ops (and with the
+MLP activations fused, ``croqtile.nn.transformers.fuse_activations``): one profiled
 forward of each (``torch.profiler``), after three warm ones, on the model of
 ``bench/model_sweep.py``.
 
@@ -80,7 +81,9 @@ def main() -> int:
     croqtile.nn.convert(ours)
     ids = torch.randint(0, WIDTHS["vocab_size"], (1, args.seq), device="cuda",
                         generator=torch.Generator("cuda").manual_seed(1))
-    for name, form in (("eager", model), ("croqtile", ours)):
+    fused = copy.deepcopy(ours)
+    integration.fuse_activations(fused)
+    for name, form in (("eager", model), ("croqtile", ours), ("croqtile_fused", fused)):
         times, wall = kernel_times(form, ids)
         total = sum(times.values())
         groups: dict[str, float] = {}

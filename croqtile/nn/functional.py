@@ -11,7 +11,7 @@ read in place when their last dimension is dense.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,12 @@ _ACTIVATIONS = {
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
     "silu": F.silu,
 }
+
+
+def reference_activation(activation: str | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """torch's function for a linear ``activation`` (identity for ``None``)."""
+    linear_activation(activation)
+    return _ACTIVATIONS[activation]
 
 
 def linear_activation(activation: str | None) -> None:

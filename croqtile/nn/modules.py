@@ -23,6 +23,19 @@ class Linear(torch.nn.Linear):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.activation = activation
 
+    @classmethod
+    def of(cls, linear: torch.nn.Linear, *, activation: str | None = None) -> Linear:
+        """A ``croqtile.nn.Linear`` holding ``linear``'s parameters (the same tensors:
+        device, dtype and values kept), with ``activation``."""
+        # built on the meta device (nothing allocated or initialised), then given the
+        # original parameters themselves
+        new = cls(linear.in_features, linear.out_features, linear.bias is not None,
+                  activation=activation, device="meta", dtype=linear.weight.dtype)
+        new.weight = linear.weight
+        new.bias = linear.bias
+        new.train(linear.training)
+        return new
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return functional.linear(x, self.weight, self.bias, activation=self.activation)
 
@@ -39,21 +52,10 @@ def convert(model: torch.nn.Module) -> torch.nn.Module:
     have its own forward, or its owner may read its weight directly (the ``out_proj`` of
     ``torch.nn.MultiheadAttention``)."""
     if type(model) is torch.nn.Linear:
-        return _converted(model)
+        return Linear.of(model)
     for name, child in list(model.named_children()):
         if type(child) is torch.nn.Linear:
-            setattr(model, name, _converted(child))
+            setattr(model, name, Linear.of(child))
         else:
             convert(child)
     return model
-
-
-def _converted(linear: torch.nn.Linear) -> Linear:
-    # built on the meta device (nothing allocated or initialised), then given the
-    # original parameters themselves
-    new = Linear(linear.in_features, linear.out_features, linear.bias is not None,
-                 device="meta", dtype=linear.weight.dtype)
-    new.weight = linear.weight
-    new.bias = linear.bias
-    new.train(linear.training)
-    return new

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import croqtile
 import croqtile.nn.functional as cf
 from croqtile.nn import kernels
+from croqtile.nn import transformers as integration
 
 from ..e2e.checks import assert_close, random
 from .ops import croqtile_ops
@@ -306,3 +307,62 @@ def test_the_narrow_tile_choice_traces_under_dynamic_shapes(monkeypatch) -> None
     assert compiled(torch.zeros(2048, 2))[0, 0].item() == 128  # 64 wide tiles
     assert compiled(torch.zeros(8192, 2))[0, 0].item() == 256  # 256 wide tiles
     assert compiled(torch.zeros(1000, 2))[0, 0].item() == 128
+
+
+# ---------------------------------------------------------------- fused MLP activations
+
+
+class GatedMLP(torch.nn.Module):
+    """``down(act_fn(gate(x)) * up(x))`` under the names of Hugging Face's gated MLPs;
+    ``wrong`` applies the activation to the other branch (a forward fusing must not take)."""
+
+    def __init__(self, act: torch.nn.Module, dim: int = 48, hidden: int = 80,
+                 wrong: bool = False) -> None:
+        super().__init__()
+        self.gate_proj = torch.nn.Linear(dim, hidden, bias=False)
+        self.up_proj = torch.nn.Linear(dim, hidden, bias=False)
+        self.down_proj = torch.nn.Linear(hidden, dim, bias=False)
+        self.act_fn, self.wrong = act, wrong
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.wrong:
+            return self.down_proj(self.gate_proj(x) * self.act_fn(self.up_proj(x)))
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+
+@pytest.mark.parametrize("act, name", [(torch.nn.SiLU(), "silu"), (torch.nn.ReLU(), "relu"),
+                                       (torch.nn.GELU(), "gelu"),
+                                       (torch.nn.GELU(approximate="tanh"), "gelu_tanh"),
+                                       (torch.nn.Tanh(), None), (torch.nn.Identity(), None)])
+def test_an_activation_module_is_recognised_by_what_it_computes(act: torch.nn.Module,
+                                                                name: str | None) -> None:
+    assert integration.activation_of(act) == name
+
+
+def test_a_gated_mlp_takes_its_activation_into_the_gate_gemm() -> None:
+    model = torch.nn.Sequential(GatedMLP(torch.nn.SiLU()), GatedMLP(torch.nn.GELU()))
+    reference = copy.deepcopy(model).double()
+    weights = [p for p in model.parameters()]
+    assert integration.fuse_activations(model) == 2
+    for mlp, name in zip(model, ("silu", "gelu")):
+        assert isinstance(mlp.gate_proj, croqtile.nn.Linear)
+        assert mlp.gate_proj.activation == name
+        assert isinstance(mlp.act_fn, torch.nn.Identity)
+    assert [p for p in model.parameters()] == weights  # the same tensors
+    x = random((5, 48), torch.float32)
+    out, ran = croqtile_ops(model, x)
+    assert sum("_silu_" in op for op in ran) == 1 and sum("_gelu_" in op for op in ran) == 1
+    assert_close(out, reference(x.double()), torch.float32)
+    assert integration.fuse_activations(model) == 0  # (already fused)
+
+
+def test_a_forward_that_is_not_the_gated_form_is_left_as_it_was() -> None:
+    wrong = GatedMLP(torch.nn.SiLU(), wrong=True)
+    x = random((3, 48), torch.float32)
+    expected = wrong(x)
+    act, gate = wrong.act_fn, wrong.gate_proj
+    assert integration.fuse_activations(wrong) == 0
+    assert wrong.act_fn is act and wrong.gate_proj is gate
+    assert torch.equal(wrong(x), expected)
+    plain = GatedMLP(torch.nn.Tanh())  # an activation the kernel does not have
+    assert integration.fuse_activations(plain) == 0 and isinstance(plain.act_fn, torch.nn.Tanh)

@@ -83,6 +83,19 @@ def test_llama_decode_steps_match_eager_on_cpu() -> None:
     assert torch.equal(got, ref)
 
 
+def test_fused_mlp_activations_keep_the_logits() -> None:
+    """fuse_activations moves every layer's SiLU into its gate projection's GEMM."""
+    model = _llama(torch.float32, "cpu")
+    ours = _croqtile_copy(model)
+    assert integration.fuse_activations(ours) == 2  # one MLP a layer
+    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    assert sum("_silu_" in op for op in ran) == 2, ran
+    assert _relative(out.logits, ref) < 1e-4
+
+
 def test_an_unsupported_feature_is_named() -> None:
     module = torch.nn.Module()
     q = torch.randn(1, 2, 4, 64)
@@ -100,5 +113,8 @@ def test_llama_logits_match_eager_on_the_gpu_in_bf16() -> None:
         ref = model(ids).logits
         got = ours(ids).logits
         compiled = torch.compile(ours)(ids).logits
+        assert integration.fuse_activations(ours) == 2
+        fused = ours(ids).logits
     assert _relative(got, ref) < 2e-2
     assert _relative(compiled, ref) < 2e-2
+    assert _relative(fused, ref) < 2e-2
