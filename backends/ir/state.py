@@ -302,7 +302,11 @@ class KernelState(ABC):
         return names
 
     def let(self, base: str, value: ir.Expr, span: Span | None = None) -> ir.Var:
-        if isinstance(value, (ir.Const, ir.Var, ir.AxisIndex)):
+        # A constant or an index is named by itself. A variable is not: accumulators,
+        # mutable scalars and register tiles take new values under the same name, and a
+        # local given such a variable must keep the value it had then (`int b = a;
+        # a += 1;` leaves b as it was).
+        if isinstance(value, (ir.Const, ir.AxisIndex)):
             return value  # type: ignore[return-value]
         name = self.fresh(base)
         self.emit(ir.Let(span, name, value))

@@ -249,6 +249,74 @@ def _steps_reference(args: list) -> torch.Tensor:
     return torch.stack([(a + 1) * 2, a + 1 + 3 * t + 1, a])
 
 
+# A local holds the value it was given: later updates of the variable it was copied from
+# (a mutable scalar, at block and at thread level) leave it unchanged. (The lowering once
+# let `int b = a;` name `a` itself, so `a += 1` changed `b` too.)
+SCALAR_COPIES = """
+__co__ void copies(s32 [16] a, global s32 [4, 16] out, int n) {
+  parallel p by 1 : block {
+    mutable int base = n;
+    int first = base;
+    base = base * 2;
+    parallel t by 16 : thread {
+      mutable int s = a.at(t);
+      int before = s;
+      s += 7;
+      later = s;
+      s++;
+      out.at(0, t) = first;
+      out.at(1, t) = before;
+      out.at(2, t) = later;
+      out.at(3, t) = s + base;
+    }
+  }
+}
+"""
+
+
+def _copies_reference(args: list) -> torch.Tensor:
+    a, n = args[0].double(), args[2]
+    return torch.stack([torch.full((16,), float(n), dtype=torch.float64), a, a + 7,
+                        a + 8 + 2 * n])
+
+
+# An `apply` temporary read from an accumulator element keeps that value after the
+# element is rewritten in the same body (the gated MLP's backward writes one accumulator
+# from the other's old value)
+APPLY_TEMPORARIES = """
+__co__ auto temps(f16 [16, 32] a, f16 [16, 32] b) {
+  f32 [2, 16, 16] out;
+  first = out.subspan(1, 16, 16).at(0, 0, 0).sqz();
+  second = out.subspan(1, 16, 16).at(1, 0, 0).sqz();
+  parallel p by 1 : block {
+    acc = mma.fill.f32 0.0f;
+    other = mma.fill.f32 0.0f;
+    as = dma.copy a => shared;
+    bs = dma.copy b => shared;
+    parallel q by 1 : group-4 {
+      ma = mma.load as.data;
+      mb = mma.load bs.data;
+      mma.row.row acc, ma, mb;
+      mma.row.row other, ma, mb;
+    }
+    apply {i, j} in acc.span {
+      t = acc.at(i, j);
+      acc.at(i, j) = t * 2.0f;
+      other.at(i, j) = t + 1.0f;
+    }
+    mma.store acc, first;
+    mma.store other, second;
+  }
+  return out;
+}
+"""
+
+
+def _temporaries_reference(args: list) -> torch.Tensor:
+    product = args[0].double() @ args[1].double().T
+    return torch.stack([2 * product, product + 1])
+
+
 # `#+` / `#-` keep a bounded value and change its bound: `p #+ 4` tiles by 8, not 4
 BOUND_ADJUSTMENTS = """
 __co__ void widen(f32 [8, 16] a, global f32 [8, 16] out) {
@@ -424,6 +492,12 @@ CASES = [
     Case("masked_cas", MASKED_CAS,
          lambda: [_small((12,)), _small((12,)), *_outputs((12,), dtype=torch.int32)],
          _cas_reference, torch.int32, output=2),
+    Case("scalar_copies", SCALAR_COPIES,
+         lambda: [random((16,), torch.int32), *_outputs((4, 16), dtype=torch.int32), 9],
+         _copies_reference, torch.int32, output=1),
+    Case("apply_temporaries", APPLY_TEMPORARIES,
+         lambda: [random((16, 32), torch.float16), random((16, 32), torch.float16)],
+         _temporaries_reference, torch.float32),
     Case("scalars", SCALARS,
          lambda: [random((16,), torch.int32), random((16,), torch.float32),
                   *_outputs((2, 16), dtype=torch.int32)], _scalars_reference, torch.int32,
