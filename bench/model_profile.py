@@ -1,7 +1,7 @@
-"""Where a Llama prefill's GPU time goes, eager torch against croqtile ops (and with the
-MLP activations fused, ``croqtile.nn.transformers.fuse_activations``): one profiled
-forward of each (``torch.profiler``), after three warm ones, on the model of
-``bench/model_sweep.py``.
+"""Where a Llama prefill's GPU time goes, eager torch against croqtile ops (also with the
+MLP activations fused, ``fuse_activations``, and with the gated MLPs as one GEMM,
+``fuse_mlps``, of ``croqtile.nn.transformers``): one profiled forward of each
+(``torch.profiler``), after three warm ones, on the model of ``bench/model_sweep.py``.
 
 Prints, per form, the GPU time of its kernels grouped as GEMMs (cuBLAS's ``nvjet``/
 ``sm90``/``gemm`` kernels, croqtile's ``linear``), attention (cuDNN's or Triton's flash
@@ -81,9 +81,11 @@ def main() -> int:
     croqtile.nn.convert(ours)
     ids = torch.randint(0, WIDTHS["vocab_size"], (1, args.seq), device="cuda",
                         generator=torch.Generator("cuda").manual_seed(1))
-    fused = copy.deepcopy(ours)
+    fused, mlp = copy.deepcopy(ours), copy.deepcopy(ours)
     integration.fuse_activations(fused)
-    for name, form in (("eager", model), ("croqtile", ours), ("croqtile_fused", fused)):
+    integration.fuse_mlps(mlp)
+    for name, form in (("eager", model), ("croqtile", ours), ("croqtile_fused", fused),
+                       ("croqtile_mlp", mlp)):
         times, wall = kernel_times(form, ids)
         total = sum(times.values())
         groups: dict[str, float] = {}

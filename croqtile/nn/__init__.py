@@ -7,6 +7,7 @@ package (``croqtile/kernels/*.co``), compiled on first use, with autograd (arch 
     croqtile.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None,
         dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)
     croqtile.nn.functional.rms_norm(x, normalized_shape, weight=None, eps=None)
+    croqtile.nn.functional.gated_linear(x, gate_weight, up_weight, *, activation="silu")
     croqtile.nn.convert(model)
 """
 

@@ -1,6 +1,7 @@
 """``croqtile.nn.functional``: torch's ``linear``, ``scaled_dot_product_attention`` and
-``rms_norm`` (same signatures and semantics) running Croqtile kernels
-(``croqtile/kernels/*.co``, see ``croqtile.nn.kernels``), with autograd.
+``rms_norm`` (same signatures and semantics), and ``gated_linear`` (a gated MLP's first
+half), running Croqtile kernels (``croqtile/kernels/*.co``, see ``croqtile.nn.kernels``),
+with autograd.
 
 A call the kernels do not cover runs torch's own function instead, so that the result is
 never wrong: ``uncovered_*`` say why for each function (``None`` when a kernel runs).
@@ -85,6 +86,38 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
                             kind, narrow)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
     return op(*args).reshape(*x.shape[:-1], weight.shape[0])
+
+
+def uncovered_gated_linear(x: torch.Tensor, gate_weight: torch.Tensor,
+                           up_weight: torch.Tensor, activation: str) -> str | None:
+    """Why the gated linear kernel does not take this call (``None``: it does)."""
+    if activation not in kernels.GATED_ACTIVATIONS:
+        return f"activation {activation!r}"
+    why = uncovered_linear(x, gate_weight, None, activation)
+    if why is not None:
+        return why
+    if up_weight.shape != gate_weight.shape or up_weight.dtype != gate_weight.dtype:
+        return "gate and up weights of different shapes or dtypes"
+    return _uncovered_device(x, gate_weight, up_weight)
+
+
+def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Tensor, *,
+                 activation: str = "silu") -> torch.Tensor:
+    """``activation(x @ gate_weight.T) * (x @ up_weight.T)``, the first half of a gated
+    MLP (SwiGLU for ``"silu"``), as one GEMM computing both products: the activation and
+    the product run on its two accumulators, so neither projection's output reaches
+    memory. ``x`` is ``[..., in]``, the weights ``[out, in]`` as ``torch.nn.Linear``
+    stores them; ``activation`` one of ``"silu"``, ``"gelu_tanh"`` and ``"relu"``."""
+    if activation not in _ACTIVATIONS or activation is None:
+        choices = ", ".join(repr(a) for a in kernels.GATED_ACTIVATIONS)
+        raise ValueError(f"activation={activation!r}: expected one of {choices}")
+    if uncovered_gated_linear(x, gate_weight, up_weight, activation) is not None:
+        return _ACTIVATIONS[activation](F.linear(x, gate_weight)) * F.linear(x, up_weight)
+    element = kernels.ELEMENTS[x.dtype][0]
+    op = kernels.gated_op(element, activation, kernels.device_kind(x))
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    out = op(x2, gate_weight.contiguous(), up_weight.contiguous())
+    return out.reshape(*x.shape[:-1], gate_weight.shape[0])
 
 
 def _mask_shape(mask: torch.Tensor, batch: int, heads: int, length: int,

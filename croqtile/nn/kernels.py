@@ -17,6 +17,9 @@ What the backward of each operator runs:
   the probabilities recomputed tile by tile from each row's log-sum-exp): one for the
   rows' log-sum-exp and ``delta = rowsum(dout * out)``, one for ``dq``, one for ``dk`` and
   ``dv`` (per key block, summing the query heads of a group).
+- gated linear: ``GATED_GRAD`` (gated_linear.co: both products recomputed) gives the
+  gradients of the gate's and the up projection's outputs; then the Croqtile GEMMs of
+  ``matmul.co`` as for linear.
 - rms_norm: the Croqtile kernels of ``rms_norm_backward.co``: each row's reciprocal RMS,
   then ``dx`` per block of rows and ``dweight`` per block of columns.
 """
@@ -260,6 +263,57 @@ def linear_name(element: str, activation: str, bias: bool, kind: str,
             if not bias:
                 return dx, dw
             return dx, dw, g.sum(0) if ctx.needs_input_grad[2] else None
+
+        torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
+                                        setup_context=setup_context)
+
+    load(variant, autograd)
+    return forward
+
+
+# ---------------------------------------------------------------- gated linear
+
+# Tiles of the gated linear kernel (two accumulators a block: gate and up), by device
+# kind and element type; its GPU launch options.
+GATED_TILES = {
+    **{("cpu", t): (32, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
+    ("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64),
+    ("gpu", "f32"): (64, 64, 32), ("gpu", "f64"): (32, 32, 16),
+}
+GATED_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
+    "cpu": (), "gpu": (("group_m", 16), ("num_warps", 8), ("num_stages", 3))}
+GATED_ACTIVATIONS = {"silu": "SILU", "gelu_tanh": "GELU_TANH", "relu": "RELU"}
+
+
+def gated_op(element: str, activation: str, kind: str) -> Any:
+    """``(x [M, K], wg [N, K], wu [N, K]) -> act(x wg^T) * (x wu^T)`` [M, N], with its
+    autograd (``activation`` a key of GATED_ACTIVATIONS)."""
+    return operator(gated_name(element, activation, kind))
+
+
+@constant_result
+def gated_name(element: str, activation: str, kind: str) -> str:
+    suffix = f"{element}_{activation}_{kind}"
+    forward, grad = f"gated_{suffix}", f"gated_grad_{suffix}"
+    variant = Variant("gated_linear", _gemm_defines(GATED_TILES[kind, element], element)
+                      + (("ACT", GATED_ACTIVATIONS[activation]),),
+                      (("GATED", forward), ("GATED_GRAD", grad)), GATED_OPTIONS[kind])
+
+    def autograd(module: Module) -> None:
+        grad_op = operator(grad)
+
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(*inputs)
+
+        def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            x, wg, wu = ctx.saved_tensors
+            grads = grad_op(x, wg, wu, dy.contiguous())  # [d gate, d up]
+            dg, du = grads[0], grads[1]
+            nn, tn = matmul_ops(element, kind)
+            dx = nn(dg, wg) + nn(du, wu) if ctx.needs_input_grad[0] else None
+            dwg = tn(dg, x) if ctx.needs_input_grad[1] else None
+            dwu = tn(du, x) if ctx.needs_input_grad[2] else None
+            return dx, dwg, dwu
 
         torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
                                         setup_context=setup_context)

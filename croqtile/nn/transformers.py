@@ -17,7 +17,9 @@ croqtile function takes as torch's does.
 ``fuse_activations(model)`` moves the activation of the library's gated MLPs (Llama,
 Mistral, Qwen and others compute ``down_proj(act_fn(gate_proj(x)) * up_proj(x))``) into
 ``gate_proj``'s GEMM epilogue: one element-wise pass over the widest activation fewer per
-layer.
+layer. ``fuse_mlps(model)`` goes further: the gate and up projections become one GEMM
+whose epilogue applies the activation and the product (``GatedMLP``), so neither
+projection's output reaches memory.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 import torch
 
 from . import functional
+from .kernels import GATED_ACTIVATIONS as GATED
 from .modules import Linear
 
 NAME = "croqtile"
@@ -103,6 +106,32 @@ def activation_of(module: torch.nn.Module) -> str | None:
     return None
 
 
+def _gated_parts(module: torch.nn.Module) -> tuple[torch.nn.Linear, str] | None:
+    """``(gate_proj, activation)`` of a gated MLP whose ``act_fn`` computes one of
+    ``ACTIVATIONS`` and whose ``gate_proj`` has none of its own; None for other modules."""
+    gate, act = getattr(module, "gate_proj", None), getattr(module, "act_fn", None)
+    parts = [gate] + [getattr(module, n, None) for n in ("up_proj", "down_proj")]
+    if not all(isinstance(p, torch.nn.Linear) for p in parts):
+        return None
+    if type(gate) not in (torch.nn.Linear, Linear) or getattr(gate, "activation", None):
+        return None
+    name = activation_of(act) if isinstance(act, torch.nn.Module) else None
+    return None if name is None else (gate, name)  # type: ignore[return-value]
+
+
+def _probe(linear: torch.nn.Linear) -> torch.Tensor:
+    """A small random input of ``linear``'s width, device and dtype."""
+    weight = linear.weight
+    return torch.randn((2, linear.in_features), generator=torch.Generator().manual_seed(0),
+                       dtype=torch.float32).to(device=weight.device, dtype=weight.dtype)
+
+
+def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Whether a module's output after a rewrite is its output before, up to rounding."""
+    error = ((after.double() - before.double()).norm() / before.double().norm()).item()
+    return error <= _FUSED_TOLERANCE.get(before.dtype, 1e-4)
+
+
 def fuse_activations(model: torch.nn.Module) -> int:
     """Fuse the activation of every gated MLP of ``model`` into its ``gate_proj`` (in
     place; returns how many were fused). A module qualifies when it has linear
@@ -113,26 +142,63 @@ def fuse_activations(model: torch.nn.Module) -> int:
     forward is not ``act_fn(gate_proj(x))`` times ``up_proj(x)``) is restored."""
     fused = 0
     for module in list(model.modules()):
-        gate, act = getattr(module, "gate_proj", None), getattr(module, "act_fn", None)
-        parts = [gate] + [getattr(module, n, None) for n in ("up_proj", "down_proj")]
-        if not all(isinstance(p, torch.nn.Linear) for p in parts):
+        found = _gated_parts(module)
+        if found is None:
             continue
-        if type(gate) not in (torch.nn.Linear, Linear) or getattr(gate, "activation", None):
-            continue
-        name = activation_of(act) if isinstance(act, torch.nn.Module) else None
-        if name is None:
-            continue
-        weight = gate.weight
-        probe = torch.randn((2, gate.in_features), generator=torch.Generator().manual_seed(0),
-                            dtype=torch.float32).to(device=weight.device, dtype=weight.dtype)
+        gate, name = found
+        act, probe = module.act_fn, _probe(gate)
         with torch.no_grad():
             before = module(probe)
             module.gate_proj, module.act_fn = Linear.of(gate, activation=name), \
                 torch.nn.Identity()
-            after = module(probe)
-        error = ((after.double() - before.double()).norm() / before.double().norm()).item()
-        if not error <= _FUSED_TOLERANCE.get(weight.dtype, 1e-4):
-            module.gate_proj, module.act_fn = gate, act
-            continue
+            if not _same(before, module(probe)):
+                module.gate_proj, module.act_fn = gate, act
+                continue
         fused += 1
+    return fused
+
+
+class GatedMLP(torch.nn.Module):
+    """A gated MLP, ``down_proj(act(gate_proj(x)) * up_proj(x))``, whose first half is one
+    GEMM (``croqtile.nn.functional.gated_linear``). It holds the original module's three
+    projections under their names, so its state_dict is the original's."""
+
+    def __init__(self, gate_proj: torch.nn.Linear, up_proj: torch.nn.Linear,
+                 down_proj: torch.nn.Linear, activation: str) -> None:
+        super().__init__()
+        self.gate_proj, self.up_proj, self.down_proj = gate_proj, up_proj, down_proj
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = functional.gated_linear(x, self.gate_proj.weight, self.up_proj.weight,
+                                         activation=self.activation)
+        return self.down_proj(hidden)
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation!r}"
+
+
+def fuse_mlps(model: torch.nn.Module) -> int:
+    """Replace every gated MLP of ``model`` (as ``fuse_activations`` finds them, with an
+    activation of ``croqtile.nn.kernels.GATED_ACTIVATIONS`` and no gate or up bias) by a
+    ``GatedMLP`` holding its projections: the gate and up products are one GEMM with
+    the activation and the product in its epilogue. In place; returns how many were
+    replaced. Each replacement's output on a small random input is compared with the
+    original's, which stays where they differ."""
+    fused = 0
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            found = _gated_parts(child)
+            if found is None or found[1] not in GATED:
+                continue
+            gate, name = found
+            if gate.bias is not None or child.up_proj.bias is not None:
+                continue
+            mlp = GatedMLP(gate, child.up_proj, child.down_proj, name)
+            probe = _probe(gate)
+            with torch.no_grad():
+                if not _same(child(probe), mlp(probe)):
+                    continue
+            setattr(parent, child_name, mlp)
+            fused += 1
     return fused

@@ -55,6 +55,11 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                                  (_f32(20, 40, grad=True), _f32(36, 40, grad=True))),
     "linear_grad": lambda: (kernels.linear_grad_op("f32", "GELU", True, "cpu"),
                             (_f32(20, 40), _f32(36, 40), _f32(36), _f32(20, 36))),
+    "gated": lambda: (kernels.gated_op("f32", "silu", "cpu"),
+                      (_f32(20, 40, grad=True), _f32(36, 40, grad=True), _f32(36, 40, grad=True))),
+    "gated_grad": lambda: (kernels.operator(kernels.gated_name("f32", "gelu_tanh", "cpu")
+                                            .replace("gated_", "gated_grad_", 1)),
+                           (_f32(20, 40), _f32(36, 40), _f32(36, 40), _f32(20, 36))),
     "matmul_nn": lambda: (kernels.matmul_ops("f32", "cpu")[0], (_f32(20, 36), _f32(36, 40))),
     "matmul_tn": lambda: (kernels.matmul_ops("f32", "cpu")[1], (_f32(20, 36), _f32(20, 40))),
     "attention": lambda: (kernels.attention_op("f32", 32, False, "cpu"),
@@ -87,7 +92,8 @@ def test_every_registered_operator_is_of_a_checked_kind() -> None:
     for build in OPERATORS.values():
         build()
     names = [str(op).split(".")[-1] for op in kernels.loaded_operators()]
-    kinds = ("linear_grad_", "linear_", "matmul_nn_", "matmul_tn_", "attention_stats_",
+    kinds = ("linear_grad_", "linear_", "gated_grad_", "gated_", "matmul_nn_", "matmul_tn_",
+             "attention_stats_",
              "attention_dq_", "attention_dkv_", "attention_", "rms_norm_rstd_",
              "rms_norm_dx_", "rms_norm_dw_", "rms_norm_")
     assert names and all(name.startswith(kinds) for name in names), names
@@ -255,6 +261,17 @@ def test_the_gpu_gemm_variants_compile(element: str) -> None:
                 "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "GELU_TANH",
                 "BM": tiles[0], "BN": tiles[1], "BK": tiles[2]})
         assert all("tl.dot(" in f.triton_source for f in module.functions.values())
+    source = (kernels.KERNELS / "gated_linear.co").read_text()
+    bm, bn, bk = kernels.GATED_TILES["gpu", element]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", croqtile.CompileWarning)
+        module = croqtile.compile(source, defines={
+            "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "SILU",
+            "BM": bm, "BN": bn, "BK": bk}, **dict(kernels.GATED_OPTIONS["gpu"]))
+    # the gate's and the up projection's products, in one K loop
+    for f in module.functions.values():
+        loop = f.triton_source[f.triton_source.index("for kk in"):]
+        assert loop.count("tl.dot(") == 2
 
 
 def test_a_tile_loaded_in_the_key_loop_counts_in_its_pipeline() -> None:
@@ -312,7 +329,7 @@ def test_the_narrow_tile_choice_traces_under_dynamic_shapes(monkeypatch) -> None
 # ---------------------------------------------------------------- fused MLP activations
 
 
-class GatedMLP(torch.nn.Module):
+class HFStyleMLP(torch.nn.Module):
     """``down(act_fn(gate(x)) * up(x))`` under the names of Hugging Face's gated MLPs;
     ``wrong`` applies the activation to the other branch (a forward fusing must not take)."""
 
@@ -340,7 +357,7 @@ def test_an_activation_module_is_recognised_by_what_it_computes(act: torch.nn.Mo
 
 
 def test_a_gated_mlp_takes_its_activation_into_the_gate_gemm() -> None:
-    model = torch.nn.Sequential(GatedMLP(torch.nn.SiLU()), GatedMLP(torch.nn.GELU()))
+    model = torch.nn.Sequential(HFStyleMLP(torch.nn.SiLU()), HFStyleMLP(torch.nn.GELU()))
     reference = copy.deepcopy(model).double()
     weights = [p for p in model.parameters()]
     assert integration.fuse_activations(model) == 2
@@ -357,12 +374,36 @@ def test_a_gated_mlp_takes_its_activation_into_the_gate_gemm() -> None:
 
 
 def test_a_forward_that_is_not_the_gated_form_is_left_as_it_was() -> None:
-    wrong = GatedMLP(torch.nn.SiLU(), wrong=True)
+    wrong = HFStyleMLP(torch.nn.SiLU(), wrong=True)
     x = random((3, 48), torch.float32)
     expected = wrong(x)
     act, gate = wrong.act_fn, wrong.gate_proj
     assert integration.fuse_activations(wrong) == 0
     assert wrong.act_fn is act and wrong.gate_proj is gate
     assert torch.equal(wrong(x), expected)
-    plain = GatedMLP(torch.nn.Tanh())  # an activation the kernel does not have
+    plain = HFStyleMLP(torch.nn.Tanh())  # an activation the kernel does not have
     assert integration.fuse_activations(plain) == 0 and isinstance(plain.act_fn, torch.nn.Tanh)
+
+
+def test_a_gated_mlp_becomes_one_gemm_and_a_down_projection() -> None:
+    model = torch.nn.Sequential(HFStyleMLP(torch.nn.SiLU()), HFStyleMLP(torch.nn.ReLU()),
+                                HFStyleMLP(torch.nn.GELU()))  # (exact gelu: no gated kernel)
+    reference = copy.deepcopy(model).double()
+    keys = list(model.state_dict())
+    assert integration.fuse_mlps(model) == 2
+    assert [type(m).__name__ for m in model] == ["GatedMLP", "GatedMLP", "HFStyleMLP"]
+    assert list(model.state_dict()) == keys  # checkpoints load either way
+    x = random((3, 7, 48), torch.float32, ).requires_grad_()
+    out, ran = croqtile_ops(model, x)
+    assert sum(op.startswith("croqtile.gated_") for op in ran) == 2
+    x64 = x.detach().double().requires_grad_()
+    expected = reference(x64)
+    assert_close(out, expected, torch.float32)
+    grad = random(tuple(out.shape), torch.float32)
+    (got,) = torch.autograd.grad(out, x, grad)
+    (want,) = torch.autograd.grad(expected, x64, grad.double())
+    assert_close(got, want, torch.float32)
+    wrong = HFStyleMLP(torch.nn.SiLU(), wrong=True)
+    assert integration.fuse_mlps(wrong) == 0  # (its own module: nothing to replace it in)
+    holder = torch.nn.Sequential(wrong)
+    assert integration.fuse_mlps(holder) == 0 and holder[0] is wrong

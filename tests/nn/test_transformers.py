@@ -96,6 +96,22 @@ def test_fused_mlp_activations_keep_the_logits() -> None:
     assert _relative(out.logits, ref) < 1e-4
 
 
+def test_fused_mlps_keep_the_logits() -> None:
+    """fuse_mlps makes each layer's gate and up projections one GEMM (GatedMLP)."""
+    model = _llama(torch.float32, "cpu")
+    ours = _croqtile_copy(model)
+    keys = list(ours.state_dict())
+    assert integration.fuse_mlps(ours) == 2
+    assert list(ours.state_dict()) == keys
+    assert sum(isinstance(m, integration.GatedMLP) for m in ours.modules()) == 2
+    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    assert sum(op.startswith("croqtile.gated_") for op in ran) == 2, ran
+    assert _relative(out.logits, ref) < 1e-4
+
+
 def test_an_unsupported_feature_is_named() -> None:
     module = torch.nn.Module()
     q = torch.randn(1, 2, 4, 64)
@@ -115,6 +131,10 @@ def test_llama_logits_match_eager_on_the_gpu_in_bf16() -> None:
         compiled = torch.compile(ours)(ids).logits
         assert integration.fuse_activations(ours) == 2
         fused = ours(ids).logits
+        mlps = _croqtile_copy(model)
+        assert integration.fuse_mlps(mlps) == 2
+        gated = mlps(ids).logits
     assert _relative(got, ref) < 2e-2
     assert _relative(compiled, ref) < 2e-2
     assert _relative(fused, ref) < 2e-2
+    assert _relative(gated, ref) < 2e-2
