@@ -32,7 +32,7 @@ from . import nodes as ir
 from . import sparse
 from .errors import LoweringError, static_extent, unsupported
 from .state import BufferSlot, KernelState, broadcast, iter_stmts
-from .tiles import load_tile, staging_scope, store_tile, widen_bf16_on_cpu
+from .tiles import load_operand, load_tile, staging_scope, store_tile, widen_bf16_on_cpu
 from .values import (Acc, AccLayout, Buffer, FragArray, Operand, Region, Tile, access,
                      padding_mask)
 
@@ -446,9 +446,9 @@ def _operand_tile(kl: KernelState, source: Region | Tile, rest: dict[int, ir.Exp
     region = replace(source, origin=origin, extents=extents, fill=0, filled=True)
     scope = staging_scope(kl, region)
     if scope is None:
-        tile = load_tile(kl, region, dims, node.span, base)
-        widen_bf16_on_cpu(kl, tile.expr)
-        kl.stage_bytes += _tile_bytes(tile, region)  # (a stage of the loop's pipeline)
+        tile = load_operand(kl, region, dims, node.span, base)
+        if tile.expr.__class__ is not ir.Relabel:  # (a tile loaded again takes no stage)
+            kl.stage_bytes += _tile_bytes(tile, region)  # (a stage of the loop's pipeline)
         return tile
     # loaded once where it was staged (before the loop), kept in registers
     key = (id(scope), region.key(), tuple(id(d) for d in dims))

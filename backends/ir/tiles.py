@@ -41,6 +41,51 @@ def load_tile(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...], span: 
     return Tile(ir.Var(axes, dtype, name), tuple(dims), region.tensor.elem, valid)
 
 
+def load_operand(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...],
+                 span: Span | None, base: str) -> Tile:
+    """An MMA operand tile of ``region``: the tile an earlier operand load of the same
+    region and shape left in registers when nothing since could change it (the same
+    statement list, and since then only new names defined: no store, no barrier or wait,
+    no control flow, no new value for a name the load used), relabelled to ``dims``; else
+    a new load. Two products of one K step that share an operand (a gated MLP's gate and
+    up projections read the same x tile) then load it once."""
+    key = (region.key(), tuple((d.size, d.extent) for d in dims))
+    scope = kl.scopes[-1]
+    earlier = kl.operand_loads.get(key)
+    if earlier is not None:
+        tile, where, start, end = earlier
+        if where is scope and tile.valid is None and _undisturbed(scope[start:end], scope[end:]):
+            mapping = dict(zip(tile.dims, dims))
+            expr = ir.Relabel(tuple(mapping.get(a, a) for a in tile.expr.axes), tile.expr.dtype,
+                              tile.expr)
+            return Tile(expr, dims, tile.elem, None)
+    start = len(scope)
+    tile = load_tile(kl, region, dims, span, base)
+    widen_bf16_on_cpu(kl, tile.expr)
+    kl.operand_loads[key] = (tile, scope, start, len(scope))
+    return tile
+
+
+def _undisturbed(loading: list[ir.Stmt], since: list[ir.Stmt]) -> bool:
+    """Whether the statements ``since`` a load (``loading``) leave its value as it is:
+    only definitions of names the load does not read, and comments."""
+    read = {n.name for n in ir.nodes_of(loading) if isinstance(n, ir.Var)}
+    return _defines_only(since, read)
+
+
+def _defines_only(stmts: list[ir.Stmt], read: set[str]) -> bool:
+    for stmt in stmts:
+        if isinstance(stmt, ir.Comment):
+            continue
+        if isinstance(stmt, ir.Branch):  # (a constexpr flag: loads by descriptor or pointer)
+            if not (_defines_only(stmt.then, read) and _defines_only(stmt.other, read)):
+                return False
+            continue
+        if not isinstance(stmt, ir.Let) or stmt.name in read:
+            return False
+    return True
+
+
 def widen_bf16_on_cpu(kl: KernelState, operand: ir.Expr) -> None:
     """Triton 3.6's interpreter multiplies bf16 tiles as raw integers; on the CPU path the
     operands of a dot are widened to f32 first (exact: every bf16 value is an f32 value)."""
