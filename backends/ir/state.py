@@ -223,8 +223,8 @@ class KernelState(ABC):
         self.loop_loaded: set[str] = set()  # global tensors loaded inside a loop (tiles.py)
         self.hoisted: dict[tuple[object, ...], Tile] = {}  # tiles loaded where they were staged
         # MMA operand tiles loaded in the loop body, by region and tile shape: (the tile,
-        # the statement list it was loaded into, where its loading statements start, end)
-        self.operand_loads: dict[tuple[object, ...], tuple[Tile, list, int, int]] = {}
+        # the statement list it was loaded into, where its loading statements start, them)
+        self.operand_loads: dict[tuple[object, ...], tuple[Tile, list, int, tuple]] = {}
         # instances over row slices of one tile lowered side by side (instances.py): may
         # they be, the ones being lowered now, and whether any were (a failure then retries
         # the kernel with them in turn)

@@ -53,8 +53,11 @@ def load_operand(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...],
     scope = kl.scopes[-1]
     earlier = kl.operand_loads.get(key)
     if earlier is not None:
-        tile, where, start, end = earlier
-        if where is scope and tile.valid is None and _undisturbed(scope[start:end], scope[end:]):
+        tile, where, start, loading = earlier
+        end = start + len(loading)
+        unmoved = len(scope) >= end and all(a is b for a, b in zip(scope[start:end], loading))
+        if where is scope and unmoved and tile.valid is None and \
+                _undisturbed(loading, scope[end:]):
             mapping = dict(zip(tile.dims, dims))
             expr = ir.Relabel(tuple(mapping.get(a, a) for a in tile.expr.axes), tile.expr.dtype,
                               tile.expr)
@@ -62,11 +65,11 @@ def load_operand(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...],
     start = len(scope)
     tile = load_tile(kl, region, dims, span, base)
     widen_bf16_on_cpu(kl, tile.expr)
-    kl.operand_loads[key] = (tile, scope, start, len(scope))
+    kl.operand_loads[key] = (tile, scope, start, tuple(scope[start:]))
     return tile
 
 
-def _undisturbed(loading: list[ir.Stmt], since: list[ir.Stmt]) -> bool:
+def _undisturbed(loading: tuple[ir.Stmt, ...], since: list[ir.Stmt]) -> bool:
     """Whether the statements ``since`` a load (``loading``) leave its value as it is:
     only definitions of names the load does not read, and comments."""
     read = {n.name for n in ir.nodes_of(loading) if isinstance(n, ir.Var)}
