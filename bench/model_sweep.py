@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import json
 import statistics
 import sys
@@ -38,6 +37,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rows import write_csv  # noqa: E402
 
 FORMS = ("eager", "compile", "croqtile", "croqtile_fused", "croqtile_mlp", "croqtile_compile")
 # Llama-3-8B's widths (its 32 layers cut to --layers)
@@ -171,10 +173,7 @@ def main() -> int:
               f"({row['decode_ratio']:.3f})  error {row['rel_error']:.2e}  "
               f"breaks {row['graph_breaks']}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    with (args.out / "model.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, args.out / "model.csv")
     (args.out / "model.json").write_text(json.dumps(rows, indent=1))
     plot(rows, args.out / "model.png")
     return 0 if all(r["ok"] for r in rows) else 1

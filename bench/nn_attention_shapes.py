@@ -17,7 +17,6 @@ with the ratio to SDPA (above 1: faster). Needs a CUDA device.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import warnings
@@ -25,6 +24,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rows import write_csv  # noqa: E402
 import torch.nn.functional as F
 
 # (label, B, H, HKV, S, causal, sequence-major projections)
@@ -124,10 +126,7 @@ def main() -> int:
         print(f"{label:13s} sdpa {base * 1e3:7.1f} us  " + "  ".join(
             f"{r['form']} {r['ratio']:.3f}" for r in rows[-len(timed):] if r["form"] != "sdpa"),
             flush=True)
-    with args.out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, args.out)
     print(f"wrote {args.out}")
     return 0
 

@@ -15,7 +15,6 @@ Needs a CUDA device.
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 import warnings
@@ -23,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rows import write_csv  # noqa: E402
 
 # (N, K) of the projections
 SHAPES = {"q/o": (4096, 4096), "k/v": (1024, 4096), "gate/up": (14336, 4096),
@@ -97,10 +99,7 @@ def main() -> int:
             print(f"M={tokens} {label:8s} F.linear {base * 1e3:8.1f} us  " + "  ".join(
                 f"{name} {r['ratio']:.3f}" for name, r in zip(variants, rows[-len(variants):])),
                 flush=True)
-    with args.out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, args.out)
     print(f"wrote {args.out}")
     return 0
 
