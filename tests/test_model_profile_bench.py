@@ -3,22 +3,19 @@ a GPU it says that it needs one."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "model_profile.py"
+from .bench_scripts import BENCH, load
+
+SCRIPT = BENCH / "model_profile.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("model_profile", SCRIPT)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load("model_profile")
 
 
 def test_kernels_fall_in_their_groups() -> None:

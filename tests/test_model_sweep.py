@@ -3,19 +3,14 @@ times of one round (the model itself needs ``transformers`` and a GPU: not run h
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "model_sweep.py"
+from .bench_scripts import load
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("model_sweep", SCRIPT)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load("model_sweep")
 
 
 def test_the_forms_take_turns_and_each_call_is_timed_alone() -> None:

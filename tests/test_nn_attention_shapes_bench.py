@@ -3,7 +3,6 @@ option, and without a GPU it says that it needs one."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "nn_attention_shapes.py"
+from .bench_scripts import BENCH, load
+
+SCRIPT = BENCH / "nn_attention_shapes.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("nn_attention_shapes", SCRIPT)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load("nn_attention_shapes")
 
 
 def test_every_variant_compiles_with_its_option() -> None:

@@ -3,7 +3,6 @@ that it needs one."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "nn_linear_variants.py"
+from .bench_scripts import BENCH, load
+
+SCRIPT = BENCH / "nn_linear_variants.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("nn_linear_variants", SCRIPT)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load("nn_linear_variants")
 
 
 def test_every_variant_compiles_with_its_tiles() -> None:
