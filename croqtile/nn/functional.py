@@ -81,9 +81,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     element = kernels.ELEMENTS[x.dtype][0]
     kind = kernels.device_kind(x)
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
-    narrow = kernels.narrow_linear(x2.shape[0], weight.shape[0], element, kind, x.device)
+    tiles = kernels.linear_tiles(x2.shape[0], weight.shape[0], element, kind, x.device)
     op = kernels.linear_ops(element, kernels.ACTIVATIONS[activation], bias is not None,
-                            kind, narrow)
+                            kind, tiles)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
     return op(*args).reshape(*x.shape[:-1], weight.shape[0])
 

@@ -66,20 +66,28 @@ GEMM_TILES = {
     ("gpu", "f16"): (128, 256, 64), ("gpu", "bf16"): (128, 256, 64),
     ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
 }
-# The forward linear kernel's tile where the GEMM_TILES grid would leave streaming
-# multiprocessors idle (fewer tiles than SMs: Llama-3-8B's k and v projections, N = 1024,
-# at M = 2048 make 64 tiles of 128 x 256 on the H200's 132 SMs); see ``narrow_linear``.
+# The forward linear kernel's tiles and launch options by the shape of the call: "wide"
+# (GEMM_TILES), "narrow" where the wide grid would leave streaming multiprocessors idle
+# (fewer tiles than SMs: Llama-3-8B's k and v projections, N = 1024, at M = 2048 make 64
+# tiles of 128 x 256 on the H200's 132 SMs) and "skinny" for at most SKINNY_ROWS rows (a
+# decode step). See ``linear_tiles``.
 NARROW_GEMM_TILES = {("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64)}
-# Launch options of the forward linear kernel, on GEMM_TILES and on NARROW_GEMM_TILES.
-# Measured on the H200 at Llama-3-8B's prefill shapes (M = 2048, bf16, against F.linear
-# in the same run, bench/nn_linear_variants.py): tiles walked 16 rows of tiles at a time
-# (the default is 8) and 4 stages: 0.976-1.044 over q/o, gate/up, down and lm_head (8 rows
+SKINNY_GEMM_TILES = {("gpu", "f16"): (16, 256, 64), ("gpu", "bf16"): (16, 256, 64)}
+SKINNY_ROWS = 16
+# Measured on the H200 at Llama-3-8B's prefill shapes (M = 2048, bf16, against F.linear in
+# the same run, bench/nn_linear_variants.py): wide tiles walked 16 rows of tiles at a time
+# (the default is 8) with 4 stages: 0.976-1.044 over q/o, gate/up, down and lm_head (8 rows
 # and 3 stages: 0.955-1.023); the k/v projection on 128 x 128 tiles with 8 warps and 4
 # stages 0.834 (128 x 256: 0.61; 128 x 128 with 4 warps: 0.66; stream-K over 128 x 256
-# tiles: 0.52-0.69).
+# tiles: 0.52-0.69). The skinny options are what the quick search of the decode sweep
+# (a user's GEMM, M = 16, 2026-12-02f/g) chose most often for these projections: 16-row
+# tiles, 8 warps, 4 stages, persistent with stream-K, pointer loads (0.85-1.0 of cuBLAS);
+# croqtile.nn has not been timed with them yet.
 LINEAR_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
     "cpu": (), "gpu": (("group_m", 16), ("num_stages", 4))}
 NARROW_LINEAR_OPTIONS = (("group_m", 16), ("num_warps", 8), ("num_stages", 4))
+SKINNY_LINEAR_OPTIONS = (("num_warps", 8), ("num_stages", 4), ("persistent", True),
+                         ("stream_k", True), ("descriptors", False))
 BACKWARD_GEMM_TILES = {
     **{("cpu", t): (32, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
     ("gpu", "f16"): (128, 128, 64), ("gpu", "bf16"): (128, 128, 64),
@@ -203,48 +211,55 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def narrow_linear(rows: Any, out_features: int, element: str, kind: str,
-                  device: torch.device) -> bool:
-    """Whether a linear of ``rows`` x ``out_features`` outputs takes NARROW_GEMM_TILES:
-    when its GEMM_TILES grid has fewer tiles than the device has SMs (``rows`` may be a
-    symbolic size under ``torch.compile``: the comparison is then a guard)."""
+def linear_tiles(rows: Any, out_features: int, element: str, kind: str,
+                 device: torch.device) -> str:
+    """The tile shape of a linear of ``rows`` x ``out_features`` outputs: "skinny" for at
+    most SKINNY_ROWS rows, "narrow" when its GEMM_TILES grid has fewer tiles than the
+    device has SMs, else "wide" (``rows`` may be a symbolic size under
+    ``torch.compile``: the comparisons are then guards)."""
     if (kind, element) not in NARROW_GEMM_TILES:
-        return False
+        return "wide"
+    # (branches, not bool(): torch.compile evaluates a branch's condition and guards on
+    # it, while bool() of a symbolic comparison stays symbolic)
+    if rows <= SKINNY_ROWS:
+        return "skinny"
     bm, bn, _ = GEMM_TILES[kind, element]
     tiles = ((rows + bm - 1) // bm) * ((out_features + bn - 1) // bn)
-    # (a branch, not bool(): torch.compile evaluates a branch's condition and guards on
-    # it, while bool() of a symbolic comparison stays symbolic)
     if tiles < sm_count(device.index):
-        return True
-    return False
+        return "narrow"
+    return "wide"
 
 
 def linear_ops(element: str, activation: str, bias: bool, kind: str,
-               narrow: bool = False) -> Any:
+               tiles: str = "wide") -> Any:
     """The forward operator ``(x [M, K], w [N, K][, bias [N]]) -> [M, N]`` of a variant,
-    with its autograd (``narrow``: on NARROW_GEMM_TILES)."""
-    return operator(linear_name(element, activation, bias, kind, narrow))
+    with its autograd (``tiles``: see ``linear_tiles``)."""
+    return operator(linear_name(element, activation, bias, kind, tiles))
 
 
 def linear_grad_op(element: str, activation: str, bias: bool, kind: str,
-                   narrow: bool = False) -> Any:
+                   tiles: str = "wide") -> Any:
     """The first step of that variant's backward: ``(x, w[, bias], dy) -> dy * act'(x w^T
     + bias)`` (its other functions are ``matmul_ops``)."""
-    return operator(linear_name(element, activation, bias, kind, narrow).replace(
+    return operator(linear_name(element, activation, bias, kind, tiles).replace(
         "linear_", "linear_grad_", 1))
+
+
+_SHAPES = {"wide": (GEMM_TILES, LINEAR_OPTIONS),
+           "narrow": (NARROW_GEMM_TILES, {"gpu": NARROW_LINEAR_OPTIONS}),
+           "skinny": (SKINNY_GEMM_TILES, {"gpu": SKINNY_LINEAR_OPTIONS})}
 
 
 @constant_result
 def linear_name(element: str, activation: str, bias: bool, kind: str,
-                narrow: bool = False) -> str:
+                tiles: str = "wide") -> str:
     suffix = (f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
-              f"{'_narrow' if narrow else ''}")
+              f"{'' if tiles == 'wide' else '_' + tiles}")
     forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
-    tiles = NARROW_GEMM_TILES[kind, element] if narrow else GEMM_TILES[kind, element]
-    variant = Variant("linear", _gemm_defines(tiles, element)
+    table, options = _SHAPES[tiles]
+    variant = Variant("linear", _gemm_defines(table[kind, element], element)
                       + (("ACT", activation), ("BIAS", int(bias))),
-                      (("LINEAR", forward), ("LINEAR_GRAD", grad)),
-                      NARROW_LINEAR_OPTIONS if narrow else LINEAR_OPTIONS[kind])
+                      (("LINEAR", forward), ("LINEAR_GRAD", grad)), options[kind])
 
     def autograd(module: Module) -> None:
         grad_op = operator(grad)

@@ -250,17 +250,23 @@ def test_the_largest_attention_variants_compile(kind: str, element: str, d: int)
 
 @pytest.mark.parametrize("element", ["bf16", "f32", "f64"])
 def test_the_gpu_gemm_variants_compile(element: str) -> None:
-    narrow = kernels.NARROW_GEMM_TILES.get(("gpu", element))
-    variants = (("linear", kernels.GEMM_TILES["gpu", element]),
-                ("matmul", kernels.BACKWARD_GEMM_TILES["gpu", element]))
-    for program, tiles in variants + ((("linear", narrow),) if narrow else ()):
+    variants = [("linear", kernels.GEMM_TILES["gpu", element], ()),
+                ("matmul", kernels.BACKWARD_GEMM_TILES["gpu", element], ())]
+    if ("gpu", element) in kernels.NARROW_GEMM_TILES:
+        variants += [("linear", kernels.NARROW_GEMM_TILES["gpu", element],
+                      kernels.NARROW_LINEAR_OPTIONS),
+                     ("linear", kernels.SKINNY_GEMM_TILES["gpu", element],
+                      kernels.SKINNY_LINEAR_OPTIONS)]
+    for program, tiles, options in variants:
         source = (kernels.KERNELS / f"{program}.co").read_text()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
             module = croqtile.compile(source, defines={
                 "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "GELU_TANH",
-                "BM": tiles[0], "BN": tiles[1], "BK": tiles[2]})
+                "BM": tiles[0], "BN": tiles[1], "BK": tiles[2]}, **dict(options))
         assert all("tl.dot(" in f.triton_source for f in module.functions.values())
+        if dict(options).get("stream_k"):  # (the skinny variant: K shared by the SMs)
+            assert all("stream-K" in f.triton_source for f in module.functions.values())
     source = (kernels.KERNELS / "gated_linear.co").read_text()
     bm, bn, bk = kernels.GATED_TILES["gpu", element]
     with warnings.catch_warnings():
@@ -291,18 +297,22 @@ def test_a_tile_loaded_in_the_key_loop_counts_in_its_pipeline() -> None:
     assert stages == {False: 0, True: 1}
 
 
-def test_the_narrow_linear_tile_takes_grids_smaller_than_the_device(monkeypatch) -> None:
-    """128 x 128 tiles where 128 x 256 ones would leave SMs idle (132 SMs: Llama-3-8B's
-    k/v projection at 2048 tokens makes 64 wide tiles, its q projection 256)."""
+def test_the_linear_tiles_follow_the_call_shape(monkeypatch) -> None:
+    """Skinny tiles for a decode step's few rows; 128 x 128 tiles where 128 x 256 ones
+    would leave SMs idle (132 SMs: Llama-3-8B's k/v projection at 2048 tokens makes 64
+    wide tiles, its q projection 256); wide tiles otherwise."""
     monkeypatch.setattr(kernels, "sm_count", lambda index: 132)
     gpu = torch.device("cuda", 0)
-    assert kernels.narrow_linear(2048, 1024, "bf16", "gpu", gpu)
-    assert kernels.narrow_linear(16, 4096, "f16", "gpu", gpu)
-    assert not kernels.narrow_linear(2048, 4096, "bf16", "gpu", gpu)
-    assert not kernels.narrow_linear(4096, 2048, "bf16", "gpu", gpu)  # 32 x 8 tiles
-    assert not kernels.narrow_linear(2048, 1024, "f32", "gpu", gpu)  # no narrow f32 tile
-    assert not kernels.narrow_linear(2048, 1024, "bf16", "cpu", torch.device("cpu"))
-    assert kernels.linear_name("bf16", "NONE", False, "gpu", True).endswith("_gpu_narrow")
+    assert kernels.linear_tiles(2048, 1024, "bf16", "gpu", gpu) == "narrow"
+    assert kernels.linear_tiles(17, 4096, "f16", "gpu", gpu) == "narrow"
+    assert kernels.linear_tiles(16, 4096, "f16", "gpu", gpu) == "skinny"
+    assert kernels.linear_tiles(1, 128256, "bf16", "gpu", gpu) == "skinny"
+    assert kernels.linear_tiles(2048, 4096, "bf16", "gpu", gpu) == "wide"
+    assert kernels.linear_tiles(4096, 2048, "bf16", "gpu", gpu) == "wide"  # 32 x 8 tiles
+    assert kernels.linear_tiles(2048, 1024, "f32", "gpu", gpu) == "wide"  # no other f32
+    assert kernels.linear_tiles(1, 1024, "bf16", "cpu", torch.device("cpu")) == "wide"
+    assert kernels.linear_name("bf16", "NONE", False, "gpu", "narrow").endswith("_gpu_narrow")
+    assert kernels.linear_name("bf16", "NONE", False, "gpu", "skinny").endswith("_gpu_skinny")
 
 
 def test_the_narrow_tile_choice_traces_under_dynamic_shapes(monkeypatch) -> None:
@@ -312,18 +322,19 @@ def test_the_narrow_tile_choice_traces_under_dynamic_shapes(monkeypatch) -> None
         lambda index: 132))
 
     @torch.compiler.assume_constant_result
-    def width(narrow: bool) -> int:
-        return 128 if narrow else 256
+    def width(tiles: str) -> int:
+        return {"skinny": 16, "narrow": 128, "wide": 256}[tiles]
 
     def f(x: torch.Tensor) -> torch.Tensor:
-        narrow = kernels.narrow_linear(x.shape[0], 1024, "bf16", "gpu", torch.device("cuda", 0))
-        return x + width(narrow)
+        tiles = kernels.linear_tiles(x.shape[0], 1024, "bf16", "gpu", torch.device("cuda", 0))
+        return x + width(tiles)
 
     torch._dynamo.reset()
     compiled = torch.compile(f, fullgraph=True, dynamic=True, backend="eager")
     assert compiled(torch.zeros(2048, 2))[0, 0].item() == 128  # 64 wide tiles
     assert compiled(torch.zeros(8192, 2))[0, 0].item() == 256  # 256 wide tiles
     assert compiled(torch.zeros(1000, 2))[0, 0].item() == 128
+    assert compiled(torch.zeros(12, 2))[0, 0].item() == 16
 
 
 # ---------------------------------------------------------------- fused MLP activations

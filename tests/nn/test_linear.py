@@ -170,9 +170,28 @@ def test_linear_narrow_tiles_gpu() -> None:
     x = random((1000, 4096), torch.bfloat16, "cuda").requires_grad_()
     w = (random((1000, 4096), torch.bfloat16, "cuda") / 64).requires_grad_()
     b = random((1000,), torch.bfloat16, "cuda")
-    assert kernels.narrow_linear(1000, 1000, "bf16", "gpu", x.device)
+    assert kernels.linear_tiles(1000, 1000, "bf16", "gpu", x.device) == "narrow"
     y, ran = croqtile_ops(cf.linear, x, w, b, activation="silu")
     assert ran and all("_narrow" in name for name in ran)
+    assert_close(y, reference(x, w, b, "silu"), torch.bfloat16)
+    dy = random(tuple(y.shape), torch.bfloat16, "cuda")
+    grads = torch.autograd.grad(y, (x, w), dy)
+    leaves = [t.detach().double().requires_grad_() for t in (x, w)]
+    expected = torch.autograd.grad(reference(*leaves, b.double(), "silu"), leaves, dy.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 5, 16])
+def test_linear_skinny_tiles_gpu(rows: int) -> None:
+    """A decode step's few rows run on 16-row tiles with stream-K (forward and backward),
+    with a column tail."""
+    x = random((rows, 4096), torch.bfloat16, "cuda").requires_grad_()
+    w = (random((1000, 4096), torch.bfloat16, "cuda") / 64).requires_grad_()
+    b = random((1000,), torch.bfloat16, "cuda")
+    y, ran = croqtile_ops(cf.linear, x, w, b, activation="silu")
+    assert ran and all("_skinny" in name for name in ran)
     assert_close(y, reference(x, w, b, "silu"), torch.bfloat16)
     dy = random(tuple(y.shape), torch.bfloat16, "cuda")
     grads = torch.autograd.grad(y, (x, w), dy)
