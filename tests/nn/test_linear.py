@@ -163,16 +163,15 @@ def test_linear_bf16_4096_gpu(activation: str | None) -> None:
     assert_close(y, reference(x, w, b, activation), torch.bfloat16)
 
 
-@pytest.mark.gpu
-def test_linear_narrow_tiles_gpu() -> None:
-    """A grid of fewer 128 x 256 tiles than SMs runs on 128 x 128 tiles (forward and
-    backward), with tails in both dimensions."""
-    x = random((1000, 4096), torch.bfloat16, "cuda").requires_grad_()
-    w = (random((1000, 4096), torch.bfloat16, "cuda") / 64).requires_grad_()
-    b = random((1000,), torch.bfloat16, "cuda")
-    assert kernels.linear_tiles(1000, 1000, "bf16", "gpu", x.device) == "narrow"
+def _check_silu_linear_gpu(rows: int, out_features: int, tiles: str) -> None:
+    """A bf16 linear with a bias and SiLU on the GPU, forward and backward against
+    float64, run on the variant of ``tiles``."""
+    x = random((rows, 4096), torch.bfloat16, "cuda").requires_grad_()
+    w = (random((out_features, 4096), torch.bfloat16, "cuda") / 64).requires_grad_()
+    b = random((out_features,), torch.bfloat16, "cuda")
+    assert kernels.linear_tiles(rows, out_features, "bf16", "gpu", x.device) == tiles
     y, ran = croqtile_ops(cf.linear, x, w, b, activation="silu")
-    assert ran and all("_narrow" in name for name in ran)
+    assert ran and all(f"_{tiles}" in name for name in ran)
     assert_close(y, reference(x, w, b, "silu"), torch.bfloat16)
     dy = random(tuple(y.shape), torch.bfloat16, "cuda")
     grads = torch.autograd.grad(y, (x, w), dy)
@@ -180,6 +179,13 @@ def test_linear_narrow_tiles_gpu() -> None:
     expected = torch.autograd.grad(reference(*leaves, b.double(), "silu"), leaves, dy.double())
     for got, want in zip(grads, expected):
         assert_close(got, want, torch.bfloat16)
+
+
+@pytest.mark.gpu
+def test_linear_narrow_tiles_gpu() -> None:
+    """A grid of fewer 128 x 256 tiles than SMs runs on 128 x 128 tiles (forward and
+    backward), with tails in both dimensions."""
+    _check_silu_linear_gpu(1000, 1000, "narrow")
 
 
 @pytest.mark.gpu
@@ -187,18 +193,7 @@ def test_linear_narrow_tiles_gpu() -> None:
 def test_linear_skinny_tiles_gpu(rows: int) -> None:
     """A decode step's few rows run on 16-row tiles with stream-K (forward and backward),
     with a column tail."""
-    x = random((rows, 4096), torch.bfloat16, "cuda").requires_grad_()
-    w = (random((1000, 4096), torch.bfloat16, "cuda") / 64).requires_grad_()
-    b = random((1000,), torch.bfloat16, "cuda")
-    y, ran = croqtile_ops(cf.linear, x, w, b, activation="silu")
-    assert ran and all("_skinny" in name for name in ran)
-    assert_close(y, reference(x, w, b, "silu"), torch.bfloat16)
-    dy = random(tuple(y.shape), torch.bfloat16, "cuda")
-    grads = torch.autograd.grad(y, (x, w), dy)
-    leaves = [t.detach().double().requires_grad_() for t in (x, w)]
-    expected = torch.autograd.grad(reference(*leaves, b.double(), "silu"), leaves, dy.double())
-    for got, want in zip(grads, expected):
-        assert_close(got, want, torch.bfloat16)
+    _check_silu_linear_gpu(rows, 1000, "skinny")
 
 
 @pytest.mark.gpu
