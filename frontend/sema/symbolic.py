@@ -249,7 +249,10 @@ class Sym:
             parts.append(text if coef == 1 else f"{coef} * {text}")
         if self.const or not parts:
             parts.append(str(self.const))
-        return "(" + " + ".join(parts) + ")" if len(parts) > 1 else parts[0]
+        # a product is parenthesized too: the text may be the right operand of ``//``
+        single = len(parts) == 1 and (not self.terms or len(self.terms[0][0]) == 1
+                                      and self.terms[0][1] == 1)
+        return parts[0] if single else "(" + " + ".join(parts) + ")"
 
     def source(self) -> str:
         """Croqtile-like text for messages (``cdiv(M, 64)``, ``M / 2``)."""

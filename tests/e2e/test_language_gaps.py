@@ -280,6 +280,29 @@ def _copies_reference(args: list) -> torch.Tensor:
                         a + 8 + 2 * n])
 
 
+# Products of symbolic dimensions on the right of `/`, `%` and `-` (the generated text
+# of `2 * N * 4` lacked parentheses, so `x / (2 * N * 4)` ran as `(x / 8) * N`)
+SYMBOLIC_PRODUCTS = """
+__co__ void products(s32 [N] a, global s32 [4, N] out) {
+  parallel p by 1 : block {
+    foreach t in [N] {
+      out.at(0, t) = 1000000 / (2 * N * 4) + a.at(t);
+      out.at(1, t) = 1000003 % (3 * N) - a.at(t);
+      out.at(2, t) = a.at(t) - 2 * N * N;
+      out.at(3, t) = (a.at(t) + 7000) / (N * N);
+    }
+  }
+}
+"""
+
+
+def _products_reference(args: list) -> torch.Tensor:
+    a = args[0].double()
+    n = a.numel()
+    return torch.stack([1000000 // (8 * n) + a, 1000003 % (3 * n) - a, a - 2 * n * n,
+                        torch.div(a + 7000, n * n, rounding_mode="trunc")])
+
+
 # An `apply` temporary read from an accumulator element keeps that value after the
 # element is rewritten in the same body (the gated MLP's backward writes one accumulator
 # from the other's old value)
@@ -495,6 +518,9 @@ CASES = [
     Case("scalar_copies", SCALAR_COPIES,
          lambda: [random((16,), torch.int32), *_outputs((4, 16), dtype=torch.int32), 9],
          _copies_reference, torch.int32, output=1),
+    Case("symbolic_products", SYMBOLIC_PRODUCTS,
+         lambda: [random((12,), torch.int32), *_outputs((4, 12), dtype=torch.int32)],
+         _products_reference, torch.int32, output=1),
     Case("apply_temporaries", APPLY_TEMPORARIES,
          lambda: [random((16, 32), torch.float16), random((16, 32), torch.float16)],
          _temporaries_reference, torch.float32),
