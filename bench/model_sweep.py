@@ -123,6 +123,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true",
                         help="small widths (a check of the script on the CPU)")
+    parser.add_argument("--forms", nargs="+", choices=FORMS, default=list(FORMS),
+                        help="the forms to run (eager always runs: ratios are to it)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/h200"))
     args = parser.parse_args()
     dtype = torch.bfloat16 if args.device == "cuda" else torch.float32
@@ -137,7 +139,8 @@ def main() -> int:
     from torch._dynamo.utils import counters
 
     rows, reference = [], None
-    built = forms(model)
+    built = {name: form for name, form in forms(model).items()
+             if name == "eager" or name in args.forms}
     prefills, decodes = {}, {}
     for name, form in built.items():
         counters.clear()
