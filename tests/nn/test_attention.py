@@ -199,3 +199,23 @@ def test_attention_gqa_and_mask_gpu(d: int) -> None:
     check(q, k, v, enable_gqa=True)
     mask = torch.rand(1000, 1500, device="cuda") > 0.2
     check(q, k, v, attn_mask=mask, enable_gqa=True)
+
+
+@pytest.mark.parametrize("budget,causal", [(2 * 40 * 32 * 2, True), (2 * 40 * 32 * 3, False),
+                                           (1, True)], ids=["bands-of-2", "bands-of-3", "one"])
+def test_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
+    """attention.co starts its blocks a band of heads at a time, the last row tiles
+    first; with a small KV_BUDGET the bands hold 2 or 3 of 7 heads (the last band short)
+    or 1: every (head, row tile) is still computed once."""
+    import croqtile
+    from croqtile.nn import kernels
+
+    defines = dict(kernels.attention_defines("f32", 32, False, (
+        ("ROWS", 16), ("COLS", 16), ("WG_ROWS", 16))))
+    module = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
+                              defines={**defines, "NAME": "bands", "KV_BUDGET": budget})
+    b, h, hkv, length, keys, d = 2, 7, 7, 50, 40, 32
+    q, k, v = qkv(b, h, hkv, length, keys, d, torch.float32)
+    scale = torch.full((1,), d ** -0.5 * kernels.LOG2E)
+    out = module.bands(q, k, v, causal, scale).transpose(1, 2)
+    assert_close(out, reference(q, k, v, is_causal=causal), torch.float32)
