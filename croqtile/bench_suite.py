@@ -215,6 +215,9 @@ def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", rep
     meta = bench_report.metadata(device, reps, autotune,
                                  timed=timer is not None or device != "cpu")
     meta["defines"] = dict(defines or {})
+    if device == "cuda":  # (which timer: "events", do_bench, unless one was passed)
+        meta["timer"] = next((name for name, t in bench.TIMERS.items() if t is timer),
+                             "events" if timer is None else "custom")
     extra = sweep_metadata(autotune, attention)
 
     def save(rows: Sequence[Row], plot: bool = False) -> tuple[list[Path], list[str]]:

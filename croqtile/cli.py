@@ -152,6 +152,11 @@ def _add_bench_parser(commands: Any) -> None:
                        help="do_bench repetitions per kernel; the median is kept (default 3)")
     bench.add_argument("--out", default=str(Path("bench", "results", "h200")),
                        help="output directory (default bench/results/h200)")
+    bench.add_argument("--timer", choices=("events", "graph"), default="events",
+                       help="events: do_bench (CUDA events around each call, the host path "
+                            "included where it is longer than the kernel); graph: "
+                            "do_bench_cudagraph (the calls replayed from a CUDA graph: device "
+                            "time only, as in a captured decode step)")
     bench.add_argument("--autotune", choices=("none", "quick", "full"), default="none",
                        help="passed to croqtile.compile when not none (the decode sweep "
                             "tunes with quick when this is none)")
@@ -180,7 +185,7 @@ def _add_bench_parser(commands: Any) -> None:
 def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``croqtile bench``: run the sweeps, write the files, print the summary table."""
     # torch and triton load only for this command
-    from . import bench_attention, bench_suite
+    from . import bench, bench_attention, bench_suite
 
     if args.plot:
         return _plot_only(Path(args.plot), out, err)
@@ -208,6 +213,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
         cases = _only_kernels(cases, args.kernels)
     result = bench_suite.run_bench(cases, Path(args.out), device=device, reps=args.reps,
                                    autotune=args.autotune, defines=_parse_defines(args.define),
+                                   timer=bench.TIMERS[args.timer] if device == "cuda" else None,
                                    progress=err, attention=attention)
     for row in result.rows:
         if not row.ok:

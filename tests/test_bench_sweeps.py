@@ -483,3 +483,26 @@ def test_the_new_sweeps_time_on_the_gpu(tmp_path: Path) -> None:
     assert {p.name for p in result.files} == {"attention.csv", "attention.json",
                                               "epilogue.csv", "epilogue.json", "decode.csv",
                                               "decode.json"}
+
+
+@pytest.mark.gpu
+def test_the_graph_timer_times_device_work(tmp_path: Path) -> None:
+    """``--timer graph``: both sides replayed from a CUDA graph (the decode epilogue row
+    and its torch.compile baseline), the host columns still filled, the JSON naming it."""
+    cases = bench_linear.epilogue_cases(("bf16",), (16,), ("silu",), 256, 256)
+    result = bench_suite.run_bench(cases, tmp_path, device="cuda", reps=1, plot=False,
+                                   timer=bench.graph_timer)
+    row = result.rows[0]
+    assert row.ok and row.ratio is not None and row.compiled_ratio is not None, row.note
+    assert 0 < row.croqtile_ms < 1 and row.croqtile_host_us is not None
+    meta = json.loads((tmp_path / "epilogue.json").read_text())["metadata"]
+    assert meta["timer"] == "graph"
+
+
+def test_the_timer_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--timer`` takes events or graph (on the CPU nothing is timed either way)."""
+    assert main(["bench", "memory", "--device", "cpu", "--timer", "graph",
+                 "--out", str(tmp_path)]) == 0
+    assert "timer" not in json.loads((tmp_path / "memory.json").read_text())["metadata"]
+    assert main(["bench", "memory", "--device", "cpu", "--timer", "wall"]) == 2
+    assert "invalid choice: 'wall'" in capsys.readouterr().err
