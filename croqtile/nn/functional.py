@@ -82,10 +82,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     kind = kernels.device_kind(x)
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
     tiles = kernels.linear_tiles(x2.shape[0], weight.shape[0], element, kind, x.device)
-    op = kernels.linear_ops(element, kernels.ACTIVATIONS[activation], bias is not None,
-                            kind, tiles)
+    name = kernels.linear_name(element, kernels.ACTIVATIONS[activation], bias is not None,
+                               kind, tiles)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
-    return op(*args).reshape(*x.shape[:-1], weight.shape[0])
+    return kernels.run(name, *args).reshape(*x.shape[:-1], weight.shape[0])
 
 
 def uncovered_gated_linear(x: torch.Tensor, gate_weight: torch.Tensor,
@@ -114,9 +114,9 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
     if uncovered_gated_linear(x, gate_weight, up_weight, activation) is not None:
         return _ACTIVATIONS[activation](F.linear(x, gate_weight)) * F.linear(x, up_weight)
     element = kernels.ELEMENTS[x.dtype][0]
-    op = kernels.gated_op(element, activation, kernels.device_kind(x))
+    name = kernels.gated_name(element, activation, kernels.device_kind(x))
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
-    out = op(x2, gate_weight.contiguous(), up_weight.contiguous())
+    out = kernels.run(name, x2, gate_weight.contiguous(), up_weight.contiguous())
     return out.reshape(*x.shape[:-1], gate_weight.shape[0])
 
 
@@ -209,8 +209,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     # comparison specialises on it: each head dimension is its own kernel anyway)
     d = next(size for size in kernels.HEAD_DIMS if size == d)
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    scale_t = torch.full((1,), sm_scale * kernels.LOG2E, dtype=acc, device=q.device)
-    op = kernels.attention_op(element, d, attn_mask is not None, kernels.device_kind(q))
+    scale_t = kernels.scalar_tensor(sm_scale * kernels.LOG2E, acc, q.device)
+    name = kernels.attention_name(element, d, attn_mask is not None, kernels.device_kind(q))
     # strided heads (a model's [B, L, H, D] projections transposed to [B, H, L, D]) are
     # read in place: the kernel takes the strides; only a last dimension that is not
     # dense is copied
@@ -223,7 +223,7 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
                 ~mask, float("-inf"))
         args.append(mask.to(acc).expand(mb, mh, length, keys).contiguous())
     # ([B, L, H, D] in memory, as torch's flash attention returns it)
-    return op(*args, bool(is_causal), scale_t).transpose(1, 2)
+    return kernels.run(name, *args, bool(is_causal), scale_t).transpose(1, 2)
 
 
 def uncovered_rms_norm(x: torch.Tensor, shape: tuple[int, ...],
@@ -250,10 +250,10 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
         return F.rms_norm(x, list(shape), weight, eps)
     element, acc_name = kernels.ELEMENTS[x.dtype]
     eps_value = torch.finfo(x.dtype).eps if eps is None else float(eps)
-    eps_t = torch.full((1,), eps_value, dtype=kernels.ACC_DTYPE[acc_name], device=x.device)
-    op = kernels.rms_norm_op(element, weight is not None, kernels.device_kind(x))
+    eps_t = kernels.scalar_tensor(eps_value, kernels.ACC_DTYPE[acc_name], x.device)
+    name = kernels.rms_norm_name(element, weight is not None, kernels.device_kind(x))
     size = math.prod(shape)
     args = [x.reshape(-1, size).contiguous()]
     if weight is not None:
         args.append(weight.reshape(size).contiguous())
-    return op(*args, eps_t).reshape(x.shape)
+    return kernels.run(name, *args, eps_t).reshape(x.shape)

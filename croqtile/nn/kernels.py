@@ -26,6 +26,7 @@ What the backward of each operator runs:
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from dataclasses import dataclass
@@ -33,10 +34,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from torch._C import _functorch
+from torch.autograd import forward_ad as _forward_ad
 
 from ..api import compile as compile_source
+from ..backends.bounded import LRU
 from ..errors import CompileWarning
-from ..module import Module
+from ..module import Function, Module
 
 NAMESPACE = "croqtile"
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
@@ -140,6 +144,7 @@ class Variant:
 
 _LOCK = threading.Lock()
 _MODULES: dict[Variant, Module] = {}
+_FUNCTIONS: dict[str, Function] = {}  # every loaded function, by its operator's name
 
 
 def load(variant: Variant, autograd: Callable[[Module], None] | None = None) -> Module:
@@ -162,6 +167,7 @@ def load(variant: Variant, autograd: Callable[[Module], None] | None = None) -> 
                                         library=NAMESPACE, **dict(variant.options))
             if autograd is not None:
                 autograd(module)
+            _FUNCTIONS.update(module.functions)
             _MODULES[variant] = module
     return module
 
@@ -177,11 +183,71 @@ def operator(name: str) -> Any:
     return getattr(getattr(torch.ops, NAMESPACE), name)
 
 
-# The ``*_name`` functions compile a variant on first use and return its operator's name.
-# torch.compile runs them when tracing rather than tracing into them (the compiler and the
-# lock are not traceable): their result is constant for given arguments, and the traced
-# graph calls the operator by that name.
-constant_result = torch.compiler.assume_constant_result
+def run(name: str, *args: Any) -> Any:
+    """``operator(name)(*args)``. An eager call that nothing needs to see as an operator
+    calls the compiled function itself: torch's dispatch of a custom operator (its
+    autograd wrapper, the redispatch to the device's implementation) costs more host time
+    than croqtile's own launch path (on the H200's host: 68 us a call of a decode-size
+    linear through the operator, against 22 us for ``F.linear``), and a model in eager
+    mode waits for its host. The operator is called when torch.compile traces, when a
+    gradient is wanted, under a torch dispatch mode, a functorch transform or forward-mode
+    AD, and for tensor subclasses (fake and functional tensors)."""
+    if torch.compiler.is_compiling() or not _direct(args):
+        return operator(name)(*args)
+    return _FUNCTIONS[name].call(*args)
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _direct(args: tuple[Any, ...]) -> bool:
+    """Whether a call with ``args`` may skip the operator (see ``run``)."""
+    if torch._C._len_torch_dispatch_stack() or _functorch.peek_interpreter_stack() is not None \
+            or _forward_ad._current_level >= 0 or torch.jit.is_tracing():
+        return False
+    grad = torch.is_grad_enabled()
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and (type(arg) not in _PLAIN
+                                              or grad and arg.requires_grad):
+            return False
+    return True
+
+
+# one-element tensors of a scalar argument (an attention's scale, an RMS norm's epsilon)
+# by (value, dtype, device), kept for eager calls
+_SCALARS: LRU[tuple[float, torch.dtype, torch.device], torch.Tensor] = LRU(64)
+
+
+def scalar_tensor(value: float, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.full((1,), value)`` of ``dtype`` on ``device``. An eager call reuses the
+    one made before for the same value (the kernels only read it): making it is a
+    launch and an allocation per call. Made anew while torch.compile traces (the graph
+    makes it) and while a CUDA graph is captured (the graph's memory pool must not hold
+    a tensor that later calls keep using)."""
+    if torch.compiler.is_compiling() or (device.type == "cuda"
+                                         and torch.cuda.is_current_stream_capturing()):
+        return torch.full((1,), value, dtype=dtype, device=device)
+    key = (value, dtype, device)
+    made = _SCALARS.get(key)
+    if made is None:
+        with torch.inference_mode(False):  # (usable later by calls that record gradients)
+            made = _SCALARS[key] = torch.full((1,), value, dtype=dtype, device=device)
+    return made
+
+
+def constant_result(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``*_name`` functions compile a variant on first use and return its operator's
+    name. torch.compile runs them when tracing rather than tracing into them (the
+    compiler and the lock are not traceable): their result is constant for given
+    arguments, and the traced graph calls the operator by that name. The result is
+    remembered per arguments, so that an eager call does not rebuild the variant."""
+    remembered = functools.cache(fn)
+
+    @functools.wraps(fn)
+    def constant(*args: Any) -> Any:
+        return remembered(*args)
+
+    return torch.compiler.assume_constant_result(constant)
 
 
 # ---------------------------------------------------------------- linear
