@@ -72,7 +72,7 @@ def test_mma_kernels_on_2d_grids_walk_groups_of_rows() -> None:
     assert "tile = tl.program_id(0)" in text
     assert "group_width = (8 * ((d_N + 256 - 1) // 256))" in text
     assert "block_n = tl.program_id(1)" not in text
-    assert "launch(matmul_k0, (((d_M + 128 - 1) // 128) * ((d_N + 256 - 1) // 256),)" in text
+    assert "launch(matmul_k0, ((((d_M + 128 - 1) // 128) * ((d_N + 256 - 1) // 256)),)" in text
 
 
 def test_mma_kernels_launch_persistently_by_default() -> None:
@@ -99,7 +99,7 @@ def test_persistent_launch_loops_over_tiles_with_one_program_per_sm() -> None:
     loop = next(line for line in text.splitlines() if "for tile in" in line)
     assert loop.strip().startswith("for tile in tl.range(tl.program_id(0), ")
     assert loop.endswith(", n_programs, flatten=True):")
-    assert "programs = min(((d_M + 128 - 1) // 128) * ((d_N + 256 - 1) // 256), " \
+    assert "programs = min((((d_M + 128 - 1) // 128) * ((d_N + 256 - 1) // 256)), " \
            "launch.sm_count(device))" in text
     # tensor descriptors come from the host, or are made once per program before the loop
     assert "def matmul_k0(lhs_ptr, rhs_ptr, output_ptr, lhs_desc, " in text

@@ -32,14 +32,17 @@ def test_a_head_of_sequence_major_tensors_is_described_heads_first() -> None:
     mod = compile_clean(HEADS)
     source = mod.heads.triton_source
     # the descriptors: shape (B, H, S, 32), strides (32*H*S, 32, 32*H, 1), block (1, 1, 16, 32)
-    descriptors = re.findall(r"launch\.descriptor\((\w+), (\([^)]*\)), (\([^)]*\)), "
-                             r"(\([^)]*\))\)", source)
+    # (a stride may be a parenthesized product: one level of nesting)
+    group = r"(\((?:[^()]|\([^()]*\))*\))"
+    descriptors = re.findall(rf"launch\.descriptor\((\w+), {group}, {group}, {group}\)",
+                             source)
     # (the store is masked at the sequence's tail: pointer stores)
     assert [name for name, *_ in descriptors] == ["x"]
     for _, shape, strides, block in descriptors:
         assert [s.strip() for s in shape.strip("(,)").split(",")] == ["d_B", "d_H", "d_S", "32"]
         assert block.replace(" ", "") == "(1,1,16,32)"
-        assert strides.split(",")[1].strip() == "32"  # H's stride comes second
+        assert [t.strip() for t in strides[1:-1].rstrip(",").split(",")] == [
+            "(32 * d_H * d_S)", "32", "(32 * d_H)", "1"]  # H's stride comes second
     assert re.search(r"x_desc\w*\.load\(\[b, h, \(?r \* 16\)?, 0\]\)", source)
 
 
