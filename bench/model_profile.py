@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model_sweep import WIDTHS, build  # noqa: E402
 
-GROUPS = (("gemm", ("nvjet", "gemm", "sm90_xmma", "cutlass", "linear", "matmul")),
+GROUPS = (("gemm", ("nvjet", "gemm", "sm90_xmma", "cutlass", "linear", "matmul", "gated")),
           ("attention", ("flash", "fmha", "attention", "sdpa")))
 
 

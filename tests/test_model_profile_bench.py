@@ -22,6 +22,7 @@ def test_kernels_fall_in_their_groups() -> None:
     group_of = _module().group_of
     assert group_of("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT") == "gemm"
     assert group_of("linear_bf16_none_gpu_narrow_k0") == "gemm"
+    assert group_of("gated_bf16_silu_gpu_k0") == "gemm"  # (the gated MLP's two GEMMs)
     assert group_of("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16") == "attention"
     assert group_of("attention_bf16_d128_gpu_k0") == "attention"
     assert group_of("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0") == "other"
