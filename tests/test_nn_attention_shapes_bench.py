@@ -28,7 +28,7 @@ def test_every_variant_compiles_with_its_option() -> None:
     assert "num_stages=3" in sources["kernel"]
     # the blocks start with the last row tiles (the longest when causal)
     for source in sources.values():
-        assert "row_tile = (((" in source and "- (within // heads))" in source
+        assert "row_tile = (((" in source and "- (within // planes))" in source
     for source in sources.values():
         assert source.count("tl.dot(") == 2  # Q K^T and P V, nothing else
 

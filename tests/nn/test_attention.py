@@ -204,9 +204,10 @@ def test_attention_gqa_and_mask_gpu(d: int) -> None:
 @pytest.mark.parametrize("budget,causal", [(2 * 40 * 32 * 2, True), (2 * 40 * 32 * 3, False),
                                            (1, True)], ids=["bands-of-2", "bands-of-3", "one"])
 def test_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
-    """attention.co starts its blocks a band of heads at a time, the last row tiles
-    first; with a small KV_BUDGET the bands hold 2 or 3 of 7 heads (the last band short)
-    or 1: every (head, row tile) is still computed once."""
+    """attention.co starts its blocks a band of planes (a head of a batch) at a time,
+    the last row tiles first; with a small KV_BUDGET the bands hold 2 or 3 of the 14
+    planes of 2 batches of 7 heads (the last band short, one band across the batches)
+    or 1: every (batch, head, row tile) is still computed once."""
     import croqtile
     from croqtile.nn import kernels
 
