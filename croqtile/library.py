@@ -110,6 +110,24 @@ def register(namespace: str, compiled: CompiledFunction, impl: Call,
     return getattr(getattr(torch.ops, namespace), name)
 
 
+def retrace(namespace: str, name: str, traced: Any) -> None:
+    """Make the registered operator ``torch.ops.<namespace>.<name>`` decompose under
+    tracing into ``traced`` (a ``croqtile.traced.TracedCall`` of another compilation of
+    the same function, e.g. with tensor descriptors made in the kernel where the eager
+    form takes the host's, which tracing cannot capture); None makes it opaque. Eager
+    calls keep the registered function."""
+    registered = _OPERATORS.get((namespace, name))
+    if registered is None:
+        raise KeyError(f"torch.ops.{namespace}.{name} is not registered by croqtile")
+    registered.traced = traced
+    _record_kernels(f"{namespace}::{name}", traced.kernels() if traced is not None else [])
+
+
+def decomposition(namespace: str, name: str) -> Any:
+    """What the registered operator decomposes into under tracing (None: opaque)."""
+    return _OPERATORS[(namespace, name)].traced
+
+
 def _decomposition(registered: _Operator) -> Call:
     """The operator under ``FunctionalTensorMode`` (AOTAutograd's tracing): its kernels
     (``registered.traced``) where the call decomposes, else the operator itself, opaque

@@ -50,14 +50,23 @@ def opaque_reason(function: Any) -> str | None:
     if compiled.gemm is not None:
         return ("backend='cuda' runs a hand-written CUDA kernel where the GPU and the "
                 "arguments suit it, and wrap_triton traces Triton kernels only")
-    if any(kind.startswith("tensordesc") for signature in compiled.artifact.signatures
-           for kind in signature.values()):
+    if takes_host_descriptors(function):
         # torch 2.13, torch/_higher_order_ops/triton_kernel_wrap.py, TracingTritonHOPifier:
         # "TMA descriptor capturing not yet supported in non-dynamo tracing"
         return ("its kernels take tensor descriptors made on the host, which torch's "
                 "tracing of wrap_triton outside Dynamo does not capture; compiled with "
                 "descriptors='kernel' (made in each program) it decomposes")
     return None
+
+
+def takes_host_descriptors(function: Function) -> bool:
+    """Whether ``function``'s kernels take tensor descriptors made on the host (what keeps
+    its operator opaque under tracing; the same source compiled with
+    ``descriptors="kernel"`` can stand in for it there, ``croqtile.library.retrace``)."""
+    artifact = function.compiled.artifact
+    return artifact is not None and any(kind.startswith("tensordesc")
+                                        for signature in artifact.signatures
+                                        for kind in signature.values())
 
 
 class TracedCall:

@@ -40,7 +40,9 @@ from torch.autograd import forward_ad as _forward_ad
 from ..api import compile as compile_source
 from ..backends.bounded import LRU
 from ..errors import CompileWarning
+from ..library import retrace
 from ..module import Function, Module
+from ..traced import takes_host_descriptors, traced_call
 
 NAMESPACE = "croqtile"
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
@@ -147,29 +149,52 @@ _MODULES: dict[Variant, Module] = {}
 _FUNCTIONS: dict[str, Function] = {}  # every loaded function, by its operator's name
 
 
-def load(variant: Variant, autograd: Callable[[Module], None] | None = None) -> Module:
+def load(variant: Variant, autograd: Callable[[Module], None] | None = None,
+         kind: str = "cpu") -> Module:
     """The compiled module of ``variant`` (compiled and registered on first use, with its
     autograd attached by ``autograd``: each variant is loaded by its ``*_name`` function
-    only, which always passes the same one)."""
+    only, which always passes the same one). A GPU ``kind``'s operators get their traced
+    stand-ins (``_traced_stand_ins``)."""
     module = _MODULES.get(variant)
     if module is not None:
         return module
     with _LOCK:
         module = _MODULES.get(variant)
         if module is None:
-            source = (KERNELS / f"{variant.program}.co").read_text()
-            with warnings.catch_warnings():
-                # (the kernels' implicit conversions are deliberate: f32 results rounded
-                # to the element type at the store)
-                warnings.simplefilter("ignore", CompileWarning)
-                module = compile_source(source, defines=dict(variant.defines + variant.names),
-                                        filename=f"croqtile/kernels/{variant.program}.co",
-                                        library=NAMESPACE, **dict(variant.options))
+            module = _compile(variant, library=NAMESPACE)
+            if kind == "gpu":  # (only CUDA calls decompose under tracing)
+                _traced_stand_ins(variant, module)
             if autograd is not None:
                 autograd(module)
             _FUNCTIONS.update(module.functions)
             _MODULES[variant] = module
     return module
+
+
+def _compile(variant: Variant, **options: Any) -> Module:
+    source = (KERNELS / f"{variant.program}.co").read_text()
+    with warnings.catch_warnings():
+        # (the kernels' implicit conversions are deliberate: f32 results rounded to the
+        # element type at the store)
+        warnings.simplefilter("ignore", CompileWarning)
+        return compile_source(source, defines=dict(variant.defines + variant.names),
+                              filename=f"croqtile/kernels/{variant.program}.co",
+                              **{**dict(variant.options), **options})
+
+
+def _traced_stand_ins(variant: Variant, module: Module) -> None:
+    """Under torch.compile, an operator whose kernels take tensor descriptors made on the
+    host would stay one opaque call (tracing cannot capture those descriptors): the
+    compiled graph would reach the kernels through torch's dispatch and croqtile's launch
+    path on every call. It decomposes instead into the same program compiled with
+    descriptors made in the kernel, which Inductor launches as it does the model's own
+    kernels (and CUDA graphs capture). Eager calls keep the host's descriptors."""
+    opaque = [name for name, fn in module.functions.items() if takes_host_descriptors(fn)]
+    if not opaque:
+        return
+    stand_ins = _compile(variant, descriptors="kernel")
+    for name in opaque:
+        retrace(NAMESPACE, name, traced_call(stand_ins.functions[name]))
 
 
 def loaded_operators() -> list[Any]:
@@ -181,6 +206,11 @@ def loaded_operators() -> list[Any]:
 def operator(name: str) -> Any:
     """``torch.ops.croqtile.<name>`` (registered by one of the ``*_name`` functions)."""
     return getattr(getattr(torch.ops, NAMESPACE), name)
+
+
+def function(name: str) -> Function:
+    """The compiled function behind operator ``name`` (loaded by a ``*_name`` function)."""
+    return _FUNCTIONS[name]
 
 
 def run(name: str, *args: Any) -> Any:
@@ -267,7 +297,8 @@ def matmul_ops(element: str, kind: str) -> tuple[Any, Any]:
 def matmul_name(element: str, kind: str, form: str) -> str:
     suffix = f"{element}_{kind}"
     names = (("MATMUL_NN", f"matmul_nn_{suffix}"), ("MATMUL_TN", f"matmul_tn_{suffix}"))
-    load(Variant("matmul", _gemm_defines(BACKWARD_GEMM_TILES[kind, element], element), names))
+    load(Variant("matmul", _gemm_defines(BACKWARD_GEMM_TILES[kind, element], element), names),
+         kind=kind)
     return f"matmul_{form}_{suffix}"
 
 
@@ -348,7 +379,7 @@ def linear_name(element: str, activation: str, bias: bool, kind: str,
         torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
                                         setup_context=setup_context)
 
-    load(variant, autograd)
+    load(variant, autograd, kind)
     return forward
 
 
@@ -399,7 +430,7 @@ def gated_name(element: str, activation: str, kind: str) -> str:
         torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
                                         setup_context=setup_context)
 
-    load(variant, autograd)
+    load(variant, autograd, kind)
     return forward
 
 
@@ -448,7 +479,7 @@ def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
         torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
                                         setup_context=setup_context)
 
-    load(variant, autograd)
+    load(variant, autograd, kind)
     return name
 
 
@@ -461,7 +492,7 @@ def attention_backward_ops(element: str, head_dim: int, masked: bool,
     names = (("NAME_STATS", f"attention_stats_{suffix}"), ("NAME_DQ", f"attention_dq_{suffix}"),
              ("NAME_DKV", f"attention_dkv_{suffix}"))
     load(Variant("attention_backward", attention_defines(
-        element, head_dim, masked, (("ROWS", rows), ("COLS", cols))), names))
+        element, head_dim, masked, (("ROWS", rows), ("COLS", cols))), names), kind=kind)
     stats, dq, dkv = (operator(name) for _, name in names)
     return stats, dq, dkv
 
@@ -502,7 +533,7 @@ def rms_norm_name(element: str, weighted: bool, kind: str) -> str:
         torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
                                         setup_context=setup_context)
 
-    load(variant, autograd)
+    load(variant, autograd, kind)
     return name
 
 
@@ -515,6 +546,6 @@ def rms_norm_backward_ops(element: str, weighted: bool, kind: str) -> tuple[Any,
              ("NAME_DW", f"rms_norm_dw_{suffix}"))
     load(Variant("rms_norm_backward", (("DT", element), ("ACC", ELEMENTS_ACC[element]),
                                        ("WEIGHT", int(weighted)), ("ROWS", rows),
-                                       ("COLS", cols)), names))
+                                       ("COLS", cols)), names), kind=kind)
     rstd, dx, dw = (operator(name) for _, name in names)
     return rstd, dx, dw

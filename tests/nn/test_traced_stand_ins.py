@@ -1,0 +1,49 @@
+"""Under torch.compile, croqtile.nn's GPU operators whose kernels take tensor descriptors
+made on the host (which tracing cannot capture) decompose into the same program compiled
+with descriptors made in the kernel: the graph holds those kernels, not the opaque
+operator. No GPU here: the GPU variants are traced on CPU tensors as if they were CUDA
+ones (``decomposing_on_cpu``) and the recorded kernels run in Triton's interpreter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from croqtile import library
+from croqtile.nn import kernels
+from croqtile.traced import takes_host_descriptors
+
+from ..e2e.checks import assert_close, random
+from ..library.test_traced import Graphs, decomposing_on_cpu  # noqa: F401 (a fixture)
+
+
+def test_the_gpu_linear_decomposes_into_its_kernel_made_descriptor_form(
+        decomposing_on_cpu: list[Any]) -> None:  # noqa: F811
+    name = kernels.linear_name("f32", "SILU", True, "gpu", "wide")
+    function = kernels.function(name)
+    assert takes_host_descriptors(function)  # (the eager form: the host's descriptors)
+    stand_in = library.decomposition(kernels.NAMESPACE, name)
+    assert stand_in is not None and stand_in.reason is None
+    assert not takes_host_descriptors(stand_in.function)
+    assert "make_tensor_descriptor" in stand_in.function.triton_source
+
+    def model(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return kernels.run(name, torch.cos(x), w, b) * 2
+
+    graphs = Graphs()
+    compiled = torch.compile(model, fullgraph=True, backend=graphs)
+    x, w, b = random((20, 48), torch.float32), random((40, 48), torch.float32), \
+        random((40,), torch.float32)
+    expected = F.silu(F.linear(torch.cos(x).double(), w.double(), b.double())) * 2
+    assert_close(compiled(x, w, b), expected, torch.float32)
+    code = "\n".join(graphs.code)
+    assert "triton_kernel_wrapper_functional" in code and name not in code
+    assert [k.fn.__name__ for k in decomposing_on_cpu] == [f"{name}_k0"]
+
+
+def test_cpu_variants_have_no_stand_ins() -> None:
+    name = kernels.linear_name("f32", "NONE", False, "cpu", "wide")
+    assert takes_host_descriptors(kernels.function(name))
+    assert library.decomposition(kernels.NAMESPACE, name) is None
