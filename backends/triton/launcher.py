@@ -548,8 +548,11 @@ def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]
     device = device if isinstance(device, torch.device) else torch.device(device)
     # (on the CPU, each thread has its own: the counters are cleared before a launch,
     # which must not happen while another thread's launch is counting)
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" \
-        else threading.get_ident()
+    if device.type == "cuda":  # (Triton's raw-stream query: a C call, no Stream object)
+        index = device.index if device.index is not None else _current_device()
+        stream = _runtime()[1].active.get_current_stream(index)
+    else:
+        stream = threading.get_ident()
     key = (device, stream)
     buffers = _STREAM_K_BUFFERS.get(key)
     if buffers is None or buffers[0].numel() < floats or buffers[1].numel() < counters:
