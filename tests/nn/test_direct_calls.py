@@ -80,3 +80,31 @@ def test_scalar_tensors_are_reused_and_usable_outside_inference_mode() -> None:
     expected = torch.autograd.grad(F.scaled_dot_product_attention(leaf, k, v, scale=0.3).sum(),
                                    leaf)[0]
     assert_close(grad, expected, torch.float64)
+
+
+@pytest.mark.gpu
+def test_direct_calls_are_captured_by_cuda_graphs() -> None:
+    """Direct eager calls inside ``torch.cuda.graph``: the kernels are captured and replay
+    on new inputs, with a scale first seen during the capture (made in the graph's
+    memory, not kept for later calls)."""
+    q, k, v = (random((1, 4, 256, 64), torch.bfloat16, "cuda") for _ in range(3))
+    x, w = random((16, 256), torch.bfloat16, "cuda"), random((512, 256), torch.bfloat16, "cuda")
+    scale = 0.1234  # (a value no other test uses)
+    for _ in range(2):  # compile and warm outside the capture, as torch requires
+        cf.linear(x, w)
+        cf.scaled_dot_product_attention(q, k, v, is_causal=True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = cf.linear(x, w)
+        o = cf.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    # the capture kept nothing: the first scale made outside it is new, and kept
+    kept = kernels.scalar_tensor(scale * kernels.LOG2E, torch.float32, q.device)
+    assert kernels.scalar_tensor(scale * kernels.LOG2E, torch.float32, q.device) is kept
+    for t in (q, k, v, x, w):
+        t.copy_(random(tuple(t.shape), torch.bfloat16, "cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_close(y, F.linear(x.double(), w.double()), torch.bfloat16)
+    expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                              is_causal=True, scale=scale)
+    assert_close(o, expected, torch.bfloat16)
