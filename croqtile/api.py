@@ -54,7 +54,12 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     first) and ``debug`` (bounds checks on computed indices and tile copies, and run-time
     checks of the futures protocol, as device assertions naming the Croqtile line; a
     failed check on CPU tensors raises ``DeviceAssertionError``; ``CROQTILE_DEBUG=1``
-    turns it on for every compile). ``backend="cuda"`` runs a function proven to be a
+    turns it on for every compile), ``fill_buffers`` (default True: a buffer declared in
+    the function without an initialiser is zero-filled unless the kernel provably writes
+    all of it first; False: made uninitialised, as the language allows, for a function
+    that writes every element itself, saving a pass over memory per call; with ``debug``
+    its floating-point elements start as NaN instead, so that one left unwritten
+    shows). ``backend="cuda"`` runs a function proven to be a
     plain GEMM on a hand-written CUDA kernel where the GPU suits it (the Hopper kernel;
     with ``target="sm_100a"`` the generated tcgen05 kernel, one CTA per tile or, with
     ``cta_group=2``, a CTA pair).

@@ -13,6 +13,7 @@ families and dispatches each statement to its rule (``STATEMENT_RULES``).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from ...frontend import syntax as ast
@@ -221,8 +222,14 @@ class FunctionLowering(FunctionState):
             fill = _literal_value(var.init, info)
             if fill is None:
                 raise unsupported(var.init.span, "a buffer initialiser that is not a constant")
+        written_first = sym in self.written_first
+        if fill is None and not written_first and not self.options.fill_buffers:
+            if not self.options.debug:
+                written_first = True  # (torch.empty)
+            elif elem.is_float:
+                fill = math.nan  # (an element read before it is written shows)
         self.body.append(ir.HostAlloc(sym.name, tensor.dims, elem.torch, fill, stmt.span,
-                                      written_first=sym in self.written_first))
+                                      written_first=written_first))
 
 
 def _from_scalars(expr: ast.Expr) -> bool:

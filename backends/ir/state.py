@@ -75,6 +75,12 @@ class Options:
     # bounds checks on computed indices and copies, and run-time checks of the futures
     # protocol (checks.py): device assertions naming the Croqtile line; off adds nothing
     debug: bool = False
+    # a function-scope buffer without an initialiser (undefined until written, spec) is
+    # zero-filled unless its first use provably writes all of it (coverage.py); False: no
+    # fill (torch.empty), for a function that writes every element itself, where the
+    # proof does not reach; under debug, floating-point buffers are then NaN-filled, so
+    # that an element read or returned unwritten shows
+    fill_buffers: bool = True
 
     @property
     def descriptor_maker(self) -> str | None:

@@ -550,7 +550,8 @@ def _host_function(w: _Writer, fn: ir.Function) -> None:
                 w.line(f"{host_name(stmt.name)} = torch.zeros({shape}, dtype=torch.{stmt.dtype}, "
                        "device=device)")
             else:
-                w.line(f"{host_name(stmt.name)} = torch.full({shape}, {stmt.fill!r}, "
+                fill = "float('nan')" if stmt.fill != stmt.fill else repr(stmt.fill)
+                w.line(f"{host_name(stmt.name)} = torch.full({shape}, {fill}, "
                        f"dtype=torch.{stmt.dtype}, device=device)")
         elif isinstance(stmt, ir.HostLaunch):
             _launch(w, stmt.kernel)

@@ -220,3 +220,24 @@ def test_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
     scale = torch.full((1,), d ** -0.5 * kernels.LOG2E)
     out = module.bands(q, k, v, causal, scale).transpose(1, 2)
     assert_close(out, reference(q, k, v, is_causal=causal), torch.float32)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_output_element_is_written(causal: bool) -> None:
+    """croqtile.nn compiles attention.co with ``fill_buffers=False`` (its output made
+    uninitialised): under ``debug`` an unwritten element would stay NaN. Row and key
+    counts off the tiles, two batches of grouped heads."""
+    import croqtile
+    from croqtile.nn import kernels
+
+    defines = dict(kernels.attention_defines("f32", 32, False, (
+        ("ROWS", 16), ("COLS", 16), ("WG_ROWS", 16))))
+    module = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
+                              defines={**defines, "NAME": "written"}, fill_buffers=False,
+                              debug=True)
+    assert "float('nan')" in module.written.triton_source
+    q, k, v = qkv(2, 4, 2, 37, 29, 32, torch.float32)
+    scale = torch.full((1,), 32 ** -0.5 * kernels.LOG2E)
+    out = module.written(q, k, v, causal, scale).transpose(1, 2)
+    assert not torch.isnan(out).any()
+    assert_close(out, reference(q, k, v, is_causal=causal, enable_gqa=True), torch.float32)
