@@ -1,5 +1,5 @@
 """Tokens per second of a Llama model (Llama-3-8B widths, a few layers, random weights
-built from a config: nothing downloaded) in six forms, in one run on the GPU:
+built from a config: nothing downloaded) in seven forms, in one run on the GPU:
 
 * ``eager``: the model as ``transformers`` builds it (torch's SDPA attention);
 * ``compile``: ``torch.compile`` of it;
@@ -9,6 +9,8 @@ built from a config: nothing downloaded) in six forms, in one run on the GPU:
   (``croqtile.nn.transformers.fuse_activations``);
 * ``croqtile_mlp``: ``croqtile`` with each MLP's gate and up projections as one GEMM
   whose epilogue applies the SiLU and the product (``croqtile.nn.transformers.fuse_mlps``);
+* ``croqtile_qkv``: that, with each attention layer's query, key and value projections
+  as one GEMM too (``croqtile.nn.transformers.fuse_qkv``);
 * ``croqtile_compile``: ``torch.compile`` of that, with its graph breaks counted.
 
     python3 bench/model_sweep.py [--layers 4] [--seq 2048] [--decode 32] [--reps 3]
@@ -18,7 +20,7 @@ Prefill: one forward of ``--seq`` tokens (batch 1); decode: ``--decode`` tokens 
 time through a key/value cache after a prefill of 512 (the time per token, the cache
 kept). Every form's prefill logits are checked against eager's first (relative error
 over all logits, bf16 tolerance). The forms are timed in turns (eager, compile,
-croqtile, croqtile_fused, croqtile_mlp, croqtile_compile, eager, ...), ``--reps``
+croqtile, croqtile_fused, croqtile_mlp, croqtile_qkv, croqtile_compile, eager, ...), ``--reps``
 rounds: times are each form's median, and a ratio to eager is the median over the rounds
 of eager's time over the form's in the same round (a GPU's clocks drift between rounds;
 a form timed long after another would carry that drift into their ratio). Writes
@@ -41,7 +43,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rows import write_csv  # noqa: E402
 
-FORMS = ("eager", "compile", "croqtile", "croqtile_fused", "croqtile_mlp", "croqtile_compile")
+FORMS = ("eager", "compile", "croqtile", "croqtile_fused", "croqtile_mlp", "croqtile_qkv",
+         "croqtile_compile")
 # Llama-3-8B's widths (its 32 layers cut to --layers)
 WIDTHS = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
               num_key_value_heads=8, head_dim=128, vocab_size=128256)
@@ -68,8 +71,11 @@ def forms(model: Any) -> dict[str, Any]:
     fused, mlp = copy.deepcopy(ours), copy.deepcopy(ours)
     if integration.fuse_activations(fused) == 0 or integration.fuse_mlps(mlp) == 0:
         raise RuntimeError("no gated MLP found in the model to fuse")
+    qkv = copy.deepcopy(mlp)
+    if integration.fuse_qkv(qkv) == 0:
+        raise RuntimeError("no attention projections found in the model to fuse")
     return {"eager": model, "compile": torch.compile(model), "croqtile": ours,
-            "croqtile_fused": fused, "croqtile_mlp": mlp,
+            "croqtile_fused": fused, "croqtile_mlp": mlp, "croqtile_qkv": qkv,
             "croqtile_compile": torch.compile(ours)}
 
 

@@ -19,7 +19,8 @@ Mistral, Qwen and others compute ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`
 ``gate_proj``'s GEMM epilogue: one element-wise pass over the widest activation fewer per
 layer. ``fuse_mlps(model)`` goes further: the gate and up projections become one GEMM
 whose epilogue applies the activation and the product (``GatedMLP``), so neither
-projection's output reaches memory.
+projection's output reaches memory. ``fuse_qkv(model)`` makes each attention layer's
+query, key and value projections one GEMM (``FusedProjection``).
 """
 
 from __future__ import annotations
@@ -202,3 +203,112 @@ def fuse_mlps(model: torch.nn.Module) -> int:
             setattr(parent, child_name, mlp)
             fused += 1
     return fused
+
+
+class _Fused:
+    """What a layer's fused query, key and value projections share: the fused weight
+    (and bias), of which each part's parameters are views, and the last input's fused
+    output, kept as one tuple ``(input, its version, output)`` (one reference, replaced
+    whole: a part reads it once)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None,
+                 bounds: list[tuple[int, int]]) -> None:
+        self.weight, self.bias, self.bounds = weight, bias, bounds
+        self.kept: tuple[torch.Tensor, int, torch.Tensor] | None = None
+
+
+class FusedProjection(Linear):
+    """One of an attention layer's query, key and value projections whose parameters are
+    views of one fused matrix (``fuse_qkv``): the query projection computes all three
+    products as one GEMM, and the key and value projections, called next on the same
+    input, return their columns of it. The parameters keep their names, so the layer's
+    state_dict is the original's. Any other call computes its own product: a gradient
+    wanted, tracing, a different input, or parameters no longer views of the fused
+    matrix (after ``.to()``; fuse after moving the model)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fused: _Fused = self._fused  # type: ignore[assignment]
+        if not self._shares(fused, x):
+            return super().forward(x)
+        start, stop = fused.bounds[self._index]
+        if self._index == 0:
+            out = functional.linear(x, fused.weight, fused.bias)
+            fused.kept = (x, _version(x), out)
+            return out[..., start:stop]
+        kept = fused.kept
+        if kept is None or kept[0] is not x or kept[1] != _version(x):
+            return super().forward(x)
+        if self._index == len(fused.bounds) - 1:
+            fused.kept = None  # (the last part: nothing left to serve)
+        return kept[2][..., start:stop]
+
+    def _shares(self, fused: _Fused, x: torch.Tensor) -> bool:
+        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (
+                x.requires_grad or self.weight.requires_grad)):
+            return False
+        start = fused.bounds[self._index][0]
+        offset = start * fused.weight.stride(0) * fused.weight.element_size()
+        return self.weight.data_ptr() == fused.weight.data_ptr() + offset \
+            and self.weight.dtype == fused.weight.dtype and x.device == fused.weight.device
+
+
+def _version(x: torch.Tensor) -> int:
+    """``x``'s version counter (in-place writes advance it); -1 for a tensor made under
+    inference mode, which has none."""
+    return -1 if x.is_inference() else x._version
+
+
+def _qkv_parts(module: torch.nn.Module) -> list[torch.nn.Linear] | None:
+    """``[q_proj, k_proj, v_proj]`` of an attention layer whose three projections are
+    linear layers without activations, over the same input width, dtype and device, all
+    with a bias or none; None for other modules."""
+    parts = [getattr(module, name, None) for name in ("q_proj", "k_proj", "v_proj")]
+    if not all(type(p) in (torch.nn.Linear, Linear) for p in parts):
+        return None
+    first = parts[0]
+    same = all(p.in_features == first.in_features and p.weight.dtype == first.weight.dtype
+               and p.weight.device == first.weight.device
+               and (p.bias is None) == (first.bias is None)
+               and getattr(p, "activation", None) is None for p in parts)
+    return parts if same else None  # type: ignore[return-value]
+
+
+def fuse_qkv(model: torch.nn.Module) -> int:
+    """Make the query, key and value projections of every attention layer of ``model``
+    one GEMM (``FusedProjection``): one launch instead of three, and one wider product
+    (the key and value projections of grouped-query attention are narrow). The three
+    weights (and biases) are copied into one matrix whose rows the parts' parameters
+    then view: no memory is added, and the state_dict keeps its keys. In place; returns
+    how many layers were fused. Each part's output on a small random input is compared
+    with the original projection's, which stays where they differ."""
+    fused_layers = 0
+    for module in list(model.modules()):
+        parts = _qkv_parts(module)
+        if parts is None:
+            continue
+        probe = _probe(parts[0])
+        with torch.no_grad():
+            before = [p(probe) for p in parts]
+            weight = torch.cat([p.weight.detach() for p in parts])
+            bias = None if parts[0].bias is None else torch.cat([p.bias.detach()
+                                                                  for p in parts])
+        ends = torch.tensor([p.out_features for p in parts]).cumsum(0).tolist()
+        bounds = [(end - p.out_features, end) for p, end in zip(parts, ends)]
+        shared = _Fused(weight, bias, bounds)
+        new = []
+        for index, (part, (start, stop)) in enumerate(zip(parts, bounds)):
+            fused = FusedProjection.of(part)
+            fused.weight = torch.nn.Parameter(weight[start:stop],
+                                              requires_grad=part.weight.requires_grad)
+            if bias is not None:
+                fused.bias = torch.nn.Parameter(bias[start:stop],
+                                                requires_grad=part.bias.requires_grad)
+            fused._fused, fused._index = shared, index
+            new.append(fused)
+        with torch.no_grad():
+            after = [p(probe) for p in new]
+        if not all(_same(b, a) for b, a in zip(before, after)):
+            continue
+        module.q_proj, module.k_proj, module.v_proj = new
+        fused_layers += 1
+    return fused_layers

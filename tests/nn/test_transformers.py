@@ -134,7 +134,74 @@ def test_llama_logits_match_eager_on_the_gpu_in_bf16() -> None:
         mlps = _croqtile_copy(model)
         assert integration.fuse_mlps(mlps) == 2
         gated = mlps(ids).logits
+        assert integration.fuse_qkv(mlps) == 2
+        qkv = mlps(ids).logits
     assert _relative(got, ref) < 2e-2
     assert _relative(compiled, ref) < 2e-2
     assert _relative(fused, ref) < 2e-2
     assert _relative(gated, ref) < 2e-2
+    assert _relative(qkv, ref) < 2e-2
+
+
+def test_fused_qkv_keeps_the_logits_and_the_state_dict() -> None:
+    """fuse_qkv: each layer's q, k and v projections as one GEMM, their parameters views
+    of the fused matrix (no memory added, the same state_dict keys and values)."""
+    model = _llama(torch.float32, "cpu")
+    ours = _croqtile_copy(model)
+    state = {k: v.clone() for k, v in ours.state_dict().items()}
+    assert integration.fuse_qkv(ours) == 2
+    assert list(ours.state_dict()) == list(state)
+    assert all(torch.equal(v, state[k]) for k, v in ours.state_dict().items())
+    layer = ours.model.layers[0].self_attn
+    assert isinstance(layer.k_proj, integration.FusedProjection)
+    assert layer.k_proj.weight.untyped_storage().data_ptr() == \
+        layer.q_proj.weight.untyped_storage().data_ptr()
+    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    # per layer: one q/k/v GEMM, o, gate, up, down (7 before); and the lm_head
+    assert sum(op.startswith("croqtile.linear_") for op in ran) == 2 * 5 + 1, ran
+    assert _relative(out.logits, ref) < 1e-4
+    # a loaded state_dict reaches the fused matrix (the parameters are its views)
+    ours.load_state_dict(copy.deepcopy(model).state_dict())
+    with torch.no_grad():
+        assert _relative(ours(ids).logits, ref) < 1e-4
+
+
+def test_fused_projections_fall_back_where_they_must() -> None:
+    """With a gradient wanted each part computes its own product (gradients reach each
+    part's parameters); after ``.to()`` the parameters are no longer views of the fused
+    matrix and each part computes its own; a key projection called on another input
+    than the query's computes its own."""
+    model = _llama(torch.float32, "cpu", layers=1)
+    ours = _croqtile_copy(model)
+    assert integration.fuse_qkv(ours) == 1
+    attn, ref_attn = ours.model.layers[0].self_attn, model.model.layers[0].self_attn
+    x = torch.randn(3, 128, generator=torch.Generator().manual_seed(6))
+    y = torch.randn(3, 128, generator=torch.Generator().manual_seed(7))
+    out = sum(p(x).sum() for p in (attn.q_proj, attn.k_proj, attn.v_proj))
+    out.backward()
+    ref = sum(p(x).sum() for p in (ref_attn.q_proj, ref_attn.k_proj, ref_attn.v_proj))
+    ref.backward()
+    for mine, theirs in ((attn.k_proj, ref_attn.k_proj), (attn.v_proj, ref_attn.v_proj)):
+        assert _relative(mine.weight.grad, theirs.weight.grad) < 1e-5
+    with torch.no_grad():
+        attn.q_proj(x)
+        assert _relative(attn.k_proj(y), ref_attn.k_proj(y)) < 1e-5  # (another input)
+        ours.to(torch.float64)
+        x64 = x.double()
+        for mine, theirs in ((attn.q_proj, ref_attn.q_proj), (attn.k_proj, ref_attn.k_proj)):
+            assert _relative(mine(x64), copy.deepcopy(theirs).double()(x64)) < 1e-5
+    with torch.inference_mode():  # (inference tensors have no version counter)
+        ours2 = _croqtile_copy(model)
+        integration.fuse_qkv(ours2)
+        a2 = ours2.model.layers[0].self_attn
+        assert integration.fuse_qkv(ours2) == 0  # (already fused)
+        xi = x.clone()  # (an inference tensor)
+        q = a2.q_proj(xi)
+        assert a2.q_proj._fused.kept is not None  # (the fused product, kept for k and v)
+        k, v = a2.k_proj(xi), a2.v_proj(xi)
+        assert a2.q_proj._fused.kept is None  # (served and dropped)
+        assert _relative(k, ref_attn.k_proj(x)) < 1e-5 and q.shape[-1] == 128
+        assert _relative(v, ref_attn.v_proj(x)) < 1e-5
