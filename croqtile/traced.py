@@ -74,8 +74,12 @@ class TracedCall:
     under torch's tracing with the operator's arguments, runs ``f``'s host code with
     launches recorded as ``wrap_triton`` calls and returns what the host code returns."""
 
-    def __init__(self, function: Function) -> None:
+    def __init__(self, function: Function,
+                 stages: Callable[[Any, int], int] | None = None) -> None:
         self.function = function
+        # (kernel, the codegen's stage count) -> the count to compile with; by default what
+        # the function's own launches settled on
+        self.stages = stages or function.launcher.stages
         self._reason = opaque_reason(function)
         self._host: tuple[Artifact, Callable[..., Any]] | None = None
         self._kernels_read = False  # (whether ``reason`` has looked at the kernels)
@@ -119,7 +123,7 @@ class TracedCall:
         device, dims = _bind_traced(self.function.name, artifact, args)
         values = [TracedTensor(a) if p.kind == "tensor" else _scalar(p, a)
                   for p, a in zip(artifact.params, args)]
-        launch = TracingLaunch(self.function.launcher.stages)
+        launch = TracingLaunch(self.stages)
         result = host(launch, device, *values, *(dims[d] for d in artifact.dims))
         return result.tensor if isinstance(result, TracedTensor) else result
 
@@ -131,12 +135,13 @@ class TracedCall:
         return self._host
 
 
-def traced_call(function: Any) -> TracedCall | None:
+def traced_call(function: Any, stages: Callable[[Any, int], int] | None = None
+                ) -> TracedCall | None:
     """The decomposition of ``function``'s operator, None when it stays opaque for a
-    reason known now (``opaque_reason``)."""
+    reason known now (``opaque_reason``); ``stages`` as ``TracedCall`` takes it."""
     if opaque_reason(function) is not None:
         return None
-    return TracedCall(function)
+    return TracedCall(function, stages)
 
 
 def _scalar(param: HostParam, value: Any) -> Any:

@@ -194,7 +194,23 @@ def _traced_stand_ins(variant: Variant, module: Module) -> None:
         return
     stand_ins = _compile(variant, descriptors="kernel")
     for name in opaque:
-        retrace(NAMESPACE, name, traced_call(stand_ins.functions[name]))
+        retrace(NAMESPACE, name, traced_call(stand_ins.functions[name],
+                                             _eager_stages(module.functions[name])))
+
+
+def _eager_stages(eager: Function) -> Callable[[Any, int], int]:
+    """A stand-in kernel's stage count: what the eager function's kernel of the same name
+    settled on (fewer than the codegen's when its pipeline ran out of shared memory,
+    which descriptors made in the kernel do not change)."""
+    _, host = eager.host()
+    scope = host.__globals__  # type: ignore[attr-defined]
+
+    def stages(kernel: Any, num_stages: int) -> int:
+        original = scope.get(getattr(getattr(kernel, "fn", None), "__name__", ""))
+        return eager.launcher.stages(original, num_stages) if original is not None \
+            else num_stages
+
+    return stages
 
 
 def loaded_operators() -> list[Any]:

@@ -47,3 +47,18 @@ def test_cpu_variants_have_no_stand_ins() -> None:
     name = kernels.linear_name("f32", "NONE", False, "cpu", "wide")
     assert takes_host_descriptors(kernels.function(name))
     assert library.decomposition(kernels.NAMESPACE, name) is None
+
+
+def test_a_stand_in_compiles_with_the_stage_count_its_eager_kernel_settled_on(
+        monkeypatch: Any) -> None:
+    name = kernels.linear_name("f32", "NONE", False, "gpu", "wide")
+    eager = kernels.function(name)
+    stand_in = library.decomposition(kernels.NAMESPACE, name)
+    kernel = stand_in.kernels()[0]
+    eager_kernel = eager.host()[1].__globals__[kernel.fn.__name__]
+    assert eager_kernel is not kernel  # (two compilations: host- and kernel-made descriptors)
+    settled = {id(eager_kernel): 2}  # (as after a launch that ran out of shared memory)
+    monkeypatch.setattr(eager.launcher, "stages",
+                        lambda k, n: settled.get(id(k), n))
+    assert stand_in.stages(kernel, 4) == 2
+    assert stand_in.stages(object(), 4) == 4  # (a kernel the eager form does not have)
