@@ -1,5 +1,5 @@
 """Tokens per second of a Llama model (Llama-3-8B widths, a few layers, random weights
-built from a config: nothing downloaded) in seven forms, in one run on the GPU:
+built from a config: nothing downloaded) in eight forms, in one run on the GPU:
 
 * ``eager``: the model as ``transformers`` builds it (torch's SDPA attention);
 * ``compile``: ``torch.compile`` of it;
@@ -11,6 +11,8 @@ built from a config: nothing downloaded) in seven forms, in one run on the GPU:
   whose epilogue applies the SiLU and the product (``croqtile.nn.transformers.fuse_mlps``);
 * ``croqtile_qkv``: that, with each attention layer's query, key and value projections
   as one GEMM too (``croqtile.nn.transformers.fuse_qkv``);
+* ``croqtile_norm``: that, with the RMS norms on croqtile's kernel too
+  (``croqtile.nn.transformers.convert_norms``): every croqtile.nn rewrite at once;
 * ``croqtile_compile``: ``torch.compile`` of that, with its graph breaks counted.
 
     python3 bench/model_sweep.py [--layers 4] [--seq 2048] [--decode 32] [--reps 3]
@@ -20,7 +22,8 @@ Prefill: one forward of ``--seq`` tokens (batch 1); decode: ``--decode`` tokens 
 time through a key/value cache after a prefill of 512 (the time per token, the cache
 kept). Every form's prefill logits are checked against eager's first (relative error
 over all logits, bf16 tolerance). The forms are timed in turns (eager, compile,
-croqtile, croqtile_fused, croqtile_mlp, croqtile_qkv, croqtile_compile, eager, ...), ``--reps``
+croqtile, croqtile_fused, croqtile_mlp, croqtile_qkv, croqtile_norm, croqtile_compile,
+eager, ...), ``--reps``
 rounds: times are each form's median, and a ratio to eager is the median over the rounds
 of eager's time over the form's in the same round (a GPU's clocks drift between rounds;
 a form timed long after another would carry that drift into their ratio). Writes
@@ -44,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rows import write_csv  # noqa: E402
 
 FORMS = ("eager", "compile", "croqtile", "croqtile_fused", "croqtile_mlp", "croqtile_qkv",
-         "croqtile_compile")
+         "croqtile_norm", "croqtile_compile")
 # Llama-3-8B's widths (its 32 layers cut to --layers)
 WIDTHS = dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
               num_key_value_heads=8, head_dim=128, vocab_size=128256)
@@ -74,9 +77,12 @@ def forms(model: Any) -> dict[str, Any]:
     qkv = copy.deepcopy(mlp)
     if integration.fuse_qkv(qkv) == 0:
         raise RuntimeError("no attention projections found in the model to fuse")
+    normed = copy.deepcopy(qkv)
+    if integration.convert_norms(normed) == 0:
+        raise RuntimeError("no RMS norms found in the model to convert")
     return {"eager": model, "compile": torch.compile(model), "croqtile": ours,
             "croqtile_fused": fused, "croqtile_mlp": mlp, "croqtile_qkv": qkv,
-            "croqtile_compile": torch.compile(ours)}
+            "croqtile_norm": normed, "croqtile_compile": torch.compile(ours)}
 
 
 def interleaved_times(runs: dict[str, Callable[[], Any]], reps: int,

@@ -3,6 +3,8 @@ package (``croqtile/kernels/*.co``), compiled on first use, with autograd (arch 
 
     croqtile.nn.Linear(in_features, out_features, bias=True, *, activation=None,
                        device=None, dtype=None)
+    croqtile.nn.RMSNorm(normalized_shape, eps=None, elementwise_affine=True, device=None,
+                        dtype=None)
     croqtile.nn.functional.linear(x, weight, bias=None, *, activation=None)
     croqtile.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None,
         dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from . import functional as functional
 from .modules import Linear as Linear
+from .modules import RMSNorm as RMSNorm
 from .modules import convert as convert
 
-__all__ = ["Linear", "convert", "functional"]
+__all__ = ["Linear", "RMSNorm", "convert", "functional"]

@@ -1,5 +1,6 @@
-"""``croqtile.nn.Linear`` and ``convert``: torch.nn.Linear's parameters, initialisation
-and state_dict, running the Croqtile linear kernel with an optional fused activation."""
+"""``croqtile.nn.Linear``, ``croqtile.nn.RMSNorm`` and ``convert``: torch's modules'
+parameters, initialisation and state_dict, running the Croqtile linear kernel (with an
+optional fused activation) and RMS normalisation kernel."""
 
 from __future__ import annotations
 
@@ -44,18 +45,52 @@ class Linear(torch.nn.Linear):
         return text if self.activation is None else f"{text}, activation={self.activation!r}"
 
 
+class RMSNorm(torch.nn.RMSNorm):
+    """``torch.nn.RMSNorm`` (same ``normalized_shape``, ``eps``, ``weight`` parameter and
+    state_dict) whose forward is ``croqtile.nn.functional.rms_norm``: one kernel where
+    torch's unfused form is a pass per step."""
+
+    @classmethod
+    def of(cls, norm: torch.nn.RMSNorm) -> RMSNorm:
+        """A ``croqtile.nn.RMSNorm`` holding ``norm``'s weight (the same tensor)."""
+        return cls.with_weight(norm.weight, norm.normalized_shape, norm.eps,
+                               training=norm.training)
+
+    @classmethod
+    def with_weight(cls, weight: torch.Tensor | None, normalized_shape: Any,
+                    eps: float | None, *, training: bool = False) -> RMSNorm:
+        """A ``croqtile.nn.RMSNorm`` over ``normalized_shape`` whose weight is ``weight``
+        itself (None: no weight)."""
+        new = cls(normalized_shape, eps, elementwise_affine=weight is not None,
+                  device="meta", dtype=None if weight is None else weight.dtype)
+        if weight is not None:
+            new.weight = weight
+        new.train(training)
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return functional.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+
+# torch's modules that ``convert`` replaces, and how
+_CONVERSIONS: dict[type, Any] = {torch.nn.Linear: Linear.of, torch.nn.RMSNorm: RMSNorm.of}
+
+
 def convert(model: torch.nn.Module) -> torch.nn.Module:
-    """Replace every ``torch.nn.Linear`` in ``model`` (the model itself included when it
-    is one: then the new module is returned) by a ``croqtile.nn.Linear`` holding the same
-    parameters (same tensors: device, dtype and values kept), in place; returns the model.
-    Only modules whose type is exactly ``torch.nn.Linear`` are replaced: a subclass may
-    have its own forward, or its owner may read its weight directly (the ``out_proj`` of
+    """Replace every ``torch.nn.Linear`` and ``torch.nn.RMSNorm`` in ``model`` (the model
+    itself included when it is one: then the new module is returned) by a
+    ``croqtile.nn.Linear`` or ``croqtile.nn.RMSNorm`` holding the same parameters (same
+    tensors: device, dtype and values kept), in place; returns the model. Only modules
+    whose type is exactly one of those is replaced: a subclass may have its own forward,
+    or its owner may read its weight directly (the ``out_proj`` of
     ``torch.nn.MultiheadAttention``)."""
-    if type(model) is torch.nn.Linear:
-        return Linear.of(model)
+    replace = _CONVERSIONS.get(type(model))
+    if replace is not None:
+        return replace(model)
     for name, child in list(model.named_children()):
-        if type(child) is torch.nn.Linear:
-            setattr(model, name, Linear.of(child))
+        replace = _CONVERSIONS.get(type(child))
+        if replace is not None:
+            setattr(model, name, replace(child))
         else:
             convert(child)
     return model

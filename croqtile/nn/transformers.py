@@ -20,7 +20,9 @@ Mistral, Qwen and others compute ``down_proj(act_fn(gate_proj(x)) * up_proj(x))`
 layer. ``fuse_mlps(model)`` goes further: the gate and up projections become one GEMM
 whose epilogue applies the activation and the product (``GatedMLP``), so neither
 projection's output reaches memory. ``fuse_qkv(model)`` makes each attention layer's
-query, key and value projections one GEMM (``FusedProjection``).
+query, key and value projections one GEMM (``FusedProjection``). ``convert_norms(model)``
+replaces the library's RMS normalisation layers (``LlamaRMSNorm`` and its kin, a pass
+over the activations per step in eager torch) by ``croqtile.nn.RMSNorm``, one kernel.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch
 
 from . import functional
 from .kernels import GATED_ACTIVATIONS as GATED
-from .modules import Linear
+from .modules import Linear, RMSNorm
 
 NAME = "croqtile"
 
@@ -122,9 +124,13 @@ def _gated_parts(module: torch.nn.Module) -> tuple[torch.nn.Linear, str] | None:
 
 def _probe(linear: torch.nn.Linear) -> torch.Tensor:
     """A small random input of ``linear``'s width, device and dtype."""
-    weight = linear.weight
-    return torch.randn((2, linear.in_features), generator=torch.Generator().manual_seed(0),
-                       dtype=torch.float32).to(device=weight.device, dtype=weight.dtype)
+    return _random_like(linear.in_features, linear.weight)
+
+
+def _random_like(width: int, like: torch.Tensor) -> torch.Tensor:
+    """A small random input ``[2, width]`` on ``like``'s device, of its dtype."""
+    return torch.randn((2, width), generator=torch.Generator().manual_seed(0),
+                       dtype=torch.float32).to(device=like.device, dtype=like.dtype)
 
 
 def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
@@ -312,3 +318,44 @@ def fuse_qkv(model: torch.nn.Module) -> int:
         module.q_proj, module.k_proj, module.v_proj = new
         fused_layers += 1
     return fused_layers
+
+
+def _norm_parts(module: torch.nn.Module) -> tuple[torch.nn.Parameter, float] | None:
+    """``(weight, eps)`` of what looks like a library RMS normalisation layer: a module
+    whose class name ends in ``RMSNorm`` (not torch's own, which ``croqtile.nn.convert``
+    takes), with a one-dimensional ``weight`` and an ``eps`` or ``variance_epsilon``;
+    None for other modules. What it computes is checked by the caller."""
+    if isinstance(module, torch.nn.RMSNorm) or not type(module).__name__.endswith("RMSNorm"):
+        return None
+    weight = getattr(module, "weight", None)
+    eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
+    if not isinstance(weight, torch.nn.Parameter) or weight.dim() != 1 \
+            or isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        return None
+    return weight, float(eps)
+
+
+def convert_norms(model: torch.nn.Module) -> int:
+    """Replace every RMS normalisation layer of ``model`` that computes
+    ``x / sqrt(mean(x^2) + eps) * weight`` over its last dimension (Llama's, Mistral's,
+    Qwen's: ``LlamaRMSNorm`` and its kin) by a ``croqtile.nn.RMSNorm`` holding the same
+    weight: one kernel where eager torch makes a pass per step (a cast, the square, the
+    mean, the reciprocal root, two products). In place; returns how many were replaced.
+    Each replacement's output on a small random input is compared with the original's,
+    which stays where they differ (Gemma's, for one, scales by ``1 + weight``)."""
+    converted = 0
+    for parent in list(model.modules()):
+        for child_name, child in list(parent.named_children()):
+            found = _norm_parts(child)
+            if found is None:
+                continue
+            weight, eps = found
+            norm = RMSNorm.with_weight(weight, tuple(weight.shape), eps,
+                                       training=child.training)
+            probe = _random_like(weight.shape[0], weight)
+            with torch.no_grad():
+                if not _same(child(probe), norm(probe)):
+                    continue
+            setattr(parent, child_name, norm)
+            converted += 1
+    return converted

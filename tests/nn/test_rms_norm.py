@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import croqtile.nn
 import croqtile.nn.functional as cf
 
 from ..e2e.checks import assert_close, random
@@ -114,3 +115,30 @@ def test_threads_using_a_new_variant_at_once_compile_it_once(
     for x, y in zip(inputs, results):
         assert y is not None
         assert_close(y, reference(x, (40,), None, None), torch.float16)
+
+
+@pytest.mark.parametrize("eps", [None, 1e-5])
+def test_the_module_is_torchs_with_the_croqtile_kernel(eps: float | None) -> None:
+    """croqtile.nn.RMSNorm: torch.nn.RMSNorm's parameter, state_dict and output; convert()
+    swaps torch's module for it, keeping the weight tensor."""
+    torch.manual_seed(0)
+    theirs = torch.nn.RMSNorm(40, eps=eps)
+    with torch.no_grad():
+        theirs.weight.copy_(random((40,), torch.float32))
+    mine = croqtile.nn.RMSNorm(40, eps=eps)
+    mine.load_state_dict(theirs.state_dict())
+    assert list(mine.state_dict()) == list(theirs.state_dict()) == ["weight"]
+    x = random((3, 7, 40), torch.float32) * 2
+    y, ran = croqtile_ops(mine, x)
+    assert len(ran) == 1 and ran[0].startswith("croqtile.rms_norm_"), ran
+    assert_close(y, reference(x, (40,), theirs.weight.detach(), eps), torch.float32)
+    model = torch.nn.Sequential(torch.nn.Linear(40, 40), theirs)
+    weight = theirs.weight
+    assert croqtile.nn.convert(model) is model
+    assert isinstance(model[1], croqtile.nn.RMSNorm) and model[1].weight is weight
+    assert model[1].eps == eps and model[1].normalized_shape == (40,)
+    single = croqtile.nn.convert(torch.nn.RMSNorm(8, elementwise_affine=False))
+    assert isinstance(single, croqtile.nn.RMSNorm) and single.weight is None
+    y, ran = croqtile_ops(single, x[..., :8])
+    assert ran and torch.allclose(y.double(), reference(x[..., :8], (8,), None, None),
+                                  rtol=1e-5, atol=1e-6)

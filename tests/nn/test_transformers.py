@@ -9,6 +9,7 @@ import copy
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import croqtile.nn
 from croqtile.nn import transformers as integration
@@ -136,11 +137,16 @@ def test_llama_logits_match_eager_on_the_gpu_in_bf16() -> None:
         gated = mlps(ids).logits
         assert integration.fuse_qkv(mlps) == 2
         qkv = mlps(ids).logits
+        assert integration.convert_norms(mlps) == 2 * 2 + 1
+        normed = mlps(ids).logits
+        normed_compiled = torch.compile(mlps)(ids).logits
     assert _relative(got, ref) < 2e-2
     assert _relative(compiled, ref) < 2e-2
     assert _relative(fused, ref) < 2e-2
     assert _relative(gated, ref) < 2e-2
     assert _relative(qkv, ref) < 2e-2
+    assert _relative(normed, ref) < 2e-2
+    assert _relative(normed_compiled, ref) < 2e-2
 
 
 def test_fused_qkv_keeps_the_logits_and_the_state_dict() -> None:
@@ -205,3 +211,50 @@ def test_fused_projections_fall_back_where_they_must() -> None:
         assert a2.q_proj._fused.kept is None  # (served and dropped)
         assert _relative(k, ref_attn.k_proj(x)) < 1e-5 and q.shape[-1] == 128
         assert _relative(v, ref_attn.v_proj(x)) < 1e-5
+
+
+def _varied_norms(model: torch.nn.Module) -> None:
+    """Give every one-dimensional parameter (the norms' weights, all ones when built)
+    values of its own, so that a weight that is not applied shows."""
+    gen = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.copy_(torch.rand(p.shape, generator=gen, dtype=torch.float64) + 0.5)
+
+
+def test_converted_norms_keep_the_logits_and_the_weights() -> None:
+    """convert_norms: each layer's two RMS norms and the final one become
+    croqtile.nn.RMSNorm holding the same weight tensors."""
+    model = _llama(torch.float32, "cpu")
+    _varied_norms(model)
+    ours = _croqtile_copy(model)
+    weights = {name: p for name, p in ours.named_parameters()}
+    assert integration.convert_norms(ours) == 2 * 2 + 1
+    assert integration.convert_norms(ours) == 0  # (nothing left to convert)
+    assert {name: p for name, p in ours.named_parameters()} == weights  # the same tensors
+    assert sum(isinstance(m, croqtile.nn.RMSNorm) for m in ours.modules()) == 5
+    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    assert sum(op.startswith("croqtile.rms_norm_") for op in ran) == 5, ran
+    assert _relative(out.logits, ref) < 1e-4
+
+
+class OffsetRMSNorm(torch.nn.Module):
+    """An RMS norm scaling by ``1 + weight`` (Gemma's form): not what the kernel computes."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(width))
+        self.eps = 1e-6
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],), None, self.eps) * (1 + self.weight)
+
+
+def test_norms_computing_something_else_are_kept() -> None:
+    model = torch.nn.Sequential(OffsetRMSNorm(16), torch.nn.Linear(16, 4))
+    assert integration.convert_norms(model) == 0
+    assert isinstance(model[0], OffsetRMSNorm)
