@@ -11,15 +11,20 @@ thing at a time, keeping what was fastest so far:
    at the best values so far -- the defines of a tile that overhangs its dimension
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
    those spreading output tiles over blocks, then the rest;
-3. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
+3. for an MMA kernel with fewer output tiles than SMs (decode and skinny shapes), the
+   output tile across the weights and the K step together, with 4 and 8 warps: such a
+   GEMM streams its weights, and narrower tiles with longer steps win only together
+   (the H200's decode shapes took 64-wide tiles, K steps of 128 and 4 warps, which one
+   change at a time from 256 x 64 and 8 warps does not reach);
+4. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
    "full"; with fewer output tiles than SMs deeper pipelines and ``descriptors``),
    every combination, on the best defines;
-4. "full" sweeps the tile defines once more with the chosen options;
-5. stream-K again on the best configuration, when its grid leaves SMs idle.
+5. "full" sweeps the tile defines once more with the chosen options;
+6. stream-K again on the best configuration, when its grid leaves SMs idle.
 
-One define at a time cannot find a pair of changes of which neither helps alone; it
-does find the changes a shape needs (smaller tiles for few rows, stream-K for few
-tiles) in a few dozen candidates, which a product of every knob (hundreds) does not
+Otherwise one define at a time cannot find a pair of changes of which neither helps
+alone; it does find the changes a shape needs (smaller tiles for few rows, stream-K for
+few tiles) in a few dozen candidates, which a product of every knob (hundreds) does not
 within the quick budget.
 """
 
@@ -146,10 +151,13 @@ class Space:
 @dataclass(frozen=True)
 class Descent:
     """The default search (module docstring): ``tiles`` per tile define its values (the
-    written one first), ``options`` the launch option knobs, ``stream_k`` the values
-    tried on a configuration for which ``idle`` says that its grid leaves SMs idle."""
+    written one first), ``joint`` the knobs (defines and options) whose every
+    combination is tried after the tiles, ``options`` the launch option knobs,
+    ``stream_k`` the values tried on a configuration for which ``idle`` says that its
+    grid leaves SMs idle."""
 
     tiles: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    joint: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     options: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     stream_k: tuple[Any, ...] = ()
     sweeps: int = 1
@@ -165,6 +173,8 @@ class Descent:
         for _ in range(self.sweeps):
             for name, values in self.tiles:
                 yield functools.partial(self._tile, name, values)
+            if self.joint:
+                yield self._joint
             if self.options:
                 yield self._launch
         if self.stream_k:
@@ -175,6 +185,23 @@ class Descent:
         return [Config.of({**dict(best.defines), name: v},
                           {**dict(best.options), **_split_option(v, values[0])}, written)
                 for v in values]
+
+    def _joint(self, best: Config) -> list[Config]:
+        names = [name for name, _ in self.joint]
+        written = {name: str(values[0]) for name, values in self.joint
+                   if name not in TUNABLE_OPTIONS}
+        configs = []
+        for combo in itertools.product(*(values for _, values in self.joint)):
+            chosen = dict(zip(names, combo))
+            defines = {n: v for n, v in chosen.items() if n not in TUNABLE_OPTIONS}
+            options = dict(best.options)
+            for name, value in chosen.items():
+                if name in TUNABLE_OPTIONS:
+                    options[name] = value
+                else:
+                    options.update(_split_option(value, int(written[name])))
+            configs.append(Config.of({**dict(best.defines), **defines}, options, written))
+        return configs
 
     def _launch(self, best: Config) -> list[Config]:
         names = [name for name, _ in self.options]
@@ -197,6 +224,7 @@ class Descent:
 
     def key(self) -> list[Any]:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
+                [[n, list(v)] for n, v in self.joint],
                 [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps]
 
 
@@ -301,8 +329,40 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
         count = probe.output_tiles(function, dict(config.defines), bucket)
         return count is not None and idle_wave(count, sms)
 
-    return Descent(tuple((t.name, v) for t, v in searched), options, stream_k,
+    joint = _streaming_knobs(searched, bucket, fixed_options) if few and mma else ()
+    return Descent(tuple((t.name, v) for t, v in searched), joint, options, stream_k,
                    _SWEEPS[mode], idle)
+
+
+# the warp counts tried with each pair of a weight-streaming GEMM's tiles (see
+# _streaming_knobs)
+_STREAMING_WARPS = (4, 8)
+
+
+def _streaming_knobs(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
+                     bucket: Mapping[str, int], fixed_options: Mapping[str, Any]
+                     ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """The joint round of a GEMM with fewer output tiles than SMs: its output tile
+    across the weights (the parallel define over the widest dimension it does not
+    overhang) with its K
+    step (the first define tiling a loop), each over its searched values, the step also
+    at four times its written value, and ``num_warps`` over 4 and 8; nothing when the
+    kernel has no such pair."""
+    outputs = [(t, v) for t, v in searched
+               if t.parallel and not _overhangs(t, bucket) and _extent(t, bucket)]
+    # (the widest output dimension: N of a GEMM over few rows)
+    across = max(outputs, key=lambda item: _extent(item[0], bucket) or 0, default=None)
+    step = next(((t, v) for t, v in searched if not t.parallel and t.dims), None)
+    if across is None or step is None:
+        return ()
+    tile, values = step
+    longest = tile.value * 4
+    steps = values + ((longest,) if longest <= _MMA_TILES[1] and longest not in values else ())
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ((across[0].name, across[1]),
+                                                      (tile.name, steps))
+    if "num_warps" not in fixed_options:
+        knobs += (("num_warps", _STREAMING_WARPS),)
+    return knobs
 
 
 def idle_wave(tiles: int, sms: int) -> bool:

@@ -80,18 +80,23 @@ def test_decode_rounds_try_stream_k_then_the_overhanging_tile_first() -> None:
     # 16 tiles of 128 x 256 on 132 SMs: stream-K on the written tiles comes first
     assert rounds[0] == [Config(options=(("persistent", True), ("stream_k", True)))]
     assert rounds[1] == [Config()] + [Config((("TILE_M", m),)) for m in (16, 32, 64)]
+    # after the single tiles: the output tile across the weights, the K step and the
+    # warps together (every combination)
+    assert space.joint == (("TILE_N", (256, 128, 64)), ("TILE_K", (64, 128, 32, 256)),
+                           ("num_warps", (4, 8)))
+    assert len(rounds[5]) == 3 * 4 * 2
     # few tiles: the launch options of weight-streaming shapes (deep pipelines, pointer
     # loads), every combination
-    assert [c.as_dict() for c in rounds[5]][:2] == [
+    assert [c.as_dict() for c in rounds[6]][:2] == [
         {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
          "descriptors": True},
         {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
          "descriptors": False}]
-    assert len(rounds[5]) == 16
+    assert len(rounds[6]) == 16
     assert {"num_stages": 6, "descriptors": False, "num_warps": 4, "persistent": False} in [
-        {k: v for k, v in c.as_dict().items() if k != "defines"} for c in rounds[5]]
+        {k: v for k, v in c.as_dict().items() if k != "defines"} for c in rounds[6]]
     assert rounds[-1] == rounds[0]  # stream-K again on the best (here still the default)
-    assert len(rounds) == 7
+    assert len(rounds) == 8
 
 
 def test_a_round_starts_from_the_best_configuration_so_far() -> None:
@@ -105,9 +110,9 @@ def test_a_round_starts_from_the_best_configuration_so_far() -> None:
     assert rounds[1][0] == Config(options=best.options)
     # launch options on top; stream-K dropped where the launch is not persistent
     assert Config(best.defines, (("num_warps", 4), ("num_stages", 4),
-                                 ("persistent", False), ("descriptors", True))) in rounds[5]
+                                 ("persistent", False), ("descriptors", True))) in rounds[6]
     assert Config(best.defines, (("num_warps", 4), ("num_stages", 4), ("persistent", True),
-                                 ("descriptors", True), ("stream_k", True))) in rounds[5]
+                                 ("descriptors", True), ("stream_k", True))) in rounds[6]
 
 
 def test_stream_k_only_where_the_grid_leaves_sms_idle() -> None:
@@ -184,3 +189,25 @@ def test_a_three_quarter_tile_is_computed_in_two_pieces() -> None:
     [candidates] = _all_rounds(space)
     options = {dict(c.defines).get("BN", 256): dict(c.options) for c in candidates}
     assert options == {256: {}, 192: {"split_tiles": True}, 128: {}}
+
+
+def test_the_joint_round_pairs_narrow_tiles_with_long_steps() -> None:
+    """A weight-streaming GEMM (few output tiles) tries the output tile across the widest
+    dimension and the K step together, on the best configuration so far; a square GEMM
+    (enough tiles) has no joint round."""
+    best = Config((("TILE_M", 16),), (("persistent", True), ("stream_k", True)))
+    joint = _space({"M": 16, "N": 6144, "K": 4096})._joint(best)
+    # what the H200's decode shapes took: 64-wide tiles, K steps of 128, 4 warps
+    assert Config((("TILE_K", 128), ("TILE_M", 16), ("TILE_N", 64)),
+                  (("num_warps", 4), ("persistent", True), ("stream_k", True))) in joint
+    assert all(dict(c.defines)["TILE_M"] == 16 for c in joint)
+    assert len(set(joint)) == len(joint) == 24
+    # three quarters of a tile is computed as two pieces (split_tiles), as in its round
+    near = _space({"M": 512, "N": 6144, "K": 4096})
+    assert dict(near.joint)["TILE_N"] == (256, 192, 128, 64)
+    assert all(bool(dict(c.options).get("split_tiles")) == (dict(c.defines).get("TILE_N") == 192)
+               for c in near._joint(Config()))
+    # 512 rows over 4096 columns: the columns' tile (the wider dimension)
+    assert _space({"M": 512, "N": 4096, "K": 4096}).joint[0][0] == "TILE_N"
+    assert _space(SQUARE).joint == ()
+    assert ("num_warps", (4, 8)) not in _space(DECODE, options={"num_warps": 8}).joint

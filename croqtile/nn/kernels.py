@@ -366,6 +366,7 @@ _SHAPES = {"wide": (GEMM_TILES, LINEAR_OPTIONS),
 @constant_result
 def linear_name(element: str, activation: str, bias: bool, kind: str,
                 tiles: str = "wide") -> str:
+    activation = activation.upper()  # (one variant, and one registration, per spelling)
     suffix = (f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
               f"{'' if tiles == 'wide' else '_' + tiles}")
     forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
