@@ -188,8 +188,7 @@ class Descent:
 
     def _joint(self, best: Config) -> list[Config]:
         names = [name for name, _ in self.joint]
-        written = {name: str(values[0]) for name, values in self.joint
-                   if name not in TUNABLE_OPTIONS}
+        written = {name: str(values[0]) for name, values in self.tiles}
         configs = []
         for combo in itertools.product(*(values for _, values in self.joint)):
             chosen = dict(zip(names, combo))
@@ -344,10 +343,14 @@ def _streaming_knobs(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
                      ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     """The joint round of a GEMM with fewer output tiles than SMs: its output tile
     across the weights (the parallel define over the widest dimension it does not
-    overhang) with its K
-    step (the first define tiling a loop), each over its searched values, the step also
-    at four times its written value, and ``num_warps`` over 4 and 8; nothing when the
-    kernel has no such pair."""
+    overhang) with its K step (the first define tiling a loop), each over its searched
+    values, the step also at four times its written value, and ``num_warps`` over 4 and
+    8; a tile over a dimension it overhangs (the rows of a decode step) at the size that
+    covers that dimension (whatever its own round chose: one timing of a kernel of a few
+    microseconds can favour a wider tile by chance, and the pairs are then measured at
+    it). Nothing when the kernel has no such pair."""
+    covers = tuple((t.name, (v[1],)) for t, v in searched
+                   if _overhangs(t, bucket) and len(v) > 1)
     outputs = [(t, v) for t, v in searched
                if t.parallel and not _overhangs(t, bucket) and _extent(t, bucket)]
     # (the widest output dimension: N of a GEMM over few rows)
@@ -358,8 +361,8 @@ def _streaming_knobs(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
     tile, values = step
     longest = tile.value * 4
     steps = values + ((longest,) if longest <= _MMA_TILES[1] and longest not in values else ())
-    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = ((across[0].name, across[1]),
-                                                      (tile.name, steps))
+    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = covers + ((across[0].name, across[1]),
+                                                               (tile.name, steps))
     if "num_warps" not in fixed_options:
         knobs += (("num_warps", _STREAMING_WARPS),)
     return knobs

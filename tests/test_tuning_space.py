@@ -82,8 +82,8 @@ def test_decode_rounds_try_stream_k_then_the_overhanging_tile_first() -> None:
     assert rounds[1] == [Config()] + [Config((("TILE_M", m),)) for m in (16, 32, 64)]
     # after the single tiles: the output tile across the weights, the K step and the
     # warps together (every combination)
-    assert space.joint == (("TILE_N", (256, 128, 64)), ("TILE_K", (64, 128, 32, 256)),
-                           ("num_warps", (4, 8)))
+    assert space.joint == (("TILE_M", (16,)), ("TILE_N", (256, 128, 64)),
+                           ("TILE_K", (64, 128, 32, 256)), ("num_warps", (4, 8)))
     assert len(rounds[5]) == 3 * 4 * 2
     # few tiles: the launch options of weight-streaming shapes (deep pipelines, pointer
     # loads), every combination
@@ -202,12 +202,17 @@ def test_the_joint_round_pairs_narrow_tiles_with_long_steps() -> None:
                   (("num_warps", 4), ("persistent", True), ("stream_k", True))) in joint
     assert all(dict(c.defines)["TILE_M"] == 16 for c in joint)
     assert len(set(joint)) == len(joint) == 24
+    # the rows' covering tile, also when its own round chose a wider one (by a timing)
+    wider = Config((("TILE_M", 64),), best.options)
+    assert all(dict(c.defines)["TILE_M"] == 16
+               for c in _space({"M": 16, "N": 6144, "K": 4096})._joint(wider))
     # three quarters of a tile is computed as two pieces (split_tiles), as in its round
     near = _space({"M": 512, "N": 6144, "K": 4096})
     assert dict(near.joint)["TILE_N"] == (256, 192, 128, 64)
     assert all(bool(dict(c.options).get("split_tiles")) == (dict(c.defines).get("TILE_N") == 192)
                for c in near._joint(Config()))
     # 512 rows over 4096 columns: the columns' tile (the wider dimension)
-    assert _space({"M": 512, "N": 4096, "K": 4096}).joint[0][0] == "TILE_N"
+    assert [n for n, _ in _space({"M": 512, "N": 4096, "K": 4096}).joint] == [
+        "TILE_N", "TILE_K", "num_warps"]
     assert _space(SQUARE).joint == ()
     assert ("num_warps", (4, 8)) not in _space(DECODE, options={"num_warps": 8}).joint
