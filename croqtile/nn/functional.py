@@ -42,19 +42,20 @@ def linear_activation(activation: str | None) -> None:
 
 
 def _uncovered_device(*tensors: torch.Tensor) -> str | None:
-    devices = {t.device for t in tensors}
-    if len(devices) != 1:
-        return "tensors on several devices"
-    if next(iter(devices)).type not in ("cpu", "cuda"):
-        return f"device {next(iter(devices))}"
+    # (every call runs this: plain comparisons, no set of devices)
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device != device:
+            return "tensors on several devices"
+    if device.type not in ("cpu", "cuda"):
+        return f"device {device}"
     return None
 
 
 def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                      activation: str | None) -> str | None:
     """Why the linear kernel does not take this call (``None``: it does)."""
-    tensors = [x, weight] + ([bias] if bias is not None else [])
-    if any(t.dtype != x.dtype for t in tensors):
+    if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return "operands of different dtypes"
     if x.dtype not in kernels.ELEMENTS:
         return f"dtype {x.dtype}"
@@ -66,7 +67,7 @@ def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         return "a bias that is not [out]"
     if x.numel() == 0 or weight.numel() == 0:
         return "an empty tensor"
-    return _uncovered_device(*tensors)
+    return _uncovered_device(x, weight) if bias is None else _uncovered_device(x, weight, bias)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
@@ -177,7 +178,8 @@ def uncovered_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
             return "a mask that requires grad"
         if _mask_shape(attn_mask, b, h, length, keys) is None:
             return f"a mask of shape {tuple(attn_mask.shape)}"
-    return _uncovered_device(q, k, v, *([attn_mask] if attn_mask is not None else []))
+    return _uncovered_device(q, k, v) if attn_mask is None else _uncovered_device(
+        q, k, v, attn_mask)
 
 
 def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -207,7 +209,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     keys = k.shape[2]
     # the head dimension as a plain int, also when tracing with symbolic sizes (the
     # comparison specialises on it: each head dimension is its own kernel anyway)
-    d = next(size for size in kernels.HEAD_DIMS if size == d)
+    if type(d) is not int:
+        d = next(size for size in kernels.HEAD_DIMS if size == d)
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_t = kernels.scalar_tensor(sm_scale * kernels.LOG2E, acc, q.device)
     name = kernels.attention_name(element, d, attn_mask is not None, kernels.device_kind(q))
@@ -237,7 +240,7 @@ def uncovered_rms_norm(x: torch.Tensor, shape: tuple[int, ...],
         return "a weight not of normalized_shape and x's dtype"
     if x.numel() == 0:
         return "an empty tensor"
-    return _uncovered_device(x, *([weight] if weight is not None else []))
+    return _uncovered_device(x) if weight is None else _uncovered_device(x, weight)
 
 
 def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
@@ -245,7 +248,7 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
     """``torch.nn.functional.rms_norm``: ``x / sqrt(mean(x^2) + eps) * weight`` over the
     last ``len(normalized_shape)`` dimensions; ``eps`` defaults to ``finfo(x.dtype).eps``."""
     shape = ((normalized_shape,) if isinstance(normalized_shape, int)
-             else tuple(int(n) for n in normalized_shape))
+             else tuple(map(int, normalized_shape)))
     if uncovered_rms_norm(x, shape, weight) is not None:
         return F.rms_norm(x, list(shape), weight, eps)
     element, acc_name = kernels.ELEMENTS[x.dtype]
@@ -253,7 +256,8 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
     eps_t = kernels.scalar_tensor(eps_value, kernels.ACC_DTYPE[acc_name], x.device)
     name = kernels.rms_norm_name(element, weight is not None, kernels.device_kind(x))
     size = math.prod(shape)
-    args = [x.reshape(-1, size).contiguous()]
-    if weight is not None:
-        args.append(weight.reshape(size).contiguous())
-    return kernels.run(name, *args, eps_t).reshape(x.shape)
+    rows = x if x.dim() == 2 and len(shape) == 1 else x.reshape(-1, size)
+    if weight is None:
+        return kernels.run(name, rows.contiguous(), eps_t).view(x.shape)
+    flat = weight if len(shape) == 1 else weight.reshape(size)
+    return kernels.run(name, rows.contiguous(), flat.contiguous(), eps_t).view(x.shape)

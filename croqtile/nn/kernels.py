@@ -131,7 +131,7 @@ RMS_TILES = {"cpu": (16, 32), "gpu": (16, 256)}  # (ROWS, COLS)
 
 
 def device_kind(t: torch.Tensor) -> str:
-    return "gpu" if t.device.type == "cuda" else "cpu"
+    return "gpu" if t.is_cuda else "cpu"
 
 
 @dataclass(frozen=True)
