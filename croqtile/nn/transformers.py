@@ -202,13 +202,19 @@ def fuse_mlps(model: torch.nn.Module) -> int:
             if gate.bias is not None or child.up_proj.bias is not None:
                 continue
             mlp = GatedMLP(gate, child.up_proj, child.down_proj, name)
-            probe = _probe(gate)
-            with torch.no_grad():
-                if not _same(child(probe), mlp(probe)):
-                    continue
-            setattr(parent, child_name, mlp)
-            fused += 1
+            fused += _swap_if_same(parent, child_name, mlp, _probe(gate))
     return fused
+
+
+def _swap_if_same(parent: torch.nn.Module, name: str, new: torch.nn.Module,
+                  probe: torch.Tensor) -> bool:
+    """Put ``new`` in the place of ``parent``'s child ``name`` when it gives the child's
+    output on ``probe``; whether it did."""
+    with torch.no_grad():
+        if not _same(getattr(parent, name)(probe), new(probe)):
+            return False
+    setattr(parent, name, new)
+    return True
 
 
 class _Fused:
@@ -352,10 +358,6 @@ def convert_norms(model: torch.nn.Module) -> int:
             weight, eps = found
             norm = RMSNorm.with_weight(weight, tuple(weight.shape), eps,
                                        training=child.training)
-            probe = _random_like(weight.shape[0], weight)
-            with torch.no_grad():
-                if not _same(child(probe), norm(probe)):
-                    continue
-            setattr(parent, child_name, norm)
-            converted += 1
+            converted += _swap_if_same(parent, child_name, norm,
+                                       _random_like(weight.shape[0], weight))
     return converted

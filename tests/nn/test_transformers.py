@@ -41,6 +41,16 @@ def _relative(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
+def _against(model: torch.nn.Module, ours: torch.nn.Module, seed: int) -> tuple[float, list]:
+    """The relative error of ``ours``'s logits to ``model``'s on random tokens, and the
+    croqtile operators ``ours`` ran."""
+    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    return _relative(out.logits, ref), ran
+
+
 def test_register_is_idempotent_and_the_name_is_accepted() -> None:
     integration.register()
     integration.register()
@@ -89,12 +99,9 @@ def test_fused_mlp_activations_keep_the_logits() -> None:
     model = _llama(torch.float32, "cpu")
     ours = _croqtile_copy(model)
     assert integration.fuse_activations(ours) == 2  # one MLP a layer
-    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        ref = model(ids).logits
-        out, ran = croqtile_ops(ours, ids)
+    error, ran = _against(model, ours, 3)
     assert sum("_silu_" in op for op in ran) == 2, ran
-    assert _relative(out.logits, ref) < 1e-4
+    assert error < 1e-4
 
 
 def test_fused_mlps_keep_the_logits() -> None:
@@ -105,12 +112,9 @@ def test_fused_mlps_keep_the_logits() -> None:
     assert integration.fuse_mlps(ours) == 2
     assert list(ours.state_dict()) == keys
     assert sum(isinstance(m, integration.GatedMLP) for m in ours.modules()) == 2
-    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(4))
-    with torch.no_grad():
-        ref = model(ids).logits
-        out, ran = croqtile_ops(ours, ids)
+    error, ran = _against(model, ours, 4)
     assert sum(op.startswith("croqtile.gated_") for op in ran) == 2, ran
-    assert _relative(out.logits, ref) < 1e-4
+    assert error < 1e-4
 
 
 def test_an_unsupported_feature_is_named() -> None:
@@ -234,12 +238,9 @@ def test_converted_norms_keep_the_logits_and_the_weights() -> None:
     assert integration.convert_norms(ours) == 0  # (nothing left to convert)
     assert {name: p for name, p in ours.named_parameters()} == weights  # the same tensors
     assert sum(isinstance(m, croqtile.nn.RMSNorm) for m in ours.modules()) == 5
-    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(6))
-    with torch.no_grad():
-        ref = model(ids).logits
-        out, ran = croqtile_ops(ours, ids)
+    error, ran = _against(model, ours, 6)
     assert sum(op.startswith("croqtile.rms_norm_") for op in ran) == 5, ran
-    assert _relative(out.logits, ref) < 1e-4
+    assert error < 1e-4
 
 
 class OffsetRMSNorm(torch.nn.Module):
