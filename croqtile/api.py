@@ -48,7 +48,8 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     row-major order), ``persistent`` (one program per SM looping over the tiles), for
     the persistent tile loop ``flatten`` and ``warp_specialize`` (Triton's loop hints),
     ``epilogue_split`` (1 or 2 column slices per descriptor store), ``stream_k`` (the
-    K iterations of a last wave at most half full shared by every SM), ``split_tiles``
+    K iterations of a last wave at most half full shared by every SM; ``"always"``: of
+    any partial last wave), ``split_tiles``
     (a 192-wide tile computed as 128 + 64 instead of padded to 256), ``heavy_first``
     (the first block axis launched from its last index: a causal kernel's longest rows
     first) and ``debug`` (bounds checks on computed indices and tile copies, and run-time

@@ -112,9 +112,10 @@ def make_options(options: Mapping[str, object]) -> Options:
         raise ValueError(f"compile option num_warps={options['num_warps']}: Triton needs a "
                          "power of two")
     stream_k = options.get("stream_k", False)
-    if not (isinstance(stream_k, bool) or (isinstance(stream_k, int) and stream_k >= 2)):
-        raise ValueError(f"compile option stream_k={stream_k!r}: expected True, False or the "
-                         "most parts a tile is split into (an integer >= 2)")
+    if not (isinstance(stream_k, bool) or stream_k == "always"
+            or (isinstance(stream_k, int) and stream_k >= 2)):
+        raise ValueError(f"compile option stream_k={stream_k!r}: expected True, False, "
+                         "\"always\" or the most parts a tile is split into (an integer >= 2)")
     if options.get("epilogue_split") not in (None, 1, 2):
         raise ValueError(f"compile option epilogue_split={options['epilogue_split']!r}: "
                          "expected 1 or 2")

@@ -5,7 +5,8 @@ runs without them.
 The default search (``Descent``) starts from the untuned configuration and changes one
 thing at a time, keeping what was fastest so far:
 
-1. stream-K on the written tiles, when their grid leaves SMs idle (see ``idle_wave``);
+1. stream-K on the written tiles, when their grid leaves SMs idle (see ``idle_wave``;
+   ``stream_k="always"`` where that last wave is more than half full, ``fuller_wave``);
 2. each tile define in turn (``croqtile.tile_defines`` finds them, whatever their
    names), over values chosen for the shape bucket (``tile_values``), the other defines
    at the best values so far -- the defines of a tile that overhangs its dimension
@@ -162,6 +163,9 @@ class Descent:
     stream_k: tuple[Any, ...] = ()
     sweeps: int = 1
     idle: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
+    # a configuration whose last wave is more than half full but leaves many SMs idle
+    # (stream_k="always" is tried there, when stream_k is searched at all)
+    fuller: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
 
     @property
     def empty(self) -> bool:
@@ -215,11 +219,15 @@ class Descent:
         return configs
 
     def _split(self, best: Config) -> list[Config]:
-        if not self.idle(best):
+        if self.idle(best):
+            values = self.stream_k
+        elif self.stream_k and self.fuller(best):
+            values = ("always",)
+        else:
             return []
         return [Config.of(dict(best.defines), {**dict(best.options), "persistent": True,
                                                "stream_k": value})
-                for value in self.stream_k]
+                for value in values]
 
     def key(self) -> list[Any]:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
@@ -328,9 +336,13 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
         count = probe.output_tiles(function, dict(config.defines), bucket)
         return count is not None and idle_wave(count, sms)
 
+    def fuller(config: Config) -> bool:
+        count = probe.output_tiles(function, dict(config.defines), bucket)
+        return count is not None and fuller_wave(count, sms)
+
     joint = _streaming_knobs(searched, bucket, fixed_options) if few and mma else ()
     return Descent(tuple((t.name, v) for t, v in searched), joint, options, stream_k,
-                   _SWEEPS[mode], idle)
+                   _SWEEPS[mode], idle, fuller)
 
 
 # the warp counts tried with each pair of a weight-streaming GEMM's tiles (see
@@ -370,13 +382,24 @@ def _streaming_knobs(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
 
 def idle_wave(tiles: int, sms: int) -> bool:
     """Whether stream-K is worth trying for ``tiles`` output tiles on ``sms`` SMs: its
-    rewrite acts only when the last wave is at most half full (``backends/ir/stream_k``),
-    and that wave must waste at least ``_IDLE_SHARE`` of the launch."""
+    rewrite acts (with ``stream_k=True``) only when the last wave is at most half full
+    (``backends/ir/stream_k``), and that wave must waste at least ``_IDLE_SHARE`` of the
+    launch."""
     last = tiles % sms
-    if tiles <= 0 or last == 0 or 2 * last > sms:
-        return False
+    return tiles > 0 and 0 < 2 * last <= sms and _waste(tiles, sms) >= _IDLE_SHARE
+
+
+def fuller_wave(tiles: int, sms: int) -> bool:
+    """Whether ``stream_k="always"`` is worth trying: the last wave is more than half
+    full (``stream_k=True`` leaves it whole) and still wastes at least ``_IDLE_SHARE`` of
+    the launch (96 tiles on 132 SMs, one wave: 27 %)."""
+    return tiles > 0 and 2 * (tiles % sms) > sms and _waste(tiles, sms) >= _IDLE_SHARE
+
+
+def _waste(tiles: int, sms: int) -> float:
+    """The share of a launch of ``tiles`` on ``sms`` SMs that its last wave leaves idle."""
     waves = -(-tiles // sms)
-    return 1 - tiles / (waves * sms) >= _IDLE_SHARE
+    return 1 - tiles / (waves * sms)
 
 
 def _overhangs(tile: TileDefine, bucket: Mapping[str, int]) -> bool:

@@ -180,7 +180,8 @@ class KernelAssembly(KernelState):
 
     def _stream_k(self, loop: ir.For, tiles: Sym) -> list[ir.Stmt]:
         """The persistent tile loop with its last wave split along K (stream_k.py)."""
-        parts = None if self.fl.options.stream_k is True else int(self.fl.options.stream_k)
+        mode = self.fl.options.stream_k
+        parts = None if mode is True or mode == "always" else int(mode)
         names = stream_k.Names(self.fresh("workspace_ptr"), self.fresh("counters_ptr"),
                                self.fresh("STREAM_K"), self.fresh, parts)
         outer = {s.name for s in self.prologue if isinstance(s, (ir.Let, ir.DefineDesc))}
@@ -195,7 +196,9 @@ class KernelAssembly(KernelState):
                                                      ir.DType.I32, ir.COUNTERS)
         self.stream_k_floats = floats
         count = tiles.render(ir.dim_var_name)
-        self.flags[names.flag] = f"0 < ({count}) % programs * 2 <= programs"
+        # (which last waves are split: see stream_k.py)
+        self.flags[names.flag] = (f"0 < ({count}) % programs" if mode == "always"
+                                  else f"0 < ({count}) % programs * 2 <= programs")
         return stmts
 
     def _row_major_ids(self, tile: str) -> list[ir.Stmt]:

@@ -60,9 +60,9 @@ class Options:
     # half the shared memory for the epilogue, which leaves room for pipeline stages
     epilogue_split: int = 1
     # persistent MMA launches: the K iterations of the last, partial wave of tiles are
-    # shared by all programs (True) or by at most this many programs per tile (an int >= 2)
-    # (stream_k.py)
-    stream_k: bool | int = False
+    # shared by all programs (True: a wave at most half full; "always": any partial wave)
+    # or by at most this many programs per tile (an int >= 2) (stream_k.py)
+    stream_k: bool | int | str = False
     # block tiles whose extent is the sum of two powers of two (192 = 128 + 64) computed in
     # those two pieces instead of padded to the next power of two (split_tiles.py)
     split_tiles: bool = False

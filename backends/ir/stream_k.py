@@ -5,8 +5,10 @@ the last wave leaves SMs idle: 288 tiles on 132 SMs take three waves of which th
 is 18% full. With ``stream_k`` the first ``T - T % P`` tiles run as before, one program
 per tile, and the K-loop iterations of the remaining ``T % P`` tiles are dealt out
 evenly to all P programs (no more than there are iterations), or to ``parts`` programs
-per tile when the option gives that limit (only when that last wave is at most half
-full: a fuller one gains less than the parts cost).
+per tile when the option gives that limit. By default only a last wave at most half full
+is split (a fuller one gains less, and the parts cost their workspace traffic); with
+``stream_k="always"`` any partial last wave is: a launch of a single wave of 96 tiles on
+132 SMs then keeps every SM busy, each with 96/132 of a tile's iterations.
 
 A program that computes part of a tile stores its partial accumulator (in f32) in its
 own workspace slot, then adds its iteration count to the tile's counter; the program
@@ -208,7 +210,7 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         ir.Let(span, v["it"], b.add(it, steps)),
     ]
     # The host decides whether there is a last wave worth splitting (``names.flag``: not
-    # empty and at most half full; a fuller one gains less than the parts cost), so a
+    # empty, and at most half full unless the option is "always"), so a
     # launch that does not split runs a kernel without the stream-K code. Without K
     # iterations there is nothing to deal out.
     tail = ir.Where((), b.I32, b.binary(">", k_steps, b.const(0)),

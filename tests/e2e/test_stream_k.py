@@ -164,10 +164,33 @@ def test_kernels_that_cannot_be_split_are_refused_at_the_block(source: Path, opt
     assert ": block" in text  # the caret is under the block level of the source
 
 
-@pytest.mark.parametrize("bad", [1, 0, "yes", 2.5])
+@pytest.mark.parametrize("bad", [1, 0, "yes", 2.5, "Always"])
 def test_stream_k_option_is_a_bool_or_a_part_count(bad: object) -> None:
     with pytest.raises(ValueError, match="stream_k"):
         croqtile.load(GEMM, stream_k=bad)
+
+
+@pytest.mark.parametrize("mode, splits", [(True, False), ("always", True)])
+def test_always_splits_a_last_wave_more_than_half_full(mode: bool | str, splits: bool,
+                                                        monkeypatch) -> None:
+    """3 tiles on the CPU's 4 programs (a single wave, three quarters full) and 15 tiles
+    (a tail of 3): stream_k=True leaves such a wave whole, "always" deals its K iterations
+    out; then parts are written to the workspace (poisoned with NaN before each launch)."""
+    poisoned, used = launcher.stream_k_buffers, []
+
+    def recording(device, floats: int, counters: int):  # type: ignore[no-untyped-def]
+        buffers = poisoned(device, floats, counters)
+        used.append(buffers[0])
+        return buffers
+
+    monkeypatch.setattr(launcher, "stream_k_buffers", recording)
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=mode)
+    for shape in [(96, 64, 96), (96, 320, 96)]:
+        used.clear()
+        _check(mod.gemm, [shape], "cpu", calls=2)
+        assert len(used) == 2
+        assert all(bool(torch.isfinite(w).any()) == splits for w in used), shape
+    assert _counters_are_clean("cpu")
 
 
 def test_a_part_limit_deals_the_iterations_to_fewer_programs() -> None:
@@ -190,5 +213,16 @@ def test_stream_k_gemm_on_the_gpu(dtype: torch.dtype) -> None:
     name = "f16" if dtype is torch.float16 else "bf16"
     mod = croqtile.load(GEMM, defines={"DT": name}, stream_k=True)
     _check(mod.gemm, GPU_SHAPES, "cuda", dtype=dtype, calls=3)
+    torch.cuda.synchronize()
+    assert _counters_are_clean("cuda")
+
+
+@pytest.mark.gpu
+def test_always_on_the_gpu() -> None:
+    """stream_k="always" on the H200's 132 SMs: 512 x 6144 is 96 tiles of 128 x 256 (one
+    wave, 73 % full), 1000 x 4096 is 128 tiles, 3072^3 288 (a tail of 24)."""
+    mod = croqtile.load(GEMM, defines={"DT": "bf16"}, stream_k="always")
+    _check(mod.gemm, [(512, 6144, 4096), (1000, 4096, 1024), (3072, 3072, 3072)], "cuda",
+           dtype=torch.bfloat16, calls=3)
     torch.cuda.synchronize()
     assert _counters_are_clean("cuda")
