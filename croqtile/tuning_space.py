@@ -13,8 +13,8 @@ thing at a time, keeping what was fastest so far:
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
    those spreading output tiles over blocks, then the rest;
 3. for an MMA kernel with fewer output tiles than SMs (decode and skinny shapes), the
-   output tile across the weights and the K step together, with 4 and 8 warps: such a
-   GEMM streams its weights, and narrower tiles with longer steps win only together
+   output tile across the weights and the K step together, with 4 and 8 warps (and a
+   row tile covering few rows at their size): such a GEMM streams its weights, and narrower tiles with longer steps win only together
    (the H200's decode shapes took 64-wide tiles, K steps of 128 and 4 warps, which one
    change at a time from 256 x 64 and 8 warps does not reach);
 4. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
@@ -232,7 +232,8 @@ class Descent:
     def key(self) -> list[Any]:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
                 [[n, list(v)] for n, v in self.joint],
-                [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps]
+                [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps,
+                "fuller waves: always"]
 
 
 Plan = Space | Descent

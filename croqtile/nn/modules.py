@@ -81,7 +81,7 @@ def convert(model: torch.nn.Module) -> torch.nn.Module:
     itself included when it is one: then the new module is returned) by a
     ``croqtile.nn.Linear`` or ``croqtile.nn.RMSNorm`` holding the same parameters (same
     tensors: device, dtype and values kept), in place; returns the model. Only modules
-    whose type is exactly one of those is replaced: a subclass may have its own forward,
+    whose type is exactly one of those are replaced: a subclass may have its own forward,
     or its owner may read its weight directly (the ``out_proj`` of
     ``torch.nn.MultiheadAttention``)."""
     replace = _CONVERSIONS.get(type(model))
