@@ -259,3 +259,23 @@ def test_norms_computing_something_else_are_kept() -> None:
     model = torch.nn.Sequential(OffsetRMSNorm(16), torch.nn.Linear(16, 4))
     assert integration.convert_norms(model) == 0
     assert isinstance(model[0], OffsetRMSNorm)
+
+
+@pytest.mark.parametrize("family, converted", [("Qwen3", 2 * 4 + 1), ("Gemma", 0)])
+def test_norms_of_other_families(family: str, converted: int) -> None:
+    """Qwen3 also normalises each head's queries and keys (RMS norms over the head
+    dimension of [B, L, H, D]): all converted. Gemma scales by ``1 + weight``: none."""
+    model_class = getattr(transformers, f"{family}ForCausalLM", None)
+    if model_class is None:
+        pytest.skip(f"transformers {transformers.__version__} has no {family} model")
+    config = getattr(transformers, f"{family}Config")(
+        hidden_size=128, intermediate_size=256, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=64, num_hidden_layers=2, vocab_size=96, max_position_embeddings=512)
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    _varied_norms(model)
+    ours = copy.deepcopy(model)
+    assert integration.convert_norms(ours) == converted
+    error, ran = _against(model, ours, 8)
+    assert sum(op.startswith("croqtile.rms_norm_") for op in ran) == converted, ran
+    assert error < 1e-5
