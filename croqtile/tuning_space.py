@@ -14,9 +14,10 @@ thing at a time, keeping what was fastest so far:
    those spreading output tiles over blocks, then the rest;
 3. for an MMA kernel with fewer output tiles than SMs (decode and skinny shapes), the
    output tile across the weights and the K step together, with 4 and 8 warps (and a
-   row tile covering few rows at their size): such a GEMM streams its weights, and narrower tiles with longer steps win only together
-   (the H200's decode shapes took 64-wide tiles, K steps of 128 and 4 warps, which one
-   change at a time from 256 x 64 and 8 warps does not reach);
+   row tile covering few rows at their size): such a GEMM streams its weights, and
+   narrower tiles with longer steps win only together (the H200's decode shapes took
+   64-wide tiles, K steps of 128 and 4 warps, which one change at a time from 256 x 64
+   and 8 warps does not reach);
 4. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
    "full"; with fewer output tiles than SMs deeper pipelines and ``descriptors``),
    every combination, on the best defines;

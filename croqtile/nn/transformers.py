@@ -209,9 +209,13 @@ def fuse_mlps(model: torch.nn.Module) -> int:
 def _swap_if_same(parent: torch.nn.Module, name: str, new: torch.nn.Module,
                   probe: torch.Tensor) -> bool:
     """Put ``new`` in the place of ``parent``'s child ``name`` when it gives the child's
-    output on ``probe``; whether it did."""
+    output on ``probe``; whether it did (not when the child does not take the probe)."""
     with torch.no_grad():
-        if not _same(getattr(parent, name)(probe), new(probe)):
+        try:
+            before = getattr(parent, name)(probe)
+        except Exception:  # (a module that needs other inputs: not recognised)
+            return False
+        if not isinstance(before, torch.Tensor) or not _same(before, new(probe)):
             return False
     setattr(parent, name, new)
     return True

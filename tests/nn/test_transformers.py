@@ -255,10 +255,18 @@ class OffsetRMSNorm(torch.nn.Module):
         return F.rms_norm(x, (x.shape[-1],), None, self.eps) * (1 + self.weight)
 
 
+class TokensRMSNorm(OffsetRMSNorm):
+    """A norm that takes only [B, L, D] inputs: the two-dimensional probe fails."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+        return F.rms_norm(x, (width,), self.weight, self.eps)
+
+
 def test_norms_computing_something_else_are_kept() -> None:
-    model = torch.nn.Sequential(OffsetRMSNorm(16), torch.nn.Linear(16, 4))
+    model = torch.nn.Sequential(OffsetRMSNorm(16), TokensRMSNorm(16), torch.nn.Linear(16, 4))
     assert integration.convert_norms(model) == 0
-    assert isinstance(model[0], OffsetRMSNorm)
+    assert isinstance(model[0], OffsetRMSNorm) and isinstance(model[1], TokensRMSNorm)
 
 
 @pytest.mark.parametrize("family, converted", [("Qwen3", 2 * 4 + 1), ("Gemma", 0)])
