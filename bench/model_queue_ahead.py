@@ -8,7 +8,7 @@ A form whose span is shorter than another's but whose plain prefill (model_sweep
 longer loses its time on the host: the GPU waits between its kernels.
 
     python bench/model_queue_ahead.py [--layers 4] [--seq 2048] [--rounds 12]
-        [--sleep-ms 30] [--forms croqtile croqtile_mlp croqtile_qkv] [--out model_queue_ahead.csv]
+        [--sleep-ms 30] [--forms croqtile croqtile_qkv croqtile_norm] [--out model_queue_ahead.csv]
 
 Forms are interleaved per round; medians over rounds. The host time must stay below the
 sleep (the script says when it does not: the span then includes host waits).
@@ -38,7 +38,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--sleep-ms", type=float, default=30.0)
     parser.add_argument("--forms", nargs="+", choices=FORMS,
-                        default=["croqtile", "croqtile_mlp", "croqtile_qkv"],
+                        default=["croqtile", "croqtile_qkv", "croqtile_norm"],
                         help="the forms beside eager (which always runs)")
     parser.add_argument("--out", type=Path, default=Path("model_queue_ahead.csv"))
     args = parser.parse_args()
