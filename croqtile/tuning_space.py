@@ -12,17 +12,24 @@ thing at a time, keeping what was fastest so far:
    at the best values so far -- the defines of a tile that overhangs its dimension
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
    those spreading output tiles over blocks, then the rest;
-3. for an MMA kernel with fewer output tiles than SMs (decode and skinny shapes), the
-   output tile across the weights and the K step together, with 4 and 8 warps (and a
-   row tile covering few rows at their size): such a GEMM streams its weights, and
-   narrower tiles with longer steps win only together (the H200's decode shapes took
-   64-wide tiles, K steps of 128 and 4 warps, which one change at a time from 256 x 64
-   and 8 warps does not reach);
+3. for an MMA kernel that streams its weights (fewer output tiles than SMs, and a
+   row tile over more rows than there are: a decode step), instead of the single
+   rounds of these defines: the row tile at the size covering the rows, with the
+   output tile across the weights (down to a width whose grid fills half the SMs) and
+   the K step (its written value, twice and four times) together, with 4 warps (and 8
+   for tiles of 8192 elements or more): narrower tiles with longer steps win only
+   together (the H200's decode shapes took 16 x 64 to 64 x 32 tiles, K steps of
+   128-256 and 4 warps, which one change at a time from 128 x 256 and 8 warps does not
+   reach);
 4. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
    "full"; with fewer output tiles than SMs deeper pipelines and ``descriptors``),
    every combination, on the best defines;
 5. "full" sweeps the tile defines once more with the chosen options;
 6. stream-K again on the best configuration, when its grid leaves SMs idle.
+
+A tile candidate whose grid no longer leaves SMs idle drops stream-K (and the persistent
+launch it came with) that an earlier round chose for the wider tile: stream-K carried into
+a full grid only costs the persistent loop.
 
 Otherwise one define at a time cannot find a pair of changes of which neither helps
 alone; it does find the changes a shape needs (smaller tiles for few rows, stream-K for
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -153,13 +161,14 @@ class Space:
 @dataclass(frozen=True)
 class Descent:
     """The default search (module docstring): ``tiles`` per tile define its values (the
-    written one first), ``joint`` the knobs (defines and options) whose every
-    combination is tried after the tiles, ``options`` the launch option knobs,
+    written one first), ``joint`` the points (define and option values) tried together
+    after the tiles, each over the best configuration so far, ``options`` the launch
+    option knobs,
     ``stream_k`` the values tried on a configuration for which ``idle`` says that its
     grid leaves SMs idle."""
 
     tiles: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    joint: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
     options: tuple[tuple[str, tuple[Any, ...]], ...] = ()
     stream_k: tuple[Any, ...] = ()
     sweeps: int = 1
@@ -167,6 +176,8 @@ class Descent:
     # a configuration whose last wave is more than half full but leaves many SMs idle
     # (stream_k="always" is tried there, when stream_k is searched at all)
     fuller: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
+    # the written values of the defines the joint points set
+    written: tuple[tuple[str, str], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -187,25 +198,36 @@ class Descent:
 
     def _tile(self, name: str, values: tuple[int, ...], best: Config) -> list[Config]:
         written = {name: str(values[0])}
-        return [Config.of({**dict(best.defines), name: v},
-                          {**dict(best.options), **_split_option(v, values[0])}, written)
+        return [self._split_fitted(Config.of(
+                    {**dict(best.defines), name: v},
+                    {**dict(best.options), **_split_option(v, values[0])}, written))
                 for v in values]
 
     def _joint(self, best: Config) -> list[Config]:
-        names = [name for name, _ in self.joint]
-        written = {name: str(values[0]) for name, values in self.tiles}
         configs = []
-        for combo in itertools.product(*(values for _, values in self.joint)):
-            chosen = dict(zip(names, combo))
-            defines = {n: v for n, v in chosen.items() if n not in TUNABLE_OPTIONS}
+        written = dict(self.written)
+        for point in self.joint:
+            defines = dict(best.defines)
             options = dict(best.options)
-            for name, value in chosen.items():
+            for name, value in point:
                 if name in TUNABLE_OPTIONS:
                     options[name] = value
                 else:
+                    defines[name] = value
                     options.update(_split_option(value, int(written[name])))
-            configs.append(Config.of({**dict(best.defines), **defines}, options, written))
+            configs.append(self._split_fitted(Config.of(defines, options, written)))
         return configs
+
+    def _split_fitted(self, config: Config) -> Config:
+        """``config`` without the stream-K (and persistent launch) of an earlier round
+        when its own grid leaves no SMs idle for stream-K to fill."""
+        options = dict(config.options)
+        value = options.get("stream_k")
+        if value is None or self.idle(config) or (value == "always" and self.fuller(config)):
+            return config
+        del options["stream_k"]
+        options.pop("persistent", None)
+        return Config.of(dict(config.defines), options)
 
     def _launch(self, best: Config) -> list[Config]:
         names = [name for name, _ in self.options]
@@ -232,9 +254,9 @@ class Descent:
 
     def key(self) -> list[Any]:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
-                [[n, list(v)] for n, v in self.joint],
+                [[list(kv) for kv in point] for point in self.joint],
                 [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps,
-                "fuller waves: always"]
+                "fuller waves: always", "split fitted to the grid"]
 
 
 Plan = Space | Descent
@@ -342,44 +364,60 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
         count = probe.output_tiles(function, dict(config.defines), bucket)
         return count is not None and fuller_wave(count, sms)
 
-    joint = _streaming_knobs(searched, bucket, fixed_options) if few and mma else ()
-    return Descent(tuple((t.name, v) for t, v in searched), joint, options, stream_k,
-                   _SWEEPS[mode], idle, fuller)
+    joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    if few and mma:
+        def count(defines: Mapping[str, int]) -> int:
+            return probe.output_tiles(function, dict(defines), bucket) or 0
+
+        joint = _streaming_points(searched, bucket, fixed_options, count, sms)
+    # the defines the joint round sets have no single rounds of their own
+    jointly = {name for point in joint for name, _ in point}
+    return Descent(tuple((t.name, v) for t, v in searched if t.name not in jointly), joint,
+                   options, stream_k, _SWEEPS[mode], idle, fuller,
+                   tuple((t.name, str(t.value)) for t, _ in searched if t.name in jointly))
 
 
-# the warp counts tried with each pair of a weight-streaming GEMM's tiles (see
-# _streaming_knobs)
-_STREAMING_WARPS = (4, 8)
+# A weight-streaming GEMM's tile of at least this many elements is also tried with 8 warps
+# (one warpgroup per 64 x 128 of it); a smaller one gives 8 warps too little each.
+_EIGHT_WARPS_ELEMENTS = 64 * 128
 
 
-def _streaming_knobs(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
-                     bucket: Mapping[str, int], fixed_options: Mapping[str, Any]
-                     ) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    """The joint round of a GEMM with fewer output tiles than SMs: its output tile
-    across the weights (the parallel define over the widest dimension it does not
-    overhang) with its K step (the first define tiling a loop), each over its searched
-    values, the step also at four times its written value, and ``num_warps`` over 4 and
-    8; a tile over a dimension it overhangs (the rows of a decode step) at the size that
-    covers that dimension (whatever its own round chose: one timing of a kernel of a few
-    microseconds can favour a wider tile by chance, and the pairs are then measured at
-    it). Nothing when the kernel has no such pair."""
-    covers = tuple((t.name, (v[1],)) for t, v in searched
-                   if _overhangs(t, bucket) and len(v) > 1)
+def _streaming_points(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
+                      bucket: Mapping[str, int], fixed_options: Mapping[str, Any],
+                      count: Callable[[Mapping[str, int]], int], sms: int
+                      ) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """The joint round of a GEMM streaming its weights (fewer output tiles than SMs and
+    a tile over a dimension it overhangs: the rows of a decode step): that tile at the
+    size covering the dimension, the output tile across the weights (the parallel define
+    over the widest dimension it does not overhang) over its searched values and halved
+    further while its grid fills fewer than half of the ``sms`` (``count``: the output
+    tiles of some define values), with the K step (the first define tiling a loop) at
+    its written value, twice and four times, and ``num_warps`` 4 (and 8 for tiles of
+    ``_EIGHT_WARPS_ELEMENTS`` or more). Nothing when the kernel has no such tiles."""
+    covers = {t.name: v[1] for t, v in searched if _overhangs(t, bucket) and len(v) > 1}
     outputs = [(t, v) for t, v in searched
                if t.parallel and not _overhangs(t, bucket) and _extent(t, bucket)]
     # (the widest output dimension: N of a GEMM over few rows)
     across = max(outputs, key=lambda item: _extent(item[0], bucket) or 0, default=None)
-    step = next(((t, v) for t, v in searched if not t.parallel and t.dims), None)
-    if across is None or step is None:
+    step = next((t for t, _ in searched if not t.parallel and t.dims), None)
+    if not covers or across is None or step is None:
         return ()
-    tile, values = step
-    longest = tile.value * 4
-    steps = values + ((longest,) if longest <= _MMA_TILES[1] and longest not in values else ())
-    knobs: tuple[tuple[str, tuple[Any, ...]], ...] = covers + ((across[0].name, across[1]),
-                                                               (tile.name, steps))
-    if "num_warps" not in fixed_options:
-        knobs += (("num_warps", _STREAMING_WARPS),)
-    return knobs
+    tile, widths = across[0], list(across[1])
+    narrowest = min(widths)
+    while narrowest // 2 >= _MMA_TILES[0] and 2 * count({**covers, tile.name: narrowest}) < sms:
+        narrowest //= 2
+        widths.append(narrowest)
+    steps = [step.value * f for f in (1, 2, 4) if step.value * f <= _MMA_TILES[1]]
+    rows = math.prod(covers.values())
+    points = []
+    for width in widths:
+        warps: tuple[int, ...] = ()
+        if "num_warps" not in fixed_options:
+            warps = (4, 8) if rows * width >= _EIGHT_WARPS_ELEMENTS else (4,)
+        for k_step in steps:
+            point = (*covers.items(), (tile.name, width), (step.name, k_step))
+            points += [point + (("num_warps", w),) for w in warps] or [point]
+    return tuple(points)
 
 
 def idle_wave(tiles: int, sms: int) -> bool:

@@ -72,48 +72,56 @@ def test_otherwise_half_and_twice_within_the_tile_range() -> None:
     assert tile_values(TileDefine("W", 8, ()), SQUARE, False, True, "quick") == (8,)
 
 
-def test_decode_rounds_try_stream_k_then_the_overhanging_tile_first() -> None:
+def test_decode_rounds_try_stream_k_then_the_tiles_jointly() -> None:
     space = _space(DECODE)
-    assert [name for name, _ in space.tiles] == ["TILE_M", "TILE_N", "TILE_K", "WARP_K"]
-    assert dict(space.tiles)["TILE_M"] == (128, 16, 32, 64)
+    # the row, output and K tiles are searched together (the joint round), not alone
+    assert [name for name, _ in space.tiles] == ["WARP_K"]
     assert space.stream_k == (True,) and space.sweeps == 1
     rounds = _all_rounds(space)
     # 16 tiles of 128 x 256 on 132 SMs: stream-K on the written tiles comes first
     assert rounds[0] == [Config(options=(("persistent", True), ("stream_k", True)))]
-    assert rounds[1] == [Config()] + [Config((("TILE_M", m),)) for m in (16, 32, 64)]
-    # after the single tiles: the output tile across the weights, the K step and the
-    # warps together (every combination)
-    assert space.joint == (("TILE_M", (16,)), ("TILE_N", (256, 128, 64)),
-                           ("TILE_K", (64, 128, 32, 256)), ("num_warps", (4, 8)))
-    assert len(rounds[5]) == 3 * 4 * 2
+    assert rounds[1] == [Config(), Config((("WARP_K", 32),))]
+    # the rows' covering tile, the output tile across the weights (halved down to 32:
+    # 4096 / 64 = 64 tiles fill under half the SMs) and the K step, 4 warps at 16 rows
+    assert {dict(point)["TILE_M"] for point in space.joint} == {16}
+    assert sorted({(dict(p)["TILE_N"], dict(p)["TILE_K"]) for p in space.joint}) == sorted(
+        (n, k) for n in (256, 128, 64, 32) for k in (64, 128, 256))
+    assert {dict(point)["num_warps"] for point in space.joint} == {4}
+    assert len(rounds[2]) == 12
     # few tiles: the launch options of weight-streaming shapes (deep pipelines, pointer
     # loads), every combination
-    assert [c.as_dict() for c in rounds[6]][:2] == [
+    assert [c.as_dict() for c in rounds[3]][:2] == [
         {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
          "descriptors": True},
         {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
          "descriptors": False}]
-    assert len(rounds[6]) == 16
+    assert len(rounds[3]) == 16
     assert {"num_stages": 6, "descriptors": False, "num_warps": 4, "persistent": False} in [
-        {k: v for k, v in c.as_dict().items() if k != "defines"} for c in rounds[6]]
+        {k: v for k, v in c.as_dict().items() if k != "defines"} for c in rounds[3]]
     assert rounds[-1] == rounds[0]  # stream-K again on the best (here still the default)
-    assert len(rounds) == 8
+    assert len(rounds) == 5
 
 
 def test_a_round_starts_from_the_best_configuration_so_far() -> None:
-    space = _space(DECODE)
-    best = Config((("TILE_M", 16),), (("persistent", True), ("stream_k", True)))
+    space = _space({"M": 512, "N": 4096, "K": 4096})  # 4 x 16 = 64 tiles: stream-K first
+    best = Config((("WARP_K", 32),), (("persistent", True), ("stream_k", True)))
     rounds = _all_rounds(space, best)
-    # the TILE_N round keeps TILE_M = 16 and stream-K
-    assert rounds[2][1] == Config((("TILE_M", 16), ("TILE_N", 128)),
-                                  (("persistent", True), ("stream_k", True)))
-    # the TILE_M round offers the written value too (a define at it is left out)
-    assert rounds[1][0] == Config(options=best.options)
+    names = [name for name, _ in space.tiles]
+    # the TILE_N round keeps WARP_K = 32; 4 x 32 = 128 tiles of 128 x 128 leave no SMs
+    # idle, so that candidate drops the stream-K the wider tile had
+    by_n = {dict(c.defines).get("TILE_N"): c for c in rounds[1 + names.index("TILE_N")]}
+    assert by_n[128] == Config((("TILE_N", 128), ("WARP_K", 32)))
+    # the TILE_K round does not change the grid: stream-K stays
+    by_k = {dict(c.defines).get("TILE_K"): c for c in rounds[1 + names.index("TILE_K")]}
+    assert by_k[128] == Config((("TILE_K", 128), ("WARP_K", 32)), best.options)
+    # the WARP_K round offers the written value too (a define at it is left out)
+    assert rounds[1 + names.index("WARP_K")][0] == Config(options=best.options)
     # launch options on top; stream-K dropped where the launch is not persistent
+    launch = rounds[-2]
     assert Config(best.defines, (("num_warps", 4), ("num_stages", 4),
-                                 ("persistent", False), ("descriptors", True))) in rounds[6]
+                                 ("persistent", False), ("descriptors", True))) in launch
     assert Config(best.defines, (("num_warps", 4), ("num_stages", 4), ("persistent", True),
-                                 ("descriptors", True), ("stream_k", True))) in rounds[6]
+                                 ("descriptors", True), ("stream_k", True))) in launch
 
 
 def test_stream_k_only_where_the_grid_leaves_sms_idle() -> None:
@@ -177,8 +185,8 @@ def test_a_callers_space_at_written_values_is_the_default() -> None:
     assert isinstance(listed, Space)
 
 
-@pytest.mark.parametrize("bucket, first", [({"M": 16, "N": 4096, "K": 4096}, "TILE_M"),
-                                           ({"M": 4096, "N": 64, "K": 4096}, "TILE_N")])
+@pytest.mark.parametrize("bucket, first", [({"M": 16, "N": 65536, "K": 4096}, "TILE_M"),
+                                           ({"M": 65536, "N": 64, "K": 4096}, "TILE_N")])
 def test_the_overhanging_tile_is_searched_first(bucket: dict, first: str) -> None:
     assert _space(bucket).tiles[0][0] == first
 
@@ -193,30 +201,38 @@ def test_a_three_quarter_tile_is_computed_in_two_pieces() -> None:
 
 
 def test_the_joint_round_pairs_narrow_tiles_with_long_steps() -> None:
-    """A weight-streaming GEMM (few output tiles) tries the output tile across the widest
-    dimension and the K step together, on the best configuration so far; a square GEMM
-    (enough tiles) has no joint round."""
-    best = Config((("TILE_M", 16),), (("persistent", True), ("stream_k", True)))
-    joint = _space({"M": 16, "N": 6144, "K": 4096})._joint(best)
-    # what the H200's decode shapes took: 64-wide tiles, K steps of 128, 4 warps
+    """A weight-streaming GEMM (few output tiles, rows fewer than the row tile) tries the
+    output tile across the widest dimension and the K step together, on the best
+    configuration so far; a GEMM whose rows fill its row tile has no joint round."""
+    best = Config((), (("persistent", True), ("stream_k", True)))
+    qkv = _space({"M": 16, "N": 6144, "K": 4096})
+    joint = qkv._joint(best)
+    # what the H200's decode shapes took: 16 x 64 tiles, K steps of 128, 4 warps; 96
+    # tiles of 16 x 64 on 132 SMs (one wave 73 % full) drop the stream-K of 24 tiles
     assert Config((("TILE_K", 128), ("TILE_M", 16), ("TILE_N", 64)),
+                  (("num_warps", 4),)) in joint
+    # a grid still idle keeps it: 24 tiles of 16 x 256
+    assert Config((("TILE_M", 16),),
                   (("num_warps", 4), ("persistent", True), ("stream_k", True))) in joint
     assert all(dict(c.defines)["TILE_M"] == 16 for c in joint)
-    assert len(set(joint)) == len(joint) == 24
-    # the rows' covering tile, also when its own round chose a wider one (by a timing)
+    # 6144 / 64 = 96 tiles fill over half the SMs: no 32-wide tile
+    assert len(set(joint)) == len(joint) == 3 * 3
+    # the rows' covering tile also when the best so far has a wider one
     wider = Config((("TILE_M", 64),), best.options)
-    assert all(dict(c.defines)["TILE_M"] == 16
-               for c in _space({"M": 16, "N": 6144, "K": 4096})._joint(wider))
-    # three quarters of a tile is computed as two pieces (split_tiles), as in its round
-    near = _space({"M": 512, "N": 6144, "K": 4096})
-    assert dict(near.joint)["TILE_N"] == (256, 192, 128, 64)
+    assert all(dict(c.defines)["TILE_M"] == 16 for c in qkv._joint(wider))
+    # 64 rows: 8 warps for tiles of 64 x 128 and more; three quarters of a tile near one
+    # wave computed as two pieces (split_tiles)
+    gate_up = _space({"M": 64, "N": 28672, "K": 4096})
+    warps = {(dict(p)["TILE_N"], dict(p)["num_warps"]) for p in gate_up.joint}
+    assert warps == {(256, 4), (256, 8), (192, 4), (192, 8), (128, 4), (128, 8), (64, 4)}
     assert all(bool(dict(c.options).get("split_tiles")) == (dict(c.defines).get("TILE_N") == 192)
-               for c in near._joint(Config()))
-    # 512 rows over 4096 columns: the columns' tile (the wider dimension)
-    assert [n for n, _ in _space({"M": 512, "N": 4096, "K": 4096}).joint] == [
-        "TILE_N", "TILE_K", "num_warps"]
+               for c in gate_up._joint(Config()))
+    # the K step at its written value is left out of a candidate (the default's)
+    assert Config((("TILE_M", 64),), (("num_warps", 4),)) in gate_up._joint(Config())
+    # 512 rows fill the 128-row tile: the tiles have their own rounds
+    assert _space({"M": 512, "N": 4096, "K": 4096}).joint == ()
     assert _space(SQUARE).joint == ()
-    assert ("num_warps", (4, 8)) not in _space(DECODE, options={"num_warps": 8}).joint
+    assert all("num_warps" not in dict(p) for p in _space(DECODE, options={"num_warps": 8}).joint)
 
 
 def test_always_is_tried_where_a_fuller_last_wave_leaves_many_sms_idle() -> None:
