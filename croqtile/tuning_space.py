@@ -5,8 +5,7 @@ runs without them.
 The default search (``Descent``) starts from the untuned configuration and changes one
 thing at a time, keeping what was fastest so far:
 
-1. stream-K on the written tiles, when their grid leaves SMs idle (see ``idle_wave``;
-   ``stream_k="always"`` where that last wave is more than half full, ``fuller_wave``);
+1. stream-K on the written tiles, when their grid leaves SMs idle (see ``idle_wave``);
 2. each tile define in turn (``croqtile.tile_defines`` finds them, whatever their
    names), over values chosen for the shape bucket (``tile_values``), the other defines
    at the best values so far -- the defines of a tile that overhangs its dimension
@@ -173,9 +172,6 @@ class Descent:
     stream_k: tuple[Any, ...] = ()
     sweeps: int = 1
     idle: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
-    # a configuration whose last wave is more than half full but leaves many SMs idle
-    # (stream_k="always" is tried there, when stream_k is searched at all)
-    fuller: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
     # the written values of the defines the joint points set
     written: tuple[tuple[str, str], ...] = ()
 
@@ -222,8 +218,7 @@ class Descent:
         """``config`` without the stream-K (and persistent launch) of an earlier round
         when its own grid leaves no SMs idle for stream-K to fill."""
         options = dict(config.options)
-        value = options.get("stream_k")
-        if value is None or self.idle(config) or (value == "always" and self.fuller(config)):
+        if "stream_k" not in options or self.idle(config):
             return config
         del options["stream_k"]
         options.pop("persistent", None)
@@ -242,21 +237,17 @@ class Descent:
         return configs
 
     def _split(self, best: Config) -> list[Config]:
-        if self.idle(best):
-            values = self.stream_k
-        elif self.stream_k and self.fuller(best):
-            values = ("always",)
-        else:
+        if not self.idle(best):
             return []
         return [Config.of(dict(best.defines), {**dict(best.options), "persistent": True,
                                                "stream_k": value})
-                for value in values]
+                for value in self.stream_k]
 
     def key(self) -> list[Any]:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
                 [[list(kv) for kv in point] for point in self.joint],
                 [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps,
-                "fuller waves: always", "split fitted to the grid"]
+                "split fitted to the grid"]
 
 
 Plan = Space | Descent
@@ -360,10 +351,6 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
         count = probe.output_tiles(function, dict(config.defines), bucket)
         return count is not None and idle_wave(count, sms)
 
-    def fuller(config: Config) -> bool:
-        count = probe.output_tiles(function, dict(config.defines), bucket)
-        return count is not None and fuller_wave(count, sms)
-
     joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
     if few and mma:
         def count(defines: Mapping[str, int]) -> int:
@@ -373,7 +360,7 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     # the defines the joint round sets have no single rounds of their own
     jointly = {name for point in joint for name, _ in point}
     return Descent(tuple((t.name, v) for t, v in searched if t.name not in jointly), joint,
-                   options, stream_k, _SWEEPS[mode], idle, fuller,
+                   options, stream_k, _SWEEPS[mode], idle,
                    tuple((t.name, str(t.value)) for t, _ in searched if t.name in jointly))
 
 
@@ -427,13 +414,6 @@ def idle_wave(tiles: int, sms: int) -> bool:
     launch."""
     last = tiles % sms
     return tiles > 0 and 0 < 2 * last <= sms and _waste(tiles, sms) >= _IDLE_SHARE
-
-
-def fuller_wave(tiles: int, sms: int) -> bool:
-    """Whether ``stream_k="always"`` is worth trying: the last wave is more than half
-    full (``stream_k=True`` leaves it whole) and still wastes at least ``_IDLE_SHARE`` of
-    the launch (96 tiles on 132 SMs, one wave: 27 %)."""
-    return tiles > 0 and 2 * (tiles % sms) > sms and _waste(tiles, sms) >= _IDLE_SHARE
 
 
 def _waste(tiles: int, sms: int) -> float:
