@@ -26,14 +26,14 @@ thing at a time, keeping what was fastest so far:
 5. "full" sweeps the tile defines once more with the chosen options;
 6. stream-K again on the best configuration, when its grid leaves SMs idle.
 
-A tile candidate whose grid no longer leaves SMs idle drops stream-K (and the persistent
-launch it came with) that an earlier round chose for the wider tile: stream-K carried into
-a full grid only costs the persistent loop.
-
 Otherwise one define at a time cannot find a pair of changes of which neither helps
 alone; it does find the changes a shape needs (smaller tiles for few rows, stream-K for
 few tiles) in a few dozen candidates, which a product of every knob (hundreds) does not
 within the quick budget.
+
+A tile candidate whose grid no longer leaves SMs idle drops stream-K (and the persistent
+launch it came with) that an earlier round chose for the wider tile: stream-K carried into
+a full grid only costs the persistent loop.
 """
 
 from __future__ import annotations
