@@ -11,12 +11,12 @@ thing at a time, keeping what was fastest so far:
    at the best values so far -- the defines of a tile that overhangs its dimension
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
    those spreading output tiles over blocks, then the rest;
-3. for an MMA kernel that streams its weights (fewer output tiles than SMs, and a
-   row tile over more rows than there are: a decode step), instead of the single
-   rounds of these defines: the row tile at the size covering the rows, with the
-   output tile across the weights (down to a width whose grid fills half the SMs) and
-   the K step (its written value, twice and four times) together, with 4 warps (and 8
-   for tiles of 8192 elements or more): narrower tiles with longer steps win only
+3. for an MMA kernel that streams its weights (fewer output tiles than SMs, and at
+   most 128 rows: a decode step), instead of the single rounds of these defines: a row
+   tile over more rows than there are at the size covering them, with the output tile
+   across the weights (down to a width whose grid fills half the SMs) and the K step
+   (its written value, twice and four times) together, with 4 warps (and 8 for tiles
+   of 8192 elements or more): narrower tiles with longer steps win only
    together (the H200's decode shapes took 16 x 64 to 64 x 32 tiles, K steps of
    128-256 and 4 warps, which one change at a time from 128 x 256 and 8 warps does not
    reach);
@@ -333,7 +333,8 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     # a grid over half the SMs: three-quarter tiles may fill one wave (tile_values)
     near_wave = few and 2 * tiles >= sms
     searched = []
-    for tile in probe.tile_defines(function):
+    defined = probe.tile_defines(function)
+    for tile in defined:
         if tile.name in fixed_defines:
             continue
         values = tile_values(tile, bucket, few, mma, mode, near_wave)
@@ -356,7 +357,7 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
         def count(defines: Mapping[str, int]) -> int:
             return probe.output_tiles(function, dict(defines), bucket) or 0
 
-        joint = _streaming_points(searched, bucket, fixed_options, count, sms)
+        joint = _streaming_points(searched, defined, bucket, fixed_options, count, sms)
     # the defines the joint round sets have no single rounds of their own
     jointly = {name for point in joint for name, _ in point}
     return Descent(tuple((t.name, v) for t, v in searched if t.name not in jointly), joint,
@@ -364,30 +365,42 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
                    tuple((t.name, str(t.value)) for t, _ in searched if t.name in jointly))
 
 
+# A GEMM over at most this many rows streams its weights (see _streaming_points): the
+# decode steps of a model (M = 1..64, and 128 for a few sequences at once); at 512 rows
+# a 128 x 256 tile reuses each weight element 128 times and is compute-bound.
+_STREAMING_ROWS = 128
 # A weight-streaming GEMM's tile of at least this many elements is also tried with 8 warps
 # (one warpgroup per 64 x 128 of it); a smaller one gives 8 warps too little each.
 _EIGHT_WARPS_ELEMENTS = 64 * 128
 
 
 def _streaming_points(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
-                      bucket: Mapping[str, int], fixed_options: Mapping[str, Any],
+                      defined: Sequence[TileDefine], bucket: Mapping[str, int],
+                      fixed_options: Mapping[str, Any],
                       count: Callable[[Mapping[str, int]], int], sms: int
                       ) -> tuple[tuple[tuple[str, Any], ...], ...]:
-    """The joint round of a GEMM streaming its weights (fewer output tiles than SMs and
-    a tile over a dimension it overhangs: the rows of a decode step): that tile at the
-    size covering the dimension, the output tile across the weights (the parallel define
-    over the widest dimension it does not overhang) over its searched values and halved
-    further while its grid fills fewer than half of the ``sms`` (``count``: the output
-    tiles of some define values), with the K step (the first define tiling a loop) at
-    its written value, twice and four times, and ``num_warps`` 4 (and 8 for tiles of
-    ``_EIGHT_WARPS_ELEMENTS`` or more). Nothing when the kernel has no such tiles."""
+    """The joint round of a GEMM streaming its weights (fewer output tiles than SMs, and
+    at most ``_STREAMING_ROWS`` rows: an output dimension that small makes each weight
+    element's reuse too short to hide its load): a row tile over more rows than there
+    are at the size covering them, the output tile across the weights (the parallel
+    define over the widest dimension it does not overhang) over its searched values and
+    halved further while its grid fills fewer than half of the ``sms`` (``count``: the
+    output tiles of some define values), with the K step (the first define tiling a
+    loop) at its written value, twice and four times, and ``num_warps`` 4 (and 8 for
+    tiles of ``_EIGHT_WARPS_ELEMENTS`` or more). ``defined``: every tile define of the
+    kernel, searched or not. Nothing when the kernel has no such tiles."""
     covers = {t.name: v[1] for t, v in searched if _overhangs(t, bucket) and len(v) > 1}
     outputs = [(t, v) for t, v in searched
                if t.parallel and not _overhangs(t, bucket) and _extent(t, bucket)]
     # (the widest output dimension: N of a GEMM over few rows)
     across = max(outputs, key=lambda item: _extent(item[0], bucket) or 0, default=None)
     step = next((t for t, _ in searched if not t.parallel and t.dims), None)
-    if not covers or across is None or step is None:
+    if across is None or step is None:
+        return ()
+    # the row tiles: parallel over a dimension of at most _STREAMING_ROWS
+    rows = [t for t in defined if t.parallel and t.name != across[0].name
+            and (_extent(t, bucket) or _STREAMING_ROWS + 1) <= _STREAMING_ROWS]
+    if not rows:
         return ()
     tile, widths = across[0], list(across[1])
     narrowest = min(widths)
@@ -395,12 +408,12 @@ def _streaming_points(searched: Sequence[tuple[TileDefine, tuple[int, ...]]],
         narrowest //= 2
         widths.append(narrowest)
     steps = [step.value * f for f in (1, 2, 4) if step.value * f <= _MMA_TILES[1]]
-    rows = math.prod(covers.values())
+    height = math.prod(covers.get(t.name, t.value) for t in rows)
     points = []
     for width in widths:
         warps: tuple[int, ...] = ()
         if "num_warps" not in fixed_options:
-            warps = (4, 8) if rows * width >= _EIGHT_WARPS_ELEMENTS else (4,)
+            warps = (4, 8) if height * width >= _EIGHT_WARPS_ELEMENTS else (4,)
         for k_step in steps:
             point = (*covers.items(), (tile.name, width), (step.name, k_step))
             points += [point + (("num_warps", w),) for w in warps] or [point]

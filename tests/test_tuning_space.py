@@ -230,6 +230,14 @@ def test_the_joint_round_pairs_narrow_tiles_with_long_steps() -> None:
     assert Config((("TILE_M", 64),), (("num_warps", 4),)) in gate_up._joint(Config())
     # 512 rows fill the 128-row tile: the tiles have their own rounds
     assert _space({"M": 512, "N": 4096, "K": 4096}).joint == ()
+    assert _space({"M": 256, "N": 4096, "K": 4096}).joint == ()
+    # up to 128 rows the weights stream, whether or not the row tile overhangs: a kernel
+    # written with 16-row tiles gets the round too, its row tile as written
+    assert _space({"M": 128, "N": 4096, "K": 4096}).joint != ()
+    narrow = GEMM.replace("#define TILE_M 128", "#define TILE_M 16")
+    points = _space({"M": 16, "N": 4096, "K": 4096}, text=narrow).joint
+    assert points and all("TILE_M" not in dict(p) for p in points)
+    assert {dict(p)["num_warps"] for p in points} == {4}  # 16 x 256 tiles at most
     assert _space(SQUARE).joint == ()
     assert all("num_warps" not in dict(p) for p in _space(DECODE, options={"num_warps": 8}).joint)
 
