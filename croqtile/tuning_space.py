@@ -16,10 +16,9 @@ thing at a time, keeping what was fastest so far:
    tile over more rows than there are at the size covering them, with the output tile
    across the weights (down to a width whose grid fills half the SMs) and the K step
    (its written value, twice and four times) together, with 4 warps (and 8 for tiles
-   of 8192 elements or more): narrower tiles with longer steps win only
-   together (the H200's decode shapes took 16 x 64 to 64 x 32 tiles, K steps of
-   128-256 and 4 warps, which one change at a time from 128 x 256 and 8 warps does not
-   reach);
+   of 8192 elements or more): narrower tiles with longer steps win only together (the
+   H200's decode shapes took 16 x 64 to 64 x 32 tiles, K steps of 128-256 and 4 warps,
+   which one change at a time from 128 x 256 and 8 warps does not reach);
 4. the launch options (``num_warps``, ``num_stages``, ``persistent``; ``group_m`` in
    "full"; with fewer output tiles than SMs deeper pipelines and ``descriptors``),
    every combination, on the best defines;
