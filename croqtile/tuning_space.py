@@ -347,15 +347,15 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     if mma and "stream_k" not in fixed_options and fixed_options.get("persistent") is not False:
         stream_k = _STREAM_K[mode]
 
+    def count(defines: Mapping[str, int]) -> int:
+        """Output tiles at these define values (0 when unknown)."""
+        return probe.output_tiles(function, dict(defines), bucket) or 0
+
     def idle(config: Config) -> bool:
-        count = probe.output_tiles(function, dict(config.defines), bucket)
-        return count is not None and idle_wave(count, sms)
+        return idle_wave(count(dict(config.defines)), sms)
 
     joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
     if few and mma:
-        def count(defines: Mapping[str, int]) -> int:
-            return probe.output_tiles(function, dict(defines), bucket) or 0
-
         joint = _streaming_points(searched, defined, bucket, fixed_options, count, sms)
     # the defines the joint round sets have no single rounds of their own
     jointly = {name for point in joint for name, _ in point}
