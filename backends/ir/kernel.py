@@ -166,7 +166,8 @@ class KernelAssembly(KernelState):
                       step=b.var(programs), flatten=options.flatten,
                       warp_specialize=options.warp_specialize)
         if options.stream_k and self.has_dot:
-            return self._stream_k(loop, total), (total,)
+            return self._stream_k(loop, total, self._column_runs() if grouped else None), \
+                (total,)
         return [loop], (total,)
 
     def _walked_back(self, names: list[str]) -> list[ir.Stmt]:
@@ -178,12 +179,20 @@ class KernelAssembly(KernelState):
         last = b.add(b.sym(self.grid[0]), b.const(-1))
         return [ir.Let(None, names[0], b.binary("-", last, b.var(walked)))]
 
-    def _stream_k(self, loop: ir.For, tiles: Sym) -> list[ir.Stmt]:
-        """The persistent tile loop with its last wave split along K (stream_k.py)."""
+    def _column_runs(self) -> ir.Expr:
+        """How many consecutive tiles of the grouped walk share a column: all the rows
+        where they fit in one group (``_grouped_ids``), else 1 (groups of uneven height)."""
+        rows = b.sym(self.grid[0])
+        return ir.Where((), b.I32, b.binary("<=", rows, b.const(self.fl.options.group_m)),
+                        rows, b.const(1))
+
+    def _stream_k(self, loop: ir.For, tiles: Sym, runs: ir.Expr | None) -> list[ir.Stmt]:
+        """The persistent tile loop with its last wave split along K (stream_k.py);
+        ``runs`` as in ``stream_k.Names``."""
         mode = self.fl.options.stream_k
         parts = None if mode is True or mode == "always" else int(mode)
         names = stream_k.Names(self.fresh("workspace_ptr"), self.fresh("counters_ptr"),
-                               self.fresh("STREAM_K"), self.fresh, parts)
+                               self.fresh("STREAM_K"), self.fresh, parts, runs)
         outer = {s.name for s in self.prologue if isinstance(s, (ir.Let, ir.DefineDesc))}
         try:
             stmts, floats = stream_k.split_last_wave(loop, names, outer)

@@ -33,6 +33,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
+from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 
@@ -54,6 +55,9 @@ class Names:
     flag: str  # constexpr: the host found a last wave worth splitting
     fresh: Callable[[str], str]  # a new unique variable name from a stem
     parts: int | None = None  # the most programs sharing one tile (None: no limit)
+    # runs of this many consecutive tiles, from tile 0 on, share an operand (the rows of
+    # one column of B in a grouped walk); None: no such runs (see ``_rewrite``)
+    runs: ir.Expr | None = None
 
 
 def split_last_wave(loop: ir.For, names: Names, outer: set[str]) -> tuple[list[ir.Stmt], int]:
@@ -134,10 +138,13 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
     assert programs is not None  # a persistent loop steps by the program count
     v = {stem: fresh(stem) for stem in (
         "k_steps", "dp_tiles", "sk_iters", "sharing", "it_start", "it", "it_end", "sk_tile",
-        "k_lo", "k_hi", "steps", "before", "tile_start", "first", "last", "part")}
+        "k_lo", "k_hi", "steps", "before", "tile_start", "first", "last", "part", "runs",
+        "lanes", "lane", "member", "members", "lane_tiles")}
     var = {stem: b.var(name) for stem, name in v.items()}
     k_steps, t, steps, it, end, sk_iters = (var[n] for n in (
         "k_steps", "sk_tile", "steps", "it", "it_end", "sk_iters"))
+    lanes = _Lanes(names.runs, var, program, programs,
+                   b.binary("-", tiles, var["dp_tiles"]), var["dp_tiles"])
     per_slot = sum(_floats(a) for a in accs)
 
     def slot_pointer(acc: ir.Let, slot: ir.Expr) -> ir.Pointer:
@@ -169,9 +176,9 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
                      ir.Call((), b.I32, "minimum", (b.binary("-", it, var["it_start"]),
                                                     b.const(1))))
     q = v["part"]
-    q_slot = b.add(b.mul(b.var(q), b.const(2)),
+    q_slot = b.add(b.mul(lanes.program(b.var(q)), b.const(2)),
                    b.cast(b.binary("<", first_iteration(b.var(q)), var["tile_start"]), b.I32))
-    counter = ir.Pointer((), ir.DType.I32, names.counters, t)
+    counter = ir.Pointer((), ir.DType.I32, names.counters, lanes.tile(t))
     # the program that completes a tile sums its parts in program order: the same sum
     # whichever part arrives last
     sums = {acc.name: fresh(acc.name + "_sum") for acc in accs}
@@ -206,7 +213,7 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         ir.Let(span, v["k_hi"], ir.Call((), b.I32, "minimum", (
             k_steps, b.add(var["k_lo"], b.binary("-", end, it))))),
         ir.Let(span, v["steps"], b.binary("-", var["k_hi"], var["k_lo"])),
-        ir.Let(span, loop.var, b.add(var["dp_tiles"], t)),
+        ir.Let(span, loop.var, b.add(var["dp_tiles"], lanes.tile(t))),
         *prefix,
         replace(k_loop, start=var["k_lo"], stop=var["k_hi"]),
         ir.If(span, b.binary("<", steps, k_steps), partial, epilogue),
@@ -225,16 +232,73 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
         replace(loop, stop=var["dp_tiles"]),
         ir.Branch(span, names.flag, [
             ir.Comment(span, "stream-K: the K iterations of the last tiles, dealt out evenly"),
-            ir.Let(span, v["sk_iters"], b.mul(b.binary("-", tiles, var["dp_tiles"]), k_steps)),
-            ir.Let(span, v["sharing"], _at_least_one(_smallest(sk_iters, programs, *(
-                [] if names.parts is None else
-                [b.mul(b.binary("-", tiles, var["dp_tiles"]), b.const(names.parts))])))),
-            ir.Let(span, v["it_start"], first_iteration(program)),
+            *lanes.define(span),
+            ir.Let(span, v["sk_iters"], b.mul(lanes.tiles, k_steps)),
+            ir.Let(span, v["sharing"], _at_least_one(_smallest(sk_iters, lanes.members, *(
+                [] if names.parts is None else [b.mul(lanes.tiles, b.const(names.parts))])))),
+            ir.Let(span, v["it_start"], first_iteration(lanes.member)),
             ir.Let(span, v["it"], var["it_start"]),
-            ir.Let(span, v["it_end"], first_iteration(b.add(program, b.const(1)))),
+            ir.Let(span, v["it_end"], first_iteration(b.add(lanes.member, b.const(1)))),
             ir.While(span, b.binary("<", it, end), sk_body),
         ], []),
     ]
+
+
+class _Lanes:
+    """The stream-K tiles and the programs, dealt out in lanes.
+
+    In one lane (``runs`` None) the programs take even shares of all the split tiles'
+    iterations in tile order, so programs working at the same time are at different K
+    steps of the tiles they share an operand with. In a grouped walk over few rows, the
+    ``r`` tiles of one column of B are consecutive; then (where the split tiles start at a
+    multiple of ``r`` and there are at least two programs per lane) tile ``t`` goes to lane
+    ``t % r`` and program ``p`` to lane ``p % r``, and each lane deals its own tiles'
+    iterations to its own programs as one lane would. Programs ``p - p % r`` to ``p - p %
+    r + r - 1`` then compute the ``r`` tiles of one column over the same K steps at the
+    same time and read its B tiles from memory once, as the unsplit wave does. (With one
+    lane, a weight-streaming GEMM whose B does not stay in the L2 cache between those
+    times reads it up to ``r`` times.)"""
+
+    def __init__(self, runs: ir.Expr | None, var: dict[str, ir.Var], program: ir.Expr,
+                 programs: ir.Expr, split_tiles: ir.Expr, dp_tiles: ir.Expr) -> None:
+        self.runs, self.var, self.program_id, self.programs = runs, var, program, programs
+        self.split_tiles, self.dp_tiles = split_tiles, dp_tiles
+        # this program's place in its lane, the programs of a lane, and the lane's tiles
+        if runs is None:
+            self.member, self.members, self.tiles = program, programs, split_tiles
+        else:
+            self.member, self.members, self.tiles = (var["member"], var["members"],
+                                                     var["lane_tiles"])
+
+    def define(self, span: Span | None) -> list[ir.Stmt]:
+        """The statements that bind the lane variables (none for one lane)."""
+        if self.runs is None:
+            return []
+        var = self.var
+        runs, lanes, lane = var["runs"], var["lanes"], var["lane"]
+        aligned = b.and_(b.binary("<=", b.mul(runs, b.const(2)), self.programs),
+                         b.binary("==", b.binary("%", self.dp_tiles, runs), b.const(0)))
+        return [
+            ir.Let(span, runs.name, _at_least_one(self.runs)),
+            ir.Let(span, lanes.name, ir.Where((), b.I32, aligned, runs, b.const(1))),
+            ir.Let(span, lane.name, b.binary("%", self.program_id, lanes)),
+            ir.Let(span, var["member"].name, b.binary("//", self.program_id, lanes)),
+            ir.Let(span, var["members"].name, b.binary("//", self.programs, lanes)),
+            # the split tiles t with t % lanes == lane
+            ir.Let(span, var["lane_tiles"].name, b.binary("//", b.add(
+                b.binary("-", self.split_tiles, lane), b.binary("-", lanes, b.const(1))),
+                lanes)),
+        ]
+
+    def tile(self, index: ir.Expr) -> ir.Expr:
+        """The split tile (counted from the first split one) of a lane's ``index``-th."""
+        if self.runs is None:
+            return index
+        return b.add(b.mul(index, self.var["lanes"]), self.var["lane"])
+
+    def program(self, member: ir.Expr) -> ir.Expr:
+        """The program id of the lane's ``member``-th program."""
+        return self.tile(member)
 
 
 def _smallest(*values: ir.Expr) -> ir.Expr:

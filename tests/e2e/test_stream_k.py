@@ -195,8 +195,28 @@ def test_always_splits_a_last_wave_more_than_half_full(mode: bool | str, splits:
 
 def test_a_part_limit_deals_the_iterations_to_fewer_programs() -> None:
     text = croqtile.load(GEMM, defines=SMALL, stream_k=2).gemm.triton_source
-    assert "sharing = tl.maximum(1, tl.minimum(tl.minimum(sk_iters, n_programs), " in text
-    assert "- dp_tiles) * 2)))" in text
+    assert "sharing = tl.maximum(1, tl.minimum(tl.minimum(sk_iters, members), " \
+        "(lane_tiles * 2)))" in text
+
+
+@pytest.mark.parametrize("programs, parts", [(8, True), (10, True), (8, 2), (9, "always")])
+def test_lanes_keep_the_tiles_of_one_column_in_step(programs: int, parts: bool | int | str,
+                                                    monkeypatch) -> None:
+    """Over at most ``group_m`` rows the split tiles of one column go to as many lanes,
+    each with its own programs, where the split starts at a multiple of the rows and each
+    lane gets at least two programs; otherwise one lane takes them all. 4 rows x 1 column
+    (4 lanes: of 2 programs each, two or one programs left over), 2 x 3 (2 lanes, parts
+    across tiles), 4 x 3 and 2 x 5 (tails of 4 and 2 after 8 whole tiles), 3 x 3 (a tail
+    of one, not aligned: one lane), ragged rows."""
+    monkeypatch.setattr(launcher, "_CPU_SM_COUNT", programs)
+    mod = croqtile.load(GEMM, defines=SMALL, stream_k=parts)
+    text = mod.gemm.triton_source
+    assert "lanes = tl.where((((runs * 2) <= n_programs) & ((dp_tiles % runs) == 0)), " \
+        "runs, 1)" in text
+    assert "tile = (dp_tiles + ((sk_tile * lanes) + lane))" in text
+    _check(mod.gemm, [(128, 64, 224), (64, 150, 160), (128, 150, 96), (64, 300, 128),
+                      (96, 150, 200), (100, 64, 160)], "cpu", calls=2)
+    assert _counters_are_clean("cpu")
 
 
 # The H200 has 132 SMs: 3072^3 in 128 x 256 tiles is 288 tiles (a tail of 24), M = 128 is
