@@ -71,63 +71,63 @@ def test_otherwise_half_and_twice_within_the_tile_range() -> None:
     assert tile_values(TileDefine("W", 8, ()), SQUARE, False, True, "quick") == (8,)
 
 
-def test_decode_rounds_try_stream_k_then_the_tiles_jointly() -> None:
+def test_decode_rounds_try_the_tiles_jointly_and_stream_k_last() -> None:
     space = _space(DECODE)
     # the row, output and K tiles are searched together (the joint round), not alone
     assert [name for name, _ in space.tiles] == ["WARP_K"]
     assert space.stream_k == (True,) and space.sweeps == 1
     rounds = _all_rounds(space)
-    # 16 tiles of 128 x 256 on 132 SMs: stream-K on the written tiles comes first
-    assert rounds[0] == [Config(options=(("persistent", True), ("stream_k", True)))]
-    assert rounds[1] == [Config(), Config((("WARP_K", 32),))]
+    assert rounds[0] == [Config(), Config((("WARP_K", 32),))]
     # the rows' covering tile, the output tile across the weights (halved down to 32:
     # 4096 / 64 = 64 tiles fill under half the SMs) and the K step, 4 warps at 16 rows
     assert {dict(point)["TILE_M"] for point in space.joint} == {16}
     assert sorted({(dict(p)["TILE_N"], dict(p)["TILE_K"]) for p in space.joint}) == sorted(
         (n, k) for n in (256, 128, 64, 32) for k in (64, 128, 256))
     assert {dict(point)["num_warps"] for point in space.joint} == {4}
-    assert len(rounds[2]) == 12
+    assert len(rounds[1]) == 12
     # few tiles: the launch options of weight-streaming shapes (deep pipelines, pointer
     # loads), every combination
-    assert [c.as_dict() for c in rounds[3]][:2] == [
+    assert [c.as_dict() for c in rounds[2]][:2] == [
         {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
          "descriptors": True},
         {"defines": {}, "num_warps": 4, "num_stages": 4, "persistent": False,
          "descriptors": False}]
-    assert len(rounds[3]) == 16
+    assert len(rounds[2]) == 16
     assert {"num_stages": 6, "descriptors": False, "num_warps": 4, "persistent": False} in [
-        {k: v for k, v in c.as_dict().items() if k != "defines"} for c in rounds[3]]
-    assert rounds[-1] == rounds[0]  # stream-K again on the best (here still the default)
-    assert len(rounds) == 5
+        {k: v for k, v in c.as_dict().items() if k != "defines"} for c in rounds[2]]
+    # 16 tiles of 128 x 256 on 132 SMs: stream-K on the best, only at the end
+    assert rounds[3] == [Config(options=(("persistent", True), ("stream_k", True)))]
+    assert len(rounds) == 4
 
 
 def test_a_round_starts_from_the_best_configuration_so_far() -> None:
-    space = _space({"M": 512, "N": 4096, "K": 4096})  # 4 x 16 = 64 tiles: stream-K first
-    best = Config((("WARP_K", 32),), (("persistent", True), ("stream_k", True)))
+    space = _space({"M": 512, "N": 4096, "K": 4096})  # 4 x 16 = 64 tiles of 128 x 256
+    best = Config((("WARP_K", 32),), (("num_warps", 4),))
     rounds = _all_rounds(space, best)
     names = [name for name, _ in space.tiles]
-    # the TILE_N round keeps WARP_K = 32; 4 x 32 = 128 tiles of 128 x 128 leave no SMs
-    # idle, so that candidate drops the stream-K the wider tile had
-    by_n = {dict(c.defines).get("TILE_N"): c for c in rounds[1 + names.index("TILE_N")]}
-    assert by_n[128] == Config((("TILE_N", 128), ("WARP_K", 32)))
-    # the TILE_K round does not change the grid: stream-K stays
-    by_k = {dict(c.defines).get("TILE_K"): c for c in rounds[1 + names.index("TILE_K")]}
+    # the TILE_N round keeps WARP_K = 32 and the options chosen so far
+    by_n = {dict(c.defines).get("TILE_N"): c for c in rounds[names.index("TILE_N")]}
+    assert by_n[128] == Config((("TILE_N", 128), ("WARP_K", 32)), best.options)
+    by_k = {dict(c.defines).get("TILE_K"): c for c in rounds[names.index("TILE_K")]}
     assert by_k[128] == Config((("TILE_K", 128), ("WARP_K", 32)), best.options)
     # the WARP_K round offers the written value too (a define at it is left out)
-    assert rounds[1 + names.index("WARP_K")][0] == Config(options=best.options)
-    # launch options on top; stream-K dropped where the launch is not persistent
+    assert rounds[names.index("WARP_K")][0] == Config(options=best.options)
+    # launch options on the best defines
     launch = rounds[-2]
     assert Config(best.defines, (("num_warps", 4), ("num_stages", 4),
                                  ("persistent", False), ("descriptors", True))) in launch
-    assert Config(best.defines, (("num_warps", 4), ("num_stages", 4), ("persistent", True),
-                                 ("descriptors", True), ("stream_k", True))) in launch
+    # stream-K only in the last round, on the best so far: no tile round compares a
+    # narrower tile at the untuned launch with stream-K on the wider one
+    assert all("stream_k" not in dict(c.options) for step in rounds[:-1] for c in step)
+    assert rounds[-1] == [Config(best.defines, (("num_warps", 4), ("persistent", True),
+                                                ("stream_k", True)))]
 
 
 def test_stream_k_only_where_the_grid_leaves_sms_idle() -> None:
     # 4096^3 in 128 x 256 tiles is 512 tiles on 132 SMs: a last wave 88 % full
     square = _space(SQUARE)
     assert not square.idle(Config())
-    assert all(rounds == [] for rounds in (_all_rounds(square)[0], _all_rounds(square)[-1]))
+    assert _all_rounds(square)[-1] == []
     assert dict(square.tiles)["TILE_M"] == (128, 64, 256)  # enough tiles: half and twice
     # 512 rows: 4 x 16 = 64 tiles, half the SMs idle
     tokens = _space({"M": 512, "N": 4096, "K": 4096})
@@ -165,7 +165,7 @@ def test_full_mode_sweeps_the_tiles_twice_with_wider_options() -> None:
     space = _space(SQUARE, mode="full")
     assert space.sweeps == 2
     assert dict(space.options)["num_stages"] == (2, 3, 4, 5)
-    assert len(_all_rounds(space)) == 2 * (4 + 1) + 2
+    assert len(_all_rounds(space)) == 2 * (4 + 1) + 1  # stream-K once, last
 
 
 def test_configs_are_canonical() -> None:
@@ -203,16 +203,14 @@ def test_the_joint_round_pairs_narrow_tiles_with_long_steps() -> None:
     """A weight-streaming GEMM (few output tiles, rows fewer than the row tile) tries the
     output tile across the widest dimension and the K step together, on the best
     configuration so far; a GEMM whose rows fill its row tile has no joint round."""
-    best = Config((), (("persistent", True), ("stream_k", True)))
+    best = Config((), (("num_stages", 4),))
     qkv = _space({"M": 16, "N": 6144, "K": 4096})
     joint = qkv._joint(best)
-    # what the H200's decode shapes took: 16 x 64 tiles, K steps of 128, 4 warps; 96
-    # tiles of 16 x 64 on 132 SMs (one wave 73 % full) drop the stream-K of 24 tiles
-    assert Config((("TILE_K", 128), ("TILE_M", 16), ("TILE_N", 64)),
-                  (("num_warps", 4),)) in joint
-    # a grid still idle keeps it: 24 tiles of 16 x 256
-    assert Config((("TILE_M", 16),),
-                  (("num_warps", 4), ("persistent", True), ("stream_k", True))) in joint
+    # what the H200's decode shapes took: 16 x 64 tiles, K steps of 128, 4 warps (on
+    # the options chosen so far)
+    assert Config.of({"TILE_K": 128, "TILE_M": 16, "TILE_N": 64},
+                     {"num_stages": 4, "num_warps": 4}) in joint
+    assert Config.of({"TILE_M": 16}, {"num_stages": 4, "num_warps": 4}) in joint
     assert all(dict(c.defines)["TILE_M"] == 16 for c in joint)
     # 6144 / 64 = 96 tiles fill over half the SMs: no 32-wide tile
     assert len(set(joint)) == len(joint) == 3 * 3
@@ -249,9 +247,9 @@ def test_a_fuller_last_wave_is_not_split() -> None:
     qkv = _space({"M": 512, "N": 6144, "K": 4096})  # 4 x 24 = 96 tiles of 128 x 256
     assert not qkv.idle(Config())
     rounds = _all_rounds(qkv)
-    assert rounds[0] == [] and rounds[-1] == []
+    assert rounds[-1] == []
     assert all(c.as_dict().get("stream_k") != "always" for step in rounds for c in step)
-    assert _all_rounds(_space(DECODE))[0] == [
+    assert _all_rounds(_space(DECODE))[-1] == [
         Config(options=(("persistent", True), ("stream_k", True)))]
     # not where the caller fixed a launch that is not persistent
     fixed = _all_rounds(_space(DECODE, options={"persistent": False}))
