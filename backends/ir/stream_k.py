@@ -16,9 +16,15 @@ the autotuner does not try "always".)
 
 A program that computes part of a tile stores its partial accumulator (in f32) in its
 own workspace slot, then adds its iteration count to the tile's counter; the program
-that completes the count adds up the tile's parts in program order, resets the counter
-to zero for the next launch and runs the epilogue. The order of the sum does not depend
-on which part arrives last, so results are the same from run to run.
+that completes the count adds up the tile's parts, from the last program's to the
+first's, resets the counter to zero for the next launch and runs the epilogue. The order
+of the sum does not depend on which part arrives last, so results are the same from run
+to run. Each program walks its share of iterations from the end, so the part of a tile's
+last iterations is computed after the tile's other parts began (they open their
+programs' shares); before storing it, its program reads the counter, and when the other
+parts are all counted it keeps its own part in registers as the first term of the sum
+instead of writing and reading it back. (The interpreter runs programs one after the
+other, so there that part is always kept; the tests force the other path.)
 
 The transformation applies to the body of the persistent tile loop when it has the shape
 the lowering gives an ordinary GEMM: statements without side effects, one loop over K
@@ -140,7 +146,7 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
     v = {stem: fresh(stem) for stem in (
         "k_steps", "dp_tiles", "sk_iters", "sharing", "it_start", "it", "it_end", "sk_tile",
         "k_lo", "k_hi", "steps", "before", "tile_start", "first", "last", "part", "runs",
-        "lanes", "lane", "member", "members", "lane_tiles")}
+        "lanes", "lane", "member", "members", "lane_tiles", "peek", "kept", "done", "seg_start", "rank")}
     var = {stem: b.var(name) for stem, name in v.items()}
     k_steps, t, steps, it, end, sk_iters = (var[n] for n in (
         "k_steps", "sk_tile", "steps", "it", "it_end", "sk_iters"))
@@ -174,51 +180,76 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
 
     # A partial segment goes to slot 2p (program p's first segment) or 2p + 1 (its last).
     own_slot = b.add(b.mul(program, b.const(2)),
-                     ir.Call((), b.I32, "minimum", (b.binary("-", it, var["it_start"]),
-                                                    b.const(1))))
+                     ir.Call((), b.I32, "minimum", (b.binary("-", var["seg_start"],
+                                                             var["it_start"]), b.const(1))))
     q = v["part"]
     q_slot = b.add(b.mul(lanes.program(b.var(q)), b.const(2)),
                    b.cast(b.binary("<", first_iteration(b.var(q)), var["tile_start"]), b.I32))
     counter = ir.Pointer((), ir.DType.I32, names.counters, lanes.tile(t))
-    # the program that completes a tile sums its parts in program order: the same sum
-    # whichever part arrives last
+    # The program that completes a tile sums its parts from the last program's to the
+    # first's: the same sum whichever part arrives last. A program walks its share from
+    # its end, so the program of a tile's last iterations computes them last, after the
+    # other programs' parts of that tile (the first of their shares); when it finds them
+    # all counted, its own part starts the sum from its registers, neither written nor
+    # read back.
+    kept = b.var(v["kept"], ir.DType.I1)
+    rank = b.var(v["rank"])
     sums = {acc.name: fresh(acc.name + "_sum") for acc in accs}
     finish: list[ir.Stmt] = [
         ir.Let(span, v["tile_start"], b.mul(t, k_steps)),
         ir.Let(span, v["first"], owner(var["tile_start"])),
         ir.Let(span, v["last"], owner(b.binary("-", b.add(var["tile_start"], k_steps),
                                                b.const(1)))),
-        *[ir.Let(span, sums[a.name], ir.Full(a.value.axes, ir.DType.F32, 0.0)) for a in accs],
-        ir.For(span, q, var["first"], b.add(var["last"], b.const(1)), [
-            ir.Let(span, sums[a.name], b.add(
+        ir.If(span, kept,
+              [ir.Let(span, sums[a.name], b.cast(b.var(a.name, a.value.dtype, a.value.axes),
+                                                 ir.DType.F32)) for a in accs],
+              [ir.Let(span, sums[a.name], ir.Full(a.value.axes, ir.DType.F32, 0.0))
+               for a in accs]),
+        ir.For(span, v["rank"], b.cast(kept, b.I32),
+               b.add(b.binary("-", var["last"], var["first"]), b.const(1)), [
+            ir.Let(span, q, b.binary("-", var["last"], rank)),
+            *[ir.Let(span, sums[a.name], b.add(
                 b.var(sums[a.name], ir.DType.F32, a.value.axes),
                 ir.Load(a.value.axes, ir.DType.F32, slot_pointer(a, q_slot), None, cache=".cg")))
-            for a in accs], pipelined=True, stages=1),  # (no shared-memory ring for whole tiles)
+              for a in accs]], pipelined=True, stages=1),  # (no shared-memory ring for tiles)
         *[ir.Let(span, a.name, b.cast(b.var(sums[a.name], ir.DType.F32, a.value.axes),
                                       a.value.dtype)) for a in accs],
         ir.Store(span, counter, b.const(0), None),  # (zero again for the next launch)
         *epilogue,
     ]
+    # A part is written, then counted; the program that completes the count sums the
+    # parts. The part of a tile's last iterations reads the count first: complete
+    # without it, the part is kept (the others are written before they are counted).
     partial: list[ir.Stmt] = [
-        *[ir.Store(span, slot_pointer(a, own_slot),
-                   b.cast(b.var(a.name, a.value.dtype, a.value.axes), ir.DType.F32), None)
-          for a in accs],
-        ir.Barrier(span),  # every thread's part is written before the count
-        ir.Atomic(span, "add", counter, steps, None, result=v["before"], sem="acq_rel"),
-        ir.Barrier(span),
-        ir.If(span, b.binary("==", b.add(var["before"], steps), k_steps), finish, []),
+        ir.Atomic(span, "add", counter, b.const(0), None, result=v["peek"], sem="acquire"),
+        ir.Barrier(span),  # (the parts read below after the count read here)
+        ir.Let(span, v["kept"], b.and_(b.binary("==", var["k_hi"], k_steps), b.binary(
+            "==", b.add(var["peek"], steps), k_steps))),
+        ir.Let(span, v["done"], kept),
+        ir.If(span, ir.Unary((), b.I1, "not", kept), [
+            *[ir.Store(span, slot_pointer(a, own_slot),
+                       b.cast(b.var(a.name, a.value.dtype, a.value.axes), ir.DType.F32), None)
+              for a in accs],
+            ir.Barrier(span),  # every thread's part is written before the count
+            ir.Atomic(span, "add", counter, steps, None, result=v["before"], sem="acq_rel"),
+            ir.Barrier(span),
+            ir.Let(span, v["done"], b.binary("==", b.add(var["before"], steps), k_steps)),
+        ], []),
+        ir.If(span, b.var(v["done"], ir.DType.I1), finish, []),
     ]
+    # the segments of a share from its end: [seg_start, it) within one tile
     sk_body = [
-        ir.Let(span, v["sk_tile"], b.binary("//", it, k_steps)),
-        ir.Let(span, v["k_lo"], b.binary("-", it, b.mul(t, k_steps))),
-        ir.Let(span, v["k_hi"], ir.Call((), b.I32, "minimum", (
-            k_steps, b.add(var["k_lo"], b.binary("-", end, it))))),
+        ir.Let(span, v["sk_tile"], b.binary("//", b.binary("-", it, b.const(1)), k_steps)),
+        ir.Let(span, v["seg_start"], ir.Call((), b.I32, "maximum", (
+            b.mul(t, k_steps), var["it_start"]))),
+        ir.Let(span, v["k_lo"], b.binary("-", var["seg_start"], b.mul(t, k_steps))),
+        ir.Let(span, v["k_hi"], b.binary("-", it, b.mul(t, k_steps))),
         ir.Let(span, v["steps"], b.binary("-", var["k_hi"], var["k_lo"])),
         ir.Let(span, loop.var, b.add(var["dp_tiles"], lanes.tile(t))),
         *prefix,
         replace(k_loop, start=var["k_lo"], stop=var["k_hi"]),
         ir.If(span, b.binary("<", steps, k_steps), partial, epilogue),
-        ir.Let(span, v["it"], b.add(it, steps)),
+        ir.Let(span, v["it"], var["seg_start"]),
     ]
     # The host decides whether there is a last wave worth splitting (``names.flag``: not
     # empty, and at most half full unless the option is "always"), so a
@@ -238,9 +269,9 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
             ir.Let(span, v["sharing"], _at_least_one(_smallest(sk_iters, lanes.members, *(
                 [] if names.parts is None else [b.mul(lanes.tiles, b.const(names.parts))])))),
             ir.Let(span, v["it_start"], first_iteration(lanes.member)),
-            ir.Let(span, v["it"], var["it_start"]),
             ir.Let(span, v["it_end"], first_iteration(b.add(lanes.member, b.const(1)))),
-            ir.While(span, b.binary("<", it, end), sk_body),
+            ir.Let(span, v["it"], end),
+            ir.While(span, b.binary(">", it, var["it_start"]), sk_body),
         ], []),
     ]
 

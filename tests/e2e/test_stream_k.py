@@ -7,6 +7,7 @@ it, the SM count on the GPU); kernels that cannot be split are refused with CQ07
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -132,9 +133,38 @@ def test_stream_k_launch_uses_every_program_and_a_workspace() -> None:
     assert "programs = launch.sm_count(device)" in text
     assert "launch.stream_k_buffers(device, programs * 4096, programs)" in text
     assert "sem='acq_rel'" in text
-    assert "while (it < it_end):" in text and "STREAM_K: tl.constexpr" in text
+    assert "while (it > it_start):" in text and "STREAM_K: tl.constexpr" in text
     # the data-parallel loop keeps the K loop's software pipeline
     assert "num_stages=3" in text
+
+
+KEPT = "kept = ((k_hi == k_steps) & ((peek + steps) == k_steps))"
+
+
+def test_a_completing_part_that_was_written_is_read_back(tmp_path: Path,
+                                                         monkeypatch) -> None:
+    """The interpreter runs programs in order, so the program of a tile's last
+    iterations (the highest) always finds the other parts counted and keeps its own.
+    On the GPU it can find one missing, write its part, and complete the count only
+    when counting it (or another program completes it): that path, forced here by a
+    copy of the generated source that never keeps a part, sums every part from the
+    workspace."""
+    monkeypatch.setattr(launcher, "_CPU_SM_COUNT", 10)
+    fn = croqtile.load(GEMM, defines=SMALL, stream_k=True).gemm
+    text = fn.triton_source
+    assert text.count(KEPT) == 1
+    path = tmp_path / "never_kept.py"
+    path.write_text(text.replace(KEPT, "kept = (k_hi < 0)"))
+    spec = importlib.util.spec_from_file_location("never_kept", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+        (m, k), n = a.shape, b.shape[0]
+        module.host_gemm(fn.launcher, a.device, a, b, c, k, m, n)
+
+    _check(gemm, [(30, 800, 224), (128, 64, 224), (64, 150, 160)], "cpu", calls=2)
+    assert _counters_are_clean("cpu")
 
 
 def test_stream_k_epilogue_runs_once_per_tile() -> None:
