@@ -9,10 +9,9 @@ per tile when the option gives that limit. By default only a last wave at most h
 is split (a fuller one gains less, and the parts cost their workspace traffic); with
 ``stream_k="always"`` any partial last wave is: a launch of a single wave of 96 tiles on
 132 SMs then keeps every SM busy, each with 96/132 of a tile's iterations. (On the H200
-that split section ran at 0.74-0.81x the unsplit kernel for 512 x 6144 x 4096, 58 us
-against 44-47: without the parts' stores and sums it took 41 us, cuBLAS's time, so the
-f32 parts of 128 x 256 tiles, about two per tile, cost more than the idle SMs' share;
-the autotuner does not try "always".)
+that split section of 512 x 6144 x 4096 took 53 us against 46 unsplit; without the
+parts' stores and sums it took cuBLAS's time, so the f32 parts of 128 x 256 tiles, about
+two per tile, cost more than the idle SMs' share; the autotuner does not try "always".)
 
 A program that computes part of a tile stores its partial accumulator (in f32) in its
 own workspace slot, then adds its iteration count to the tile's counter; the program
