@@ -139,18 +139,41 @@ def test_stream_k_launch_uses_every_program_and_a_workspace() -> None:
 
 
 KEPT = "kept = ((k_hi == k_steps) & ((peek + steps) == k_steps))"
+# parts of 64 x 256 floats: large enough to be kept in registers (stream_k._KEPT_FLOATS)
+LARGE = {"TILE_M": 64, "TILE_N": 256, "TILE_K": 32}
+# 2 x 2 tiles in two lanes, 1 x 4 tiles in one, a ragged edge; 7, 5 and 4 K steps
+LARGE_SHAPES = [(128, 512, 224), (64, 1024, 160), (100, 300, 128)]
 
 
-def test_a_completing_part_that_was_written_is_read_back(tmp_path: Path,
-                                                         monkeypatch) -> None:
+def _written_slots(run: Callable[[], None], floats: int,
+                   monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many workspace slots of ``floats`` one launch by ``run`` wrote (the workspace
+    is poisoned with NaN before it)."""
+    poisoned, used = launcher.stream_k_buffers, []
+
+    def recording(device, size: int, counters: int):  # type: ignore[no-untyped-def]
+        buffers = poisoned(device, size, counters)
+        used.append(buffers[0])
+        return buffers
+
+    monkeypatch.setattr(launcher, "stream_k_buffers", recording)
+    run()
+    monkeypatch.setattr(launcher, "stream_k_buffers", poisoned)
+    (workspace,) = used
+    slots = workspace[: workspace.numel() // floats * floats].view(-1, floats)
+    return int(torch.isfinite(slots).all(dim=1).sum())
+
+
+def test_the_part_that_completes_a_tile_stays_in_registers(tmp_path: Path,
+                                                          monkeypatch) -> None:
     """The interpreter runs programs in order, so the program of a tile's last
-    iterations (the highest) always finds the other parts counted and keeps its own.
-    On the GPU it can find one missing, write its part, and complete the count only
-    when counting it (or another program completes it): that path, forced here by a
-    copy of the generated source that never keeps a part, sums every part from the
-    workspace."""
+    iterations (the highest) always finds the other parts counted and keeps its own
+    part: fewer slots are written than by a copy of the generated source that never
+    keeps one. That copy takes the path the GPU takes when such a program finds a part
+    missing: it writes its own, and the program that completes the count (itself or
+    another) sums every part from the workspace. Both match the reference."""
     monkeypatch.setattr(launcher, "_CPU_SM_COUNT", 10)
-    fn = croqtile.load(GEMM, defines=SMALL, stream_k=True).gemm
+    fn = croqtile.load(GEMM, defines=LARGE, stream_k=True).gemm
     text = fn.triton_source
     assert text.count(KEPT) == 1
     path = tmp_path / "never_kept.py"
@@ -159,12 +182,22 @@ def test_a_completing_part_that_was_written_is_read_back(tmp_path: Path,
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-    def gemm(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
+    def never_kept(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
         (m, k), n = a.shape, b.shape[0]
         module.host_gemm(fn.launcher, a.device, a, b, c, k, m, n)
 
-    _check(gemm, [(30, 800, 224), (128, 64, 224), (64, 150, 160)], "cpu", calls=2)
-    assert _counters_are_clean("cpu")
+    for gemm in (fn, never_kept):
+        _check(gemm, LARGE_SHAPES, "cpu", calls=2)
+        assert _counters_are_clean("cpu")
+    a, b = torch.randn(128, 224).half(), torch.randn(512, 224).half()
+    c = torch.empty(128, 512, dtype=torch.float16)
+    floats = 64 * 256
+    kept = _written_slots(lambda: fn(a, b, c), floats, monkeypatch)
+    written = _written_slots(lambda: never_kept(a, b, c), floats, monkeypatch)
+    assert 0 < kept < written, (kept, written)
+    # smaller parts are always written: no count read before
+    small = croqtile.load(GEMM, defines=SMALL, stream_k=True).gemm.triton_source
+    assert "kept" not in small and "sem='acquire'" not in small
 
 
 def test_stream_k_epilogue_runs_once_per_tile() -> None:
