@@ -150,7 +150,8 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
     v = {stem: fresh(stem) for stem in (
         "k_steps", "dp_tiles", "sk_iters", "sharing", "it_start", "it", "it_end", "sk_tile",
         "k_lo", "k_hi", "steps", "before", "tile_start", "first", "last", "part", "runs",
-        "lanes", "lane", "member", "members", "lane_tiles", "peek", "kept", "done", "seg_start", "rank")}
+        "lanes", "lane", "member", "members", "lane_tiles", "peek", "kept", "done",
+        "seg_start", "rank")}
     var = {stem: b.var(name) for stem, name in v.items()}
     k_steps, t, steps, it, end, sk_iters = (var[n] for n in (
         "k_steps", "sk_tile", "steps", "it", "it_end", "sk_iters"))
