@@ -145,21 +145,22 @@ LARGE = {"TILE_M": 64, "TILE_N": 256, "TILE_K": 32}
 LARGE_SHAPES = [(128, 512, 224), (64, 1024, 160), (100, 300, 128)]
 
 
-def _written_slots(run: Callable[[], None], floats: int,
-                   monkeypatch: pytest.MonkeyPatch) -> int:
-    """How many workspace slots of ``floats`` one launch by ``run`` wrote (the workspace
-    is poisoned with NaN before it)."""
+def _record_workspaces(monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
+    """The workspace of every launch from here on, in order (poisoned with NaN before
+    the launch)."""
     poisoned, used = launcher.stream_k_buffers, []
 
-    def recording(device, size: int, counters: int):  # type: ignore[no-untyped-def]
-        buffers = poisoned(device, size, counters)
+    def recording(device, floats: int, counters: int):  # type: ignore[no-untyped-def]
+        buffers = poisoned(device, floats, counters)
         used.append(buffers[0])
         return buffers
 
     monkeypatch.setattr(launcher, "stream_k_buffers", recording)
-    run()
-    monkeypatch.setattr(launcher, "stream_k_buffers", poisoned)
-    (workspace,) = used
+    return used
+
+
+def _written_slots(workspace: torch.Tensor, floats: int) -> int:
+    """How many slots of ``floats`` a launch wrote in its (poisoned) workspace."""
     slots = workspace[: workspace.numel() // floats * floats].view(-1, floats)
     return int(torch.isfinite(slots).all(dim=1).sum())
 
@@ -191,9 +192,11 @@ def test_the_part_that_completes_a_tile_stays_in_registers(tmp_path: Path,
         assert _counters_are_clean("cpu")
     a, b = torch.randn(128, 224).half(), torch.randn(512, 224).half()
     c = torch.empty(128, 512, dtype=torch.float16)
-    floats = 64 * 256
-    kept = _written_slots(lambda: fn(a, b, c), floats, monkeypatch)
-    written = _written_slots(lambda: never_kept(a, b, c), floats, monkeypatch)
+    used = _record_workspaces(monkeypatch)  # (one buffer, reused: counted after each)
+    fn(a, b, c)
+    kept = _written_slots(used[-1], 64 * 256)
+    never_kept(a, b, c)
+    written = _written_slots(used[-1], 64 * 256)
     assert 0 < kept < written, (kept, written)
     # smaller parts are always written: no count read before
     small = croqtile.load(GEMM, defines=SMALL, stream_k=True).gemm.triton_source
@@ -239,14 +242,7 @@ def test_always_splits_a_last_wave_more_than_half_full(mode: bool | str, splits:
     """3 tiles on the CPU's 4 programs (a single wave, three quarters full) and 15 tiles
     (a tail of 3): stream_k=True leaves such a wave whole, "always" deals its K iterations
     out; then parts are written to the workspace (poisoned with NaN before each launch)."""
-    poisoned, used = launcher.stream_k_buffers, []
-
-    def recording(device, floats: int, counters: int):  # type: ignore[no-untyped-def]
-        buffers = poisoned(device, floats, counters)
-        used.append(buffers[0])
-        return buffers
-
-    monkeypatch.setattr(launcher, "stream_k_buffers", recording)
+    used = _record_workspaces(monkeypatch)
     mod = croqtile.load(GEMM, defines=SMALL, stream_k=mode)
     for shape in [(96, 64, 96), (96, 320, 96)]:
         used.clear()
