@@ -160,9 +160,8 @@ class Descent:
     """The default search (module docstring): ``tiles`` per tile define its values (the
     written one first), ``joint`` the points (define and option values) tried together
     after the tiles, each over the best configuration so far, ``options`` the launch
-    option knobs,
-    ``stream_k`` the values tried on a configuration for which ``idle`` says that its
-    grid leaves SMs idle."""
+    option knobs, ``stream_k`` the values tried last on the best configuration when
+    ``idle`` says that its grid leaves SMs idle."""
 
     tiles: tuple[tuple[str, tuple[int, ...]], ...] = ()
     joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
