@@ -8,6 +8,7 @@ it, the SM count on the GPU); kernels that cannot be split are refused with CQ07
 from __future__ import annotations
 
 import importlib.util
+import random
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -201,6 +202,25 @@ def test_the_part_that_completes_a_tile_stays_in_registers(tmp_path: Path,
     # smaller parts are always written: no count read before
     small = croqtile.load(GEMM, defines=SMALL, stream_k=True).gemm.triton_source
     assert "kept" not in small and "sem='acquire'" not in small
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_splits_match_the_reference(seed: int, monkeypatch) -> None:
+    """Random shapes, tiles (parts kept or not), program counts and stream_k values:
+    lanes, parts over tile edges, ragged edges and idle programs together."""
+    rng = random.Random(seed)
+    modules: dict[tuple[object, ...], Callable[..., object]] = {}
+    for _ in range(8):
+        tm, tn = rng.choice([(32, 64), (64, 256), (16, 64)])
+        mode = rng.choice([True, "always", 2, 3])
+        monkeypatch.setattr(launcher, "_CPU_SM_COUNT", rng.randint(2, 14))
+        key = (tm, tn, mode)
+        if key not in modules:
+            modules[key] = croqtile.load(
+                GEMM, defines={"TILE_M": tm, "TILE_N": tn, "TILE_K": 32}, stream_k=mode).gemm
+        shape = (rng.randint(1, 4 * tm), rng.randint(1, 5 * tn), rng.randint(1, 256))
+        _check(modules[key], [shape], "cpu", calls=2)
+        assert _counters_are_clean("cpu"), (key, shape)
 
 
 def test_stream_k_epilogue_runs_once_per_tile() -> None:
