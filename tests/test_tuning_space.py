@@ -199,6 +199,22 @@ def test_a_three_quarter_tile_is_computed_in_two_pieces() -> None:
     assert options == {256: {}, 192: {"split_tiles": True}, 128: {}}
 
 
+def test_a_three_quarter_tile_is_also_timed_with_a_deeper_pipeline() -> None:
+    """Where the search varies the stages, the 192-wide candidate of the tile round comes
+    at the untuned launch and at 4 stages too; not where the caller fixed the stages or
+    the best configuration so far already has them."""
+    qkv = _space({"M": 512, "N": 6144, "K": 4096})  # 96 tiles of 128 x 256
+    by_n = [c for c in qkv._tile("TILE_N", dict(qkv.tiles)["TILE_N"], Config())
+            if dict(c.defines).get("TILE_N") == 192]
+    assert [c.as_dict() for c in by_n] == [
+        {"defines": {"TILE_N": 192}, "split_tiles": True},
+        {"defines": {"TILE_N": 192}, "num_stages": 4, "split_tiles": True}]
+    staged = Config(options=(("num_stages", 6),))
+    assert len(qkv._tile("TILE_N", (256, 192), staged)) == 2
+    fixed = _space({"M": 512, "N": 6144, "K": 4096}, options={"num_stages": 3})
+    assert len(fixed._tile("TILE_N", (256, 192), Config())) == 2
+
+
 def test_the_joint_round_pairs_narrow_tiles_with_long_steps() -> None:
     """A weight-streaming GEMM (few output tiles, rows fewer than the row tile) tries the
     output tile across the widest dimension and the K step together, on the best
