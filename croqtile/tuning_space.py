@@ -9,7 +9,11 @@ thing at a time, keeping what was fastest so far:
    names), over values chosen for the shape bucket (``tile_values``), the other defines
    at the best values so far -- the defines of a tile that overhangs its dimension
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
-   those spreading output tiles over blocks, then the rest;
+   those spreading output tiles over blocks, then the rest; a three-quarter tile
+   (``_split_option``) is timed at the untuned launch and at 4 stages, since its own
+   pipeline depth decides whether it beats the written tile (128 x 192 over
+   512 x 6144 x 4096 on the H200: 0.85 of cuBLAS at the untuned 3 stages; chosen at
+   4 stages and 4 warps, 0.99-1.01);
 2. for an MMA kernel that streams its weights (fewer output tiles than SMs, and at
    most 128 rows: a decode step), instead of the single rounds of these defines: a row
    tile over more rows than there are at the size covering them, with the output tile
