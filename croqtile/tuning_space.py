@@ -205,8 +205,7 @@ class Descent:
             options = {**dict(best.options), **split}
             configs.append(Config.of(defines, options, written))
             if split and stages_searched and "num_stages" not in options:
-                # the untuned launch pipelines at most 3 stages; a three-quarter tile
-                # needs one more to keep up (128 x 192: 0.85 of cuBLAS at 3, 0.91 at 4)
+                # (the untuned launch pipelines at most 3 stages: see _SPLIT_STAGES)
                 configs.append(Config.of(defines, {**options, "num_stages": _SPLIT_STAGES},
                                          written))
         return configs
