@@ -21,6 +21,9 @@ calls without synchronisation): when a kernel is shorter than the host path of i
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -53,6 +56,9 @@ DTYPES: Mapping[str, torch.dtype] = {
 TOLERANCES: Mapping[str, float] = {"gemm": 1e-2, "gemm_fp8": 5e-2, "copy": 0.0, "add": 0.0}
 
 Timer = Callable[[Callable[[], object]], float]  # milliseconds for one call of fn
+# The weight-streaming sweeps (decode, epilogue) time their calls over copies of the inputs
+# that together span this many times the GPU's L2 cache (see `input_sets`).
+L2_SPAN = 4
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,7 @@ class Row:
     croqtile_host_us: float | None = None  # host time of one call (CUDA rows)
     baseline_host_us: float | None = None
     compiled_ms: float | None = None  # torch.compile of the baseline, where a case has one
+    input_sets: int = 1  # copies of the inputs the timing went through in turn
 
     @property
     def ratio(self) -> float | None:
@@ -248,6 +255,19 @@ class Prepared:
     reference: Callable[[], torch.Tensor]
     compiled: Callable[[], object] | None = None
     tolerance: float | None = None
+    rotation: Rotation | None = None  # what is timed, when not these calls themselves
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """The calls a case is timed with when its inputs would stay in the L2 cache between
+    calls: the same calls as its `Prepared`'s, each over ``sets`` copies of the inputs in
+    turn (`in_turn`)."""
+
+    sets: int
+    ours: Callable[[], object]
+    baseline: Callable[[], object]
+    compiled: Callable[[], object] | None = None
 
 
 @dataclass(frozen=True)
@@ -316,13 +336,40 @@ def random_tensors(case: Case, device: str, seed: int = 0
     return randn
 
 
-def prepare_gemm(case: Case, fn: Any, device: str) -> Prepared:
-    """y[M, N] = x[M, K] @ w[N, K]^T written by ``fn(x, w, y)``, beside ``torch.matmul``."""
+def input_sets(case: Case, device: str) -> int:
+    """How many copies of a case's inputs its timing goes through in turn: enough to span
+    `L2_SPAN` times the GPU's L2 cache, so that every call reads its operands from device
+    memory, as a model's decode step reads each layer's weights once. Replaying one set
+    partly times the cache instead (H200, the o projection at M = 64: a 33.5 MB weight and
+    a 60 MB L2; one set replayed, three input tensors of that shape timed up to 7 % apart
+    in one process, and croqtile's ratio to cuBLAS came out 0.90-0.93; over copies that
+    span 4x the L2, 1.00-1.01). 1 off CUDA."""
+    if not str(device).startswith("cuda"):
+        return 1
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    return max(1, math.ceil(L2_SPAN * l2 / case.bytes))
+
+
+def in_turn(calls: Sequence[Callable[[], object]]) -> Callable[[], object]:
+    """A call that makes the next of ``calls`` each time (round and round)."""
+    turn = itertools.cycle(calls)
+    return lambda: next(turn)()
+
+
+def prepare_gemm(case: Case, fn: Any, device: str, sets: int = 1) -> Prepared:
+    """y[M, N] = x[M, K] @ w[N, K]^T written by ``fn(x, w, y)``, beside ``torch.matmul``;
+    with ``sets`` > 1, timed over that many copies of x and w in turn (the first set is
+    the one checked)."""
     randn = random_tensors(case, device)
-    a, b = randn(case.M, case.K), randn(case.N, case.K)
+    inputs = [(randn(case.M, case.K), randn(case.N, case.K)) for _ in range(sets)]
+    a, b = inputs[0]
     out = torch.empty((case.M, case.N), dtype=DTYPES[case.dtype], device=device)
+    rotation = None if sets == 1 else Rotation(
+        sets, in_turn([functools.partial(fn, x, w, out) for x, w in inputs]),
+        in_turn([functools.partial(torch.matmul, x, w.T) for x, w in inputs]))
     return Prepared(lambda: fn(a, b, out), lambda: torch.matmul(a, b.T), out,
-                    lambda: a.double() @ b.double().T, tolerance=TOLERANCES["gemm"])
+                    lambda: a.double() @ b.double().T, tolerance=TOLERANCES["gemm"],
+                    rotation=rotation)
 
 
 def prepare(case: Case, fn: Any, device: str) -> Prepared:
@@ -469,11 +516,12 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
         return Row(case, False, None, note="check: " + _describe(exc))
     if not ok or timer is None:
         return Row(case, ok, err, config=config_string(fn), note=note)
-    sides = [prepared.ours, prepared.baseline]
-    if prepared.compiled is not None:
+    timed = prepared.rotation or prepared
+    sides = [timed.ours, timed.baseline]
+    if timed.compiled is not None:
         try:  # compiled (and warmed up) here, outside the timing
-            prepared.compiled()
-            sides.append(prepared.compiled)
+            timed.compiled()
+            sides.append(timed.compiled)
         except Exception as exc:  # the other baseline is still timed
             note = "torch.compile: " + _describe(exc)
     try:
@@ -481,7 +529,8 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
     except Exception as exc:  # correct, but not timed: still ok
         return Row(case, ok, err, config=config_string(fn), note="timing: " + _describe(exc))
     row = Row(case, ok, err, ours_ms, base_ms, config_string(fn), note,
-              compiled_ms=compiled[0] if compiled else None)
+              compiled_ms=compiled[0] if compiled else None,
+              input_sets=prepared.rotation.sets if prepared.rotation else 1)
     if host_timer is None:
         return row
     return dataclasses.replace(row, croqtile_host_us=host_timer(prepared.ours),
@@ -541,5 +590,6 @@ def show_progress(stream: TextIO, done: int, total: int, case: Case | None) -> N
 __all__ = [
     "Case", "Row", "Prepared", "square_cases", "llm_cases", "fp8_cases", "memory_cases",
     "tiny_cases", "quick_cases", "full_cases", "run_cases", "run_case", "kernel_loader",
-    "prepare", "prepare_gemm", "check", "time_pair", "time_interleaved", "progress_line",
+    "prepare", "prepare_gemm", "input_sets", "in_turn", "Rotation", "check", "time_pair",
+    "time_interleaved", "progress_line",
 ]

@@ -9,6 +9,11 @@ w [N, K]:
   ``autotune="quick"`` and no search space of its own (what a user gets), beside
   ``torch.matmul(x, w.T)`` (cuBLAS) at token counts M = 1 ... 512 on the Llama-3-8B
   projections. M below 16 is under the MMA's smallest row count: the compiler pads.
+
+Both are timed over copies of their inputs in turn that span several times the L2 cache
+(``bench.input_sets``, the ``input_sets`` column): a model reads each layer's weights from
+device memory once per step, and a 4096 x 4096 weight replayed alone would partly stay in
+the H200's 60 MB L2.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from .bench import DTYPES, LLM_SHAPES, Case, Prepared, random_tensors
+from .bench import (DTYPES, LLM_SHAPES, Case, Prepared, Rotation, in_turn, input_sets,
+                    random_tensors)
 
 EPILOGUE_MS = (16, 64, 512, 4096)
 EPILOGUE_N = EPILOGUE_K = 4096
@@ -89,12 +95,17 @@ def compile_baseline(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
     return torch.compile(fn, dynamic=False)
 
 
-def prepare_epilogue(case: Case, fn: Any, device: str) -> Prepared:
+def prepare_epilogue(case: Case, fn: Any, device: str, sets: int | None = None) -> Prepared:
     """x, w and bias of the case's type; torch's unfused ``act(F.linear(x, w, bias))``,
-    and the same compiled (on its first call, which the harness makes before timing)."""
+    and the same compiled (on its first call, which the harness makes before timing).
+    Timed over ``sets`` copies of the inputs in turn (by default `bench.input_sets`: the
+    weights come from device memory, as in a model); the first set is the one checked."""
     torch_act = ACTIVATIONS[activation(case)][1]
     randn = random_tensors(case, device)
-    x, w, bias = randn(case.M, case.K), randn(case.N, case.K), randn(case.N)
+    sets = input_sets(case, device) if sets is None else sets
+    inputs = [(randn(case.M, case.K), randn(case.N, case.K), randn(case.N))
+              for _ in range(sets)]
+    x, w, bias = inputs[0]
     out = torch.empty((case.M, case.N), dtype=DTYPES[case.dtype], device=device)
 
     def unfused(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -102,11 +113,18 @@ def prepare_epilogue(case: Case, fn: Any, device: str) -> Prepared:
 
     compiled: list[Callable[..., torch.Tensor]] = []
 
-    def run_compiled() -> torch.Tensor:
+    def run_compiled(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         if not compiled:
             compiled.append(compile_baseline(unfused))
         return compiled[0](x, w, bias)
 
-    return Prepared(lambda: fn(x, w, bias, out), lambda: unfused(x, w, bias), out,
+    def calls(f: Callable[..., object]) -> list[Callable[[], object]]:
+        return [functools.partial(f, *operands) for operands in inputs]
+
+    ours = calls(lambda x, w, bias: fn(x, w, bias, out))
+    rotation = None if sets == 1 else Rotation(
+        sets, in_turn(ours), in_turn(calls(unfused)), in_turn(calls(run_compiled)))
+    return Prepared(ours[0], lambda: unfused(x, w, bias), out,
                     lambda: torch_act(x.double() @ w.double().T + bias.double()),
-                    compiled=run_compiled, tolerance=TOLERANCE)
+                    compiled=lambda: run_compiled(x, w, bias), tolerance=TOLERANCE,
+                    rotation=rotation)

@@ -35,18 +35,22 @@ ATTENTION_COLUMNS = ("sweep", "kernel", "dtype", "B", "H", "S", "D", "causal", "
 EPILOGUE_COLUMNS = ("sweep", "kernel", "dtype", "M", "N", "K", "label", "croqtile_tflops",
                     "baseline_tflops", "ratio", "compiled_tflops", "compiled_ratio",
                     "croqtile_ms", "baseline_ms", "compiled_ms", "ok", "rel_error", "config",
-                    "croqtile_host_us", "baseline_host_us", "note")
+                    "croqtile_host_us", "baseline_host_us", "input_sets", "note")
+DECODE_COLUMNS = ("sweep", "kernel", "dtype", "M", "N", "K", "label", "croqtile_tflops",
+                  "baseline_tflops", "ratio", "croqtile_ms", "baseline_ms", "ok", "rel_error",
+                  "config", "croqtile_host_us", "baseline_host_us", "input_sets", "note")
 # the sparse sweep's second baseline (torch's semi-structured GEMM) fills the compiled_*
 # columns
 COLUMNS: Mapping[str, tuple[str, ...]] = {"attention": ATTENTION_COLUMNS,
                                           "epilogue": EPILOGUE_COLUMNS,
+                                          "decode": DECODE_COLUMNS,
                                           "sparse": EPILOGUE_COLUMNS}
 # The attention bar of the issue is a geometric mean over the longer sequences only (short
 # ones are launch-bound on both sides): those rows get a mean of their own.
 LONG_SEQUENCE = 2048
 LONG_SEQUENCE_KEY = f"S>={LONG_SEQUENCE}"
 # Shape fields are written as integers; every other number with these significant digits.
-_INTEGERS = frozenset("MNKBHSD")
+_INTEGERS = frozenset((*"MNKBHSD", "input_sets"))
 _DIGITS = {"croqtile_ms": 6, "baseline_ms": 6, "compiled_ms": 6, "rel_error": 3}
 
 
@@ -160,7 +164,8 @@ def record(row: Row, fraction: float | None = None) -> dict[str, Any]:
         "baseline_gbps": row.gbps(row.baseline_ms) if bandwidth else None,
         "copy_fraction": fraction, "ok": row.ok, "rel_error": row.rel_error,
         "config": row.config, "croqtile_host_us": row.croqtile_host_us,
-        "baseline_host_us": row.baseline_host_us, "note": row.note,
+        "baseline_host_us": row.baseline_host_us, "input_sets": row.input_sets,
+        "note": row.note,
     }
 
 

@@ -18,6 +18,9 @@ from . import bench, bench_attention, bench_linear, bench_report, bench_sparse
 from .bench import KERNEL_DIR, Case, KernelLoader, Prepared, Program, Row, Timer
 
 USER_SWEEPS = ("attention", "epilogue", "decode")
+ROTATED_INPUTS = (f"every side timed over copies of its inputs in turn, together at least "
+                  f"{bench.L2_SPAN}x the L2 cache (the input_sets column): weights come from "
+                  "device memory, as in a model's step")
 SWEEPS = bench.SWEEPS + USER_SWEEPS
 # user-style sweeps that run only when named (``croqtile bench sparse``): not in "all"
 NAMED_SWEEPS = ("sparse",)
@@ -154,7 +157,7 @@ def prepare(case: Case, fn: Any, device: str) -> Prepared:
     if case.sweep == "epilogue":
         return bench_linear.prepare_epilogue(case, fn, device)
     if case.sweep == "decode":
-        return bench.prepare_gemm(case, fn, device)
+        return bench.prepare_gemm(case, fn, device, bench.input_sets(case, device))
     if case.sweep == "sparse":
         return bench_sparse.prepare_sparse(case, fn, device)
     return bench.prepare(case, fn, device)
@@ -189,9 +192,10 @@ def sweep_metadata(autotune: str, attention: Mapping[str, Program]
         "epilogue": {
             "baseline": "act(torch.nn.functional.linear(x, w, bias))",
             "compiled": "torch.compile of the baseline (dynamic=False, default mode), "
-                        "compiled and warmed up before timing"},
+                        "compiled and warmed up before timing",
+            "inputs": ROTATED_INPUTS},
         "decode": {"autotune": sweep_autotune("decode", autotune),
-                   "baseline": "torch.matmul(x, w.T)"},
+                   "baseline": "torch.matmul(x, w.T)", "inputs": ROTATED_INPUTS},
         "sparse": {"kernel": "bench/kernels/gemm_sp.co with backend='cuda'",
                    "baseline": "torch.matmul(a, b.T), a the decompressed 2:4 matrix (cuBLAS)",
                    "compiled": "torch.mm(to_sparse_semi_structured(a), b.T): torch's "
