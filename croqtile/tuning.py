@@ -76,7 +76,8 @@ _FINAL_ROUNDS = 2
 _DEFAULT_EDGE = 0.01
 
 Timer = Callable[[Callable[[], Any]], float]
-Spaces = Callable[[dict[str, int], int], Plan]  # (the shape bucket, the SM count) -> candidates
+# (the shape bucket, the SM count, the shape searched) -> the candidates
+Spaces = Callable[[dict[str, int], int, dict[str, int]], Plan]
 
 
 # ------------------------------------------------------------------------------ the cache
@@ -237,7 +238,7 @@ class TunedFunction:
                  compiler: Compiler, fixed: Mapping[str, Any], budget_s: float | None) -> None:
         self.name = name
         self.mode = mode
-        self.space_for = space  # (the shape bucket, the SM count) -> the candidates
+        self.space_for = space  # (the shape bucket, the SM count, the shape) -> candidates
         self.budget_s = budget_s if budget_s is not None else _BUDGET[mode]
         self.timer: Timer | None = None  # None: the GPU timer on CUDA, no tuning on the CPU
         self.sm_count: int | None = None  # None: the device's (decides stream-K candidates)
@@ -340,7 +341,7 @@ class TunedFunction:
         if memo in self._choices:
             return self._choices[memo]
         sms = self.sm_count or sm_count(bound.device)
-        space = self.space_for(dict(bucket), sms)
+        space = self.space_for(dict(bucket), sms, dict(bound.dims))
         if space.empty:
             self._choices[memo] = self._default
             return self._default
@@ -555,12 +556,12 @@ def make_tuned(names: Iterable[str], text: str, mode: str,
     def spaces_for(name: str) -> Spaces:
         if callable(tunables):
             chooser = tunables
-            return lambda bucket, sms: search_space(mode, text, chooser(bucket), defines,
-                                                    options)
+            return lambda bucket, sms, dims: search_space(mode, text, chooser(bucket),
+                                                          defines, options)
         if tunables is not None:
-            return lambda bucket, sms: static
-        return lambda bucket, sms: default_space(mode, probe, name, bucket, sms, defines,
-                                                 options)
+            return lambda bucket, sms, dims: static
+        return lambda bucket, sms, dims: default_space(mode, probe, name, bucket, sms,
+                                                       defines, options, dims)
     modules: dict[Config, Mapping[str, Any]] = {}
 
     def compiler_for(name: str) -> Compiler:

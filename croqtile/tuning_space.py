@@ -92,9 +92,10 @@ _OTHER_TILES = (8, 1024)
 # for 132 SMs, 64 x 128 is 256.
 _HALVINGS = {"quick": 2, "full": 3}
 # A last wave of tiles at most half full wastes this share of the launch or more before
-# stream-K is tried: 16 tiles on 132 SMs waste 88 %, 288 tiles (3 waves) 27 %, 1000
-# tiles 5 % (the parts' workspace traffic would cost about that).
-_IDLE_SHARE = 0.2
+# stream-K is tried: 16 tiles on 132 SMs waste 88 %, 288 tiles (3 waves) 27 %, 448 tiles
+# (512 x 28672 in 128 x 256 tiles, 3.4 waves) 15 %, 1000 tiles 5 % (the parts' workspace
+# traffic would cost about that). The final round keeps the default unless stream-K wins.
+_IDLE_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,8 @@ class Descent:
     idle: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
     # the written values of the defines the joint points set
     written: tuple[tuple[str, str], ...] = ()
+    # the shape ``idle`` counts tiles at (part of the key: it decides the stream-K round)
+    counted_at: tuple[tuple[str, int], ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -246,7 +249,9 @@ class Descent:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
                 [[list(kv) for kv in point] for point in self.joint],
                 [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps,
-                "stream-K last", "three-quarter stages"]
+                "stream-K last", "three-quarter stages",
+                *([["stream-K counted at", [list(kv) for kv in self.counted_at]]]
+                  if self.counted_at else [])]
 
 
 Plan = Space | Descent
@@ -323,9 +328,13 @@ def search_space(mode: str, text: str, tunables: Tunables,
 
 def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[str, int],
                   sms: int, fixed_defines: Mapping[str, Any],
-                  fixed_options: Mapping[str, Any]) -> Descent:
+                  fixed_options: Mapping[str, Any],
+                  dims: Mapping[str, int] | None = None) -> Descent:
     """The search of ``mode`` for ``function`` at a shape bucket on a device of ``sms``
-    SMs (module docstring). Values the caller fixed are not searched."""
+    SMs (module docstring). Values the caller fixed are not searched. ``dims``: the
+    shape the search times (by default the bucket's); whether stream-K is tried counts
+    its tiles, since the last wave depends on the exact size (512 x 28672 x 4096 is 448
+    tiles of 128 x 256, 3.4 waves on 132 SMs; its bucket's 32768 columns are 512, 3.9)."""
     mma = probe.has_mma(function)
     tiles = probe.output_tiles(function, {}, bucket)
     few = tiles is not None and tiles < sms
@@ -347,12 +356,14 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     if mma and "stream_k" not in fixed_options and fixed_options.get("persistent") is not False:
         stream_k = _STREAM_K[mode]
 
+    timed = dict(dims or bucket)
+
     def count(defines: Mapping[str, int]) -> int:
         """Output tiles at these define values (0 when unknown)."""
         return probe.output_tiles(function, dict(defines), bucket) or 0
 
     def idle(config: Config) -> bool:
-        return idle_wave(count(dict(config.defines)), sms)
+        return idle_wave(probe.output_tiles(function, dict(config.defines), timed) or 0, sms)
 
     joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
     if few and mma:
@@ -361,7 +372,8 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     jointly = {name for point in joint for name, _ in point}
     return Descent(tuple((t.name, v) for t, v in searched if t.name not in jointly), joint,
                    options, stream_k, _SWEEPS[mode], idle,
-                   tuple((t.name, str(t.value)) for t, _ in searched if t.name in jointly))
+                   tuple((t.name, str(t.value)) for t, _ in searched if t.name in jointly),
+                   tuple(sorted(timed.items())) if stream_k else ())
 
 
 # A GEMM over at most this many rows streams its weights (see _streaming_points): the

@@ -26,9 +26,10 @@ SLICE = TileDefine("WARP_K", 16, ())
 
 def _space(bucket: dict, sms: int = H200_SMS, text: str = GEMM, function: str = "gemm",
            defines: dict | None = None, options: dict | None = None,
-           mode: str = "quick") -> Descent:
+           mode: str = "quick", dims: dict | None = None) -> Descent:
     probe = TileProbe(text, source_defines(text), defines or {})
-    return default_space(mode, probe, function, bucket, sms, defines or {}, options or {})
+    return default_space(mode, probe, function, bucket, sms, defines or {}, options or {},
+                         dims)
 
 
 def _all_rounds(space: Descent, best: Config | None = None) -> list[list[Config]]:
@@ -144,11 +145,31 @@ def test_stream_k_only_where_the_grid_leaves_sms_idle() -> None:
     assert _space(DECODE, mode="full").stream_k == (True, 2, 4)
 
 
+def test_stream_k_counts_the_tiles_of_the_shape_searched_not_its_bucket() -> None:
+    # gate_up of Llama-3 8B at 512 tokens: 28672 columns, in the bucket of 32768
+    bucket, dims = {"M": 512, "N": 32768, "K": 4096}, {"M": 512, "N": 28672, "K": 4096}
+    rounded = _space(bucket)  # 4 x 128 = 512 tiles: a last wave 88 % full
+    assert not rounded.idle(Config()) and _all_rounds(rounded)[-1] == []
+    exact = _space(bucket, dims=dims)  # 4 x 112 = 448 tiles: 52 on the last wave
+    assert exact.idle(Config())
+    assert _all_rounds(exact)[-1] == [Config(options=(("persistent", True),
+                                                      ("stream_k", True)))]
+    # the other rounds are the bucket's; the cache key tells the two apart
+    assert exact.tiles == rounded.tiles and exact.options == rounded.options
+    assert exact.key() != rounded.key()
+    assert _space(bucket, dims=bucket).key() != exact.key()
+    # a kernel that never tries stream-K keeps one key per bucket
+    copy = {"R": 64, "C": 64}
+    assert (_space(copy, text=COPY, function="copy2d", dims={"R": 50, "C": 64}).key()
+            == _space(copy, text=COPY, function="copy2d").key())
+
+
 def test_idle_waves() -> None:
     assert idle_wave(16, 132) and idle_wave(288, 132) and idle_wave(1, 4)
     assert not idle_wave(132, 132)  # full waves
     assert not idle_wave(100, 132)  # a last wave more than half full: stream-K does nothing
-    assert not idle_wave(7 * 132 + 10, 132)  # 8 waves, 11 % of the launch idle
+    assert not idle_wave(10 * 132 + 10, 132)  # 11 waves, 8 % of the launch idle
+    assert idle_wave(448, 132)  # 4 waves, 15 % idle (512 x 28672 in 128 x 256 tiles)
     assert not idle_wave(0, 132)
 
 
