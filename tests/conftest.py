@@ -1,8 +1,10 @@
-"""Shared test fixtures: a private cache directory, devices, and numeric checks."""
+"""Shared test fixtures: a private cache directory, devices, numeric checks, and the
+epilogue bench's compiled baseline left uncompiled."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -29,3 +31,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def read_data(name: str) -> str:
     return (DATA / name).read_text()
+
+
+@pytest.fixture
+def uncompiled_baseline(monkeypatch: pytest.MonkeyPatch) -> list[Callable[..., Any]]:
+    """The epilogue's torch.compile baseline left uncompiled (slow on the CPU); the list
+    collects each function that would have been compiled."""
+    built: list[Callable[..., Any]] = []
+
+    def no_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+        built.append(fn)
+        return fn
+
+    from croqtile import bench_linear
+
+    monkeypatch.setattr(bench_linear, "compile_baseline", no_compile)
+    return built

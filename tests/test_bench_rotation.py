@@ -102,14 +102,9 @@ def test_the_harness_times_the_rotation_and_records_it(tmp_path: Path) -> None:
     assert (record["input_sets"], record["ratio"]) == ("3", "0.5")
 
 
-def test_the_epilogue_rotates_all_three_sides(monkeypatch: pytest.MonkeyPatch) -> None:
-    built: list[Callable[..., Any]] = []
-
-    def no_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
-        built.append(fn)
-        return fn
-
-    monkeypatch.setattr(bench_linear, "compile_baseline", no_compile)
+def test_the_epilogue_rotates_all_three_sides(
+        uncompiled_baseline: list[Callable[..., Any]]) -> None:
+    built = uncompiled_baseline
     case = bench_linear.epilogue_cases(("f16",), (5,), ("relu",), 24, 40)[0]
     seen: list[torch.Tensor] = []
 

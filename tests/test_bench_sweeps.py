@@ -244,15 +244,10 @@ def test_the_user_kernels_compile_as_a_user_would(monkeypatch: pytest.MonkeyPatc
 # ----------------------------------------------------------------------------------------
 
 
-def test_epilogue_times_the_compiled_baseline_too(tmp_path: Path, load: bench.KernelLoader,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    built: list[Callable[..., Any]] = []
-
-    def no_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
-        built.append(fn)
-        return fn
-
-    monkeypatch.setattr(bench_linear, "compile_baseline", no_compile)
+def test_epilogue_times_the_compiled_baseline_too(
+        tmp_path: Path, load: bench.KernelLoader,
+        uncompiled_baseline: list[Callable[..., Any]]) -> None:
+    built = uncompiled_baseline
     case = bench_linear.epilogue_cases(("f16",), (40,), ("silu",), 200, 72)[0]
     # ours, unfused, compiled; reps = 2
     timer = SequenceTimer([2.0, 3.0, 1.0, 2.0, 3.0, 1.0])
