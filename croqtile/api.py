@@ -49,7 +49,8 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     the persistent tile loop ``flatten`` and ``warp_specialize`` (Triton's loop hints),
     ``epilogue_split`` (1 or 2 column slices per descriptor store), ``stream_k`` (the
     K iterations of a last wave at most half full shared by every SM; ``"always"``: of
-    any partial last wave), ``split_tiles``
+    any partial last wave), ``halve_last_wave`` (each tile of a last wave at most half
+    full computed in two halves by two programs), ``split_tiles``
     (a 192-wide tile computed as 128 + 64 instead of padded to 256), ``heavy_first``
     (the first block axis launched from its last index: a causal kernel's longest rows
     first) and ``debug`` (bounds checks on computed indices and tile copies, and run-time

@@ -79,12 +79,12 @@ class CompileResult:
 
 _OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
                  "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split",
-                 "stream_k", "split_tiles", "backend", "heavy_first", "cta_group", "debug",
-                 "fill_buffers"}
+                 "stream_k", "split_tiles", "halve_last_wave", "backend", "heavy_first",
+                 "cta_group", "debug", "fill_buffers"}
 # options taking a positive integer, and options taking a bool
 _INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
-_BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize", "split_tiles", "heavy_first",
-                 "debug", "fill_buffers")
+_BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize", "split_tiles", "halve_last_wave",
+                 "heavy_first", "debug", "fill_buffers")
 
 
 def make_options(options: Mapping[str, object]) -> Options:

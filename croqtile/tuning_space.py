@@ -30,7 +30,13 @@ thing at a time, keeping what was fastest so far:
    Only there: tried first, on the written tiles, stream-K won the first round of
    512 x 4096 x 14336 on the H200 (0.112 ms against 0.142 untuned), and the tile rounds
    then compared each narrower tile at the untuned launch against it, so the search
-   never reached the 64-row tile with its own launch options (0.099 ms).
+   never reached the 64-row tile with its own launch options (0.099 ms). With at least
+   one full wave before that idle one, the last wave computed in halves
+   (``halve_last_wave``) too: 512 x 28672 x 4096 in 128 x 256 tiles is 3 waves and 52
+   tiles on 132 SMs, which narrower tiles everywhere do not help (128 x 128 measured
+   0.88-0.93 of cuBLAS against 0.91-0.93 for 128 x 256) and halving only the last wave
+   does (0.938-0.961; stream-K 0.92, its parts' workspace traffic costing what the
+   idle SMs gain).
 
 Otherwise one define at a time cannot find a pair of changes of which neither helps
 alone; it does find the changes a shape needs (smaller tiles for few rows, stream-K for
@@ -79,7 +85,7 @@ _SPLIT_STAGES = 4
 _SWEEPS = {"quick": 1, "full": 2}
 TUNABLE_OPTIONS = ("num_warps", "num_stages", "persistent", "group_m", "flatten",
                    "warp_specialize", "descriptors", "epilogue_split", "stream_k",
-                   "split_tiles", "backend", "heavy_first")
+                   "halve_last_wave", "split_tiles", "backend", "heavy_first")
 _DEFINE_LINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+(\S.*?)\s*$", re.MULTILINE)
 
 # Tile values searched. An MMA tile is at least 16 along each axis (tl.dot's minimum)
@@ -170,7 +176,8 @@ class Descent:
     written one first), ``joint`` the points (define and option values) tried together
     after the tiles, each over the best configuration so far, ``options`` the launch
     option knobs, ``stream_k`` the values tried last on the best configuration when
-    ``idle`` says that its grid leaves SMs idle."""
+    ``idle`` says that its grid leaves SMs idle, and a halved last wave when ``halves``
+    says that one full wave at least comes before it."""
 
     tiles: tuple[tuple[str, tuple[int, ...]], ...] = ()
     joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
@@ -178,6 +185,7 @@ class Descent:
     stream_k: tuple[Any, ...] = ()
     sweeps: int = 1
     idle: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
+    halves: Callable[[Config], bool] = field(default=lambda config: False, compare=False)
     # the written values of the defines the joint points set
     written: tuple[tuple[str, str], ...] = ()
     # the shape ``idle`` counts tiles at (part of the key: it decides the stream-K round)
@@ -241,15 +249,19 @@ class Descent:
     def _split(self, best: Config) -> list[Config]:
         if not self.idle(best):
             return []
-        return [Config.of(dict(best.defines), {**dict(best.options), "persistent": True,
-                                               "stream_k": value})
-                for value in self.stream_k]
+        persistent = {**dict(best.options), "persistent": True}
+        configs = [Config.of(dict(best.defines), {**persistent, "stream_k": value})
+                   for value in self.stream_k]
+        if self.halves(best):
+            configs.append(Config.of(dict(best.defines),
+                                     {**persistent, "halve_last_wave": True}))
+        return configs
 
     def key(self) -> list[Any]:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
                 [[list(kv) for kv in point] for point in self.joint],
                 [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps,
-                "stream-K last", "three-quarter stages",
+                "stream-K last", "three-quarter stages", "halved last wave",
                 *([["stream-K counted at", [list(kv) for kv in self.counted_at]]]
                   if self.counted_at else [])]
 
@@ -353,7 +365,8 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     launch = _FEW_TILES_OPTION_SPACE[mode] if few and mma else _OPTION_SPACE[mode]
     options = tuple((n, v) for n, v in launch.items() if n not in fixed_options)
     stream_k: tuple[Any, ...] = ()
-    if mma and "stream_k" not in fixed_options and fixed_options.get("persistent") is not False:
+    if (mma and "stream_k" not in fixed_options and fixed_options.get("persistent") is not False
+            and not fixed_options.get("halve_last_wave")):
         stream_k = _STREAM_K[mode]
 
     timed = dict(dims or bucket)
@@ -365,13 +378,19 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     def idle(config: Config) -> bool:
         return idle_wave(probe.output_tiles(function, dict(config.defines), timed) or 0, sms)
 
+    def halves(config: Config) -> bool:
+        """A full wave at least before the idle one (fewer tiles are narrowed instead),
+        and the caller fixed neither the option nor stream-K."""
+        return ("halve_last_wave" not in fixed_options and "stream_k" not in fixed_options
+                and (probe.output_tiles(function, dict(config.defines), timed) or 0) > sms)
+
     joint: tuple[tuple[tuple[str, Any], ...], ...] = ()
     if few and mma:
         joint = _streaming_points(searched, defined, bucket, fixed_options, count, sms)
     # the defines the joint round sets have no single rounds of their own
     jointly = {name for point in joint for name, _ in point}
     return Descent(tuple((t.name, v) for t, v in searched if t.name not in jointly), joint,
-                   options, stream_k, _SWEEPS[mode], idle,
+                   options, stream_k, _SWEEPS[mode], idle, halves,
                    tuple((t.name, str(t.value)) for t, _ in searched if t.name in jointly),
                    tuple(sorted(timed.items())) if stream_k else ())
 

@@ -152,8 +152,8 @@ def test_stream_k_counts_the_tiles_of_the_shape_searched_not_its_bucket() -> Non
     assert not rounded.idle(Config()) and _all_rounds(rounded)[-1] == []
     exact = _space(bucket, dims=dims)  # 4 x 112 = 448 tiles: 52 on the last wave
     assert exact.idle(Config())
-    assert _all_rounds(exact)[-1] == [Config(options=(("persistent", True),
-                                                      ("stream_k", True)))]
+    assert _all_rounds(exact)[-1][0] == Config(options=(("persistent", True),
+                                                        ("stream_k", True)))
     # the other rounds are the bucket's; the cache key tells the two apart
     assert exact.tiles == rounded.tiles and exact.options == rounded.options
     assert exact.key() != rounded.key()
@@ -291,3 +291,23 @@ def test_a_fuller_last_wave_is_not_split() -> None:
     # not where the caller fixed a launch that is not persistent
     fixed = _all_rounds(_space(DECODE, options={"persistent": False}))
     assert all("stream_k" not in dict(c.options) for step in fixed for c in step)
+
+
+def test_a_last_wave_after_full_ones_is_also_tried_in_halves() -> None:
+    """gate_up at 512 tokens: 448 tiles on 132 SMs, three full waves and 52 tiles. The last
+    round tries stream-K and the halved last wave; a grid under one wave (the decode rows)
+    only stream-K: narrower tiles are searched for it already."""
+    dims = {"M": 512, "N": 28672, "K": 4096}
+    space = _space({"M": 512, "N": 32768, "K": 4096}, dims=dims)
+    assert _all_rounds(space)[-1] == [
+        Config(options=(("persistent", True), ("stream_k", True))),
+        Config(options=(("persistent", True), ("halve_last_wave", True)))]
+    assert "halved last wave" in space.key()
+    assert _all_rounds(_space(DECODE))[-1] == [
+        Config(options=(("persistent", True), ("stream_k", True)))]
+    # a caller who fixed either option: neither is tried against it
+    fixed = _space({"M": 512, "N": 32768, "K": 4096}, dims=dims,
+                   options={"halve_last_wave": True})
+    assert fixed.stream_k == ()
+    assert not any("stream_k" in dict(c.options) or "halve_last_wave" in dict(c.options)
+                   for step in _all_rounds(fixed) for c in step)

@@ -62,18 +62,12 @@ class KernelAssembly(KernelState):
         if not self.fl.options.split_tiles:
             return body
 
-        def piece_desc(name: str, dims: tuple[ir.Axis, ...]) -> str:
-            tensor = self.split_descs[name]
-            piece = make_descriptor(self, tensor, tuple(d.size for d in dims))
-            if any(d.padded for d in dims):  # (another axis of the tile is split next)
-                self.split_descs[piece] = tensor
-            return piece
-
         for key, axis in list(self.axes.items()):
             if not axis.padded or split_tiles.uses_axis(self.prologue, axis):
                 continue
             try:
-                body, pieces = split_tiles.split_axis(body, axis, self._piece_axis, piece_desc)
+                body, pieces = split_tiles.split_axis(body, axis, self._piece_axis,
+                                                      self._piece_desc)
             except split_tiles.NotSplit:
                 continue
             del self.axes[key]
@@ -96,6 +90,14 @@ class KernelAssembly(KernelState):
         for flag in [f for f in self.flags if f.startswith("TMA_") and f not in tested]:
             del self.flags[flag]  # (the flag of a descriptor no longer made)
         return body
+
+    def _piece_desc(self, name: str, dims: tuple[ir.Axis, ...]) -> str:
+        """The descriptor of a piece of descriptor ``name``'s block (``dims``: the piece's
+        block, in memory order)."""
+        tensor = self.desc_tensors.get(name)
+        if tensor is None:
+            raise split_tiles.NotSplit("a tile is loaded through a permuted descriptor")
+        return make_descriptor(self, tensor, tuple(d.size for d in dims))
 
     def _piece_axis(self, whole: ir.Axis, size: int) -> ir.Axis:
         """A power-of-two piece of a split tile axis (in the same place among the axes)."""
@@ -141,9 +143,13 @@ class KernelAssembly(KernelState):
             persistent = self.has_dot and not self.chained_dot
         if options.warp_specialize and not persistent:
             body = _specialized(body)
-        if options.stream_k and self.has_dot and not persistent:
-            raise LoweringError("CQ0705", self.root.span, option="stream_k",
-                                reason="it needs a persistent launch (persistent=False)")
+        for option in ("stream_k", "halve_last_wave"):
+            if getattr(options, option) and self.has_dot and not persistent:
+                raise LoweringError("CQ0705", self.root.span, option=option,
+                                    reason="it needs a persistent launch (persistent=False)")
+        if options.stream_k and options.halve_last_wave and self.has_dot:
+            raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+                                reason="stream_k already shares out the last wave")
         if not (grouped or persistent or len(bounds) > 3):
             ids = [ir.Let(None, name, ir.Call((), b.I32, "program_id", (b.const(i),)))
                    for i, name in enumerate(self.block_names)]
@@ -168,6 +174,8 @@ class KernelAssembly(KernelState):
         if options.stream_k and self.has_dot:
             return self._stream_k(loop, total, self._column_runs() if grouped else None), \
                 (total,)
+        if options.halve_last_wave and self.has_dot:
+            return self._halved_last_wave(loop, total), (total,)
         return [loop], (total,)
 
     def _walked_back(self, names: list[str]) -> list[ir.Stmt]:
@@ -209,6 +217,66 @@ class KernelAssembly(KernelState):
         self.flags[names.flag] = (f"0 < ({count}) % programs" if mode == "always"
                                   else f"0 < ({count}) % programs * 2 <= programs")
         return stmts
+
+    def _halved_last_wave(self, loop: ir.For, tiles: Sym) -> list[ir.Stmt]:
+        """The persistent tile loop ``loop`` with the tiles of a last wave at most half
+        full computed in halves (``halve_last_wave``): the full waves as before, then
+        program ``p`` computes half ``p % 2`` of last-wave tile ``p // 2``, over half the
+        widest output axis of the tile's matrix product. A wave of 52 tiles of 128 x 256
+        on 132 SMs (512 x 28672 x 4096) leaves 80 SMs idle for a tile's whole time;
+        halved, 104 programs each take about half that time. Unlike stream-K nothing is
+        written to a workspace and added up: each half is a tile of its own."""
+        span, program, programs = loop.span, loop.start, loop.step
+        assert programs is not None  # a persistent loop steps by the program count
+        axis = self._halved_axis(loop.body)
+        names = {stem: self.fresh(stem) for stem in ("HALVES", "dp_tiles", "half", "piece")}
+        dp_tiles = b.var(names["dp_tiles"])
+        piece = ir.Axis(self.fresh(axis.name), axis.size // 2, axis.size // 2, axis.order)
+        offset = b.mul(b.var(names["piece"]), b.const(piece.size))
+        try:
+            body = split_tiles.one_piece(loop.body, axis, piece, offset, self._piece_desc)
+        except split_tiles.NotSplit as exc:
+            raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+                                reason=f"the tile's {axis.size}-wide output axis cannot be "
+                                       f"halved: {exc}") from None
+        self.axes[object()] = piece
+        whole = b.sym(tiles)
+        half = b.var(names["half"])
+        halves = ir.For(span, names["half"], program,
+                        b.mul(b.binary("-", whole, dp_tiles), b.const(2)), [
+                            ir.Let(span, loop.var, b.add(dp_tiles,
+                                                         b.binary("//", half, b.const(2)))),
+                            ir.Let(span, names["piece"], b.binary("%", half, b.const(2))),
+                            *body], step=programs)
+        count = tiles.render(ir.dim_var_name)
+        # (the host halves a last wave only when its halves fit in one wave)
+        self.flags[names["HALVES"]] = f"0 < ({count}) % programs * 2 <= programs"
+        return [
+            ir.Branch(span, names["HALVES"], [ir.Let(span, names["dp_tiles"], b.binary(
+                "-", whole, b.binary("%", whole, programs)))],
+                [ir.Let(span, names["dp_tiles"], whole)]),
+            replace(loop, stop=dp_tiles),
+            ir.Branch(span, names["HALVES"], [
+                ir.Comment(span, "the last wave's tiles in halves, one program each"),
+                halves], []),
+        ]
+
+    def _halved_axis(self, body: list[ir.Stmt]) -> ir.Axis:
+        """The output axis of the tile body's one matrix product that is halved: the
+        wider (the columns on a tie), unpadded and at least 32 wide."""
+        dots = {id(n): n for n in ir.nodes_of(body) if isinstance(n, ir.Dot)}
+        outputs = {(d.m.name, d.n.name) for d in dots.values()}
+        if len(outputs) != 1:
+            raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+                                reason="the tile body has no single matrix product")
+        dot = next(iter(dots.values()))
+        for axis in sorted((dot.n, dot.m), key=lambda a: -a.size):
+            if not axis.padded and axis.size >= 2 * split_tiles.DOT_MIN \
+                    and not split_tiles.uses_axis(self.prologue, axis):
+                return axis
+        raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+                            reason=f"the {dot.m.size} x {dot.n.size} output tile has no "
+                                   "unpadded axis of at least 32 to halve")
 
     def _row_major_ids(self, tile: str) -> list[ir.Stmt]:
         ids: list[ir.Stmt] = []

@@ -44,7 +44,7 @@ PieceDesc = Callable[[str, tuple[ir.Axis, ...]], str]
 
 
 class _Split:
-    def __init__(self, axis: ir.Axis, pieces: list[tuple[ir.Axis, int]],
+    def __init__(self, axis: ir.Axis, pieces: list[tuple[ir.Axis, ir.Expr]],
                  piece_desc: PieceDesc) -> None:
         self.axis, self.pieces, self.piece_desc = axis, pieces, piece_desc
         self.split: set[str] = set()  # variables that now exist once per piece
@@ -118,7 +118,7 @@ class _Split:
         piece, offset = self.pieces[i]
         axes = tuple(piece if a is x else a for a in e.axes)
         if isinstance(e, ir.AxisIndex):
-            return b.add(b.axis_index(piece), b.const(offset))
+            return b.add(b.axis_index(piece), offset)
         if isinstance(e, ir.Var):
             if e.name not in self.split:
                 raise NotSplit(f"'{e.name}' comes from outside the tile body")
@@ -175,7 +175,7 @@ class _Split:
              i: int) -> tuple[str, tuple[ir.Expr, ...]]:
         """The descriptor of piece ``i`` and its block's origin (shifted along the axis)."""
         offset = self.pieces[i][1]
-        moved = tuple(b.add(self.expr(o, i), b.const(offset)) if d is self.axis
+        moved = tuple(b.add(self.expr(o, i), offset) if d is self.axis
                       else self.expr(o, i) for o, d in zip(offsets, dims))
         return self.piece_desc(name, self.dims(dims, i)), moved
 
@@ -193,8 +193,17 @@ def split_axis(body: list[ir.Stmt], axis: ir.Axis,
     if sizes is None:
         raise NotSplit(f"{axis.extent} is not the sum of two powers of two of at least "
                        f"{DOT_MIN}")
-    pieces = [(make_axis(axis, sizes[0]), 0), (make_axis(axis, sizes[1]), sizes[0])]
+    pieces = [(make_axis(axis, sizes[0]), b.const(0)),
+              (make_axis(axis, sizes[1]), b.const(sizes[0]))]
     return _Split(axis, pieces, piece_desc).body(body), [p for p, _ in pieces]
+
+
+def one_piece(body: list[ir.Stmt], axis: ir.Axis, piece: ir.Axis, offset: ir.Expr,
+              piece_desc: PieceDesc) -> list[ir.Stmt]:
+    """``body`` computing only the indices ``offset`` to ``offset + piece.size`` of
+    ``axis`` (``offset`` may be a run-time value), over the axis ``piece``: the same
+    rules as ``split_axis``, with one piece. Raises ``NotSplit``."""
+    return _Split(axis, [(piece, offset)], piece_desc).body(body)
 
 
 def uses_axis(stmts: list[ir.Stmt], axis: ir.Axis) -> bool:

@@ -66,6 +66,9 @@ class Options:
     # block tiles whose extent is the sum of two powers of two (192 = 128 + 64) computed in
     # those two pieces instead of padded to the next power of two (split_tiles.py)
     split_tiles: bool = False
+    # persistent MMA launches: each tile of a last wave at most half full computed in two
+    # halves by two programs, each over half the tile's widest output axis (kernel.py)
+    halve_last_wave: bool = False
     # "cuda": a function that is a plain dense GEMM runs the hand-written Hopper kernel
     # (backends/cuda) where the GPU and the arguments suit it, its Triton kernel elsewhere
     backend: str = "triton"
@@ -190,8 +193,9 @@ class KernelState(ABC):
         self.used_names: set[str] = set()
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...], tuple[int, ...]], str] = {}  # (tensor, block, order)
-        # descriptors of whole padded tiles, which split_tiles replaces by per-piece ones
-        self.split_descs: dict[str, TensorRef] = {}
+        # the tensor of each descriptor over the tensor's own dimension order (the tile
+        # passes make descriptors of pieces of its block: split_tiles, halve_last_wave)
+        self.desc_tensors: dict[str, TensorRef] = {}
         self.has_dot = False
         self.dot_bytes = 0  # the largest MMA accumulator tile, in bytes
         self.chained_dot = False  # an MMA multiplies a tile computed in registers (P·V)

@@ -190,8 +190,6 @@ def _descriptor(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...]
         return None
     flag = kl.tma_flag(tensor)
     name = make_descriptor(kl, tensor, tuple(block), order)
-    if any(d.padded for d in dims):  # a whole padded tile's: split_tiles makes its pieces
-        kl.split_descs[name] = tensor
     offsets = tuple(region.origin[i] for i in order)
     return flag, name, tuple(block) if squeezing else (), offsets
 
@@ -218,6 +216,8 @@ def make_descriptor(kl: KernelState, tensor: TensorRef, block: tuple[int, ...],
                 None, name, tensor.pointer, shape, strides, block)], []))
         for dim in tensor.dims + tensor.strides():
             kl.use_sym(dim)
+        if order == tuple(range(len(tensor.dims))):
+            kl.desc_tensors[name] = tensor
     return name
 
 
