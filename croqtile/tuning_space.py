@@ -10,9 +10,9 @@ thing at a time, keeping what was fastest so far:
    at the best values so far -- the defines of a tile that overhangs its dimension
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
    those spreading output tiles over blocks, then the rest; a three-quarter tile
-   (``_split_option``) is timed at the untuned launch and at 4 stages, since its own
-   pipeline depth decides whether it beats the written tile (128 x 192 over
-   512 x 6144 x 4096 on the H200: 0.85 of cuBLAS at the untuned 3 stages; chosen at
+   (``_split_option``) is timed at the untuned launch, at 4 stages and at 4 stages with
+   4 warps, since its own launch decides whether it beats the written tile (128 x 192
+   over 512 x 6144 x 4096 on the H200: 0.85 of cuBLAS at the untuned 3 stages; chosen at
    4 stages and 4 warps, 0.99-1.01);
 2. for an MMA kernel that streams its weights (fewer output tiles than SMs, and at
    most 128 rows: a decode step), instead of the single rounds of these defines: a row
@@ -78,8 +78,12 @@ _FEW_TILES_OPTION_SPACE: dict[str, dict[str, tuple[Any, ...]]] = {
 # at most 2 or 4 programs per tile too (fewer partial tiles to add up)
 _STREAM_K = {"quick": (True,), "full": (True, 2, 4)}
 # A three-quarter tile (two pieces, split_tiles) is also timed in its tile round at this
-# many stages: on the H200 128 x 192 x 64 tiles over 512 x 6144 x 4096 took 49.8 us at
-# the untuned 3 stages, 46.6 at 4 (40 KB a stage), against 47.7 for 128 x 256 tiles
+# many stages, and at this many stages with 4 warps: on the H200 128 x 192 x 64 tiles
+# over 512 x 6144 x 4096 took 49.8 us at the untuned 3 stages, 46.6 at 4 (40 KB a
+# stage), against 47.7 for 128 x 256 tiles; with 4 warps too, 37.7-39.7 (chosen after the
+# launch round in two searches of three; in the third the 8-warp forms came out 1.5 %
+# behind the written tile, so that the launch round never tried its 4 warps: 0.90 of
+# cuBLAS where the others reached 0.99-1.01)
 _SPLIT_STAGES = 4
 # the tile defines are swept this many times (the second with the chosen options)
 _SWEEPS = {"quick": 1, "full": 2}
@@ -208,17 +212,19 @@ class Descent:
 
     def _tile(self, name: str, values: tuple[int, ...], best: Config) -> list[Config]:
         written = {name: str(values[0])}
-        stages_searched = any(n == "num_stages" for n, _ in self.options)
+        searched = {n for n, _ in self.options}
         configs = []
         for v in values:
             defines = {**dict(best.defines), name: v}
             split = _split_option(v, values[0])
             options = {**dict(best.options), **split}
             configs.append(Config.of(defines, options, written))
-            if split and stages_searched and "num_stages" not in options:
+            if split and "num_stages" in searched and "num_stages" not in options:
                 # (the untuned launch pipelines at most 3 stages: see _SPLIT_STAGES)
-                configs.append(Config.of(defines, {**options, "num_stages": _SPLIT_STAGES},
-                                         written))
+                deeper = {**options, "num_stages": _SPLIT_STAGES}
+                configs.append(Config.of(defines, deeper, written))
+                if "num_warps" in searched and "num_warps" not in options:
+                    configs.append(Config.of(defines, {**deeper, "num_warps": 4}, written))
         return configs
 
     def _joint(self, best: Config) -> list[Config]:
@@ -261,7 +267,7 @@ class Descent:
         return ["descent", [[n, list(v)] for n, v in self.tiles],
                 [[list(kv) for kv in point] for point in self.joint],
                 [[n, list(v)] for n, v in self.options], list(self.stream_k), self.sweeps,
-                "stream-K last", "three-quarter stages", "halved last wave",
+                "stream-K last", "three-quarter stages and warps", "halved last wave",
                 *([["stream-K counted at", [list(kv) for kv in self.counted_at]]]
                   if self.counted_at else [])]
 

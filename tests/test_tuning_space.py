@@ -222,18 +222,24 @@ def test_a_three_quarter_tile_is_computed_in_two_pieces() -> None:
 
 def test_a_three_quarter_tile_is_also_timed_with_a_deeper_pipeline() -> None:
     """Where the search varies the stages, the 192-wide candidate of the tile round comes
-    at the untuned launch and at 4 stages too; not where the caller fixed the stages or
-    the best configuration so far already has them."""
+    at the untuned launch, at 4 stages and at 4 stages with 4 warps; not where the caller
+    fixed the stages or the best configuration so far already has them (and with the
+    warps fixed or chosen, not with 4 warps)."""
     qkv = _space({"M": 512, "N": 6144, "K": 4096})  # 96 tiles of 128 x 256
     by_n = [c for c in qkv._tile("TILE_N", dict(qkv.tiles)["TILE_N"], Config())
             if dict(c.defines).get("TILE_N") == 192]
     assert [c.as_dict() for c in by_n] == [
         {"defines": {"TILE_N": 192}, "split_tiles": True},
-        {"defines": {"TILE_N": 192}, "num_stages": 4, "split_tiles": True}]
+        {"defines": {"TILE_N": 192}, "num_stages": 4, "split_tiles": True},
+        {"defines": {"TILE_N": 192}, "num_warps": 4, "num_stages": 4, "split_tiles": True}]
     staged = Config(options=(("num_stages", 6),))
     assert len(qkv._tile("TILE_N", (256, 192), staged)) == 2
+    warped = Config(options=(("num_warps", 8),))
+    assert len(qkv._tile("TILE_N", (256, 192), warped)) == 3
     fixed = _space({"M": 512, "N": 6144, "K": 4096}, options={"num_stages": 3})
     assert len(fixed._tile("TILE_N", (256, 192), Config())) == 2
+    warps = _space({"M": 512, "N": 6144, "K": 4096}, options={"num_warps": 8})
+    assert len(warps._tile("TILE_N", (256, 192), Config())) == 3
 
 
 def test_the_joint_round_pairs_narrow_tiles_with_long_steps() -> None:

@@ -24,15 +24,15 @@ SMALL = {"TILE_M": 32, "TILE_N": 64, "TILE_K": 32}
 
 
 def _check(fn: Callable[..., object], shapes: list[tuple[int, int, int]],
-           dtype: torch.dtype = torch.float16) -> None:
+           dtype: torch.dtype = torch.float16, device: str = "cpu") -> None:
     """``fn(a, b, c)`` computes c = a @ b^T: every element of a NaN-poisoned output within
     rounding of the float64 product."""
     gen = torch.Generator().manual_seed(11)
     for m, n, k in shapes:
-        a = torch.randn(m, k, generator=gen).to(dtype)
-        b = torch.randn(n, k, generator=gen).to(dtype)
+        a = torch.randn(m, k, generator=gen).to(dtype).to(device)
+        b = torch.randn(n, k, generator=gen).to(dtype).to(device)
         ref = a.double() @ b.double().T
-        c = torch.full((m, n), float("nan"), dtype=dtype)
+        c = torch.full((m, n), float("nan"), dtype=dtype, device=device)
         fn(a, b, c)
         assert not torch.isnan(c).any(), (m, n, k)
         err = (c.double() - ref).abs()
@@ -112,3 +112,16 @@ def test_misuse_is_refused(options: dict, said: str) -> None:
 def test_a_value_other_than_a_bool_is_refused() -> None:
     with pytest.raises(ValueError, match="halve_last_wave"):
         croqtile.load(GEMM, defines=SMALL, halve_last_wave=1)
+
+
+# On the H200's 132 SMs in 128 x 256 tiles: 512 x 28672 is 448 tiles (a last wave of 52,
+# halved), 3000^2 is 288 (24, halved, ragged on both axes), 4096^2 is 512 (116: whole)
+GPU_SHAPES = [(512, 28672, 4096), (3000, 3000, 1000), (4096, 4096, 512)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_halved_last_wave_on_the_gpu(dtype: torch.dtype) -> None:
+    name = "f16" if dtype is torch.float16 else "bf16"
+    mod = croqtile.load(MATMUL, defines={"DT": name}, halve_last_wave=True)
+    _check(mod.matmul, GPU_SHAPES, dtype=dtype, device="cuda")
