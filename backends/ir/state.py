@@ -190,7 +190,9 @@ class KernelState(ABC):
         self.order = itertools.count()
         self.params: dict[str, ir.KernelParam] = {}
         self.flags: dict[str, str] = {}
-        self.used_names: set[str] = set()
+        # a scalar parameter is added to `params` under its own name when first used, so
+        # temporaries must never take a parameter's name, used yet or not
+        self.used_names: set[str] = {p.name for p in self.fn.params if p.name}
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...], tuple[int, ...]], str] = {}  # (tensor, block, order)
         # the tensor of each descriptor over the tensor's own dimension order (the tile
