@@ -125,7 +125,7 @@ def bind(fn_name: str, params: Sequence[HostParam], args: Sequence[Any],
         if param.kind == "scalar":
             values.append(_scalar(fn_name, param, arg))
             continue
-        tensor = _tensor(fn_name, param, arg)
+        tensor = tensor_argument(fn_name, param, arg)
         if not tensor.is_contiguous():
             strided.append(param.name)
             if param.name in written:
@@ -164,7 +164,9 @@ def _scalar(fn_name: str, param: HostParam, arg: Any) -> int | float:
     return arg
 
 
-def _tensor(fn_name: str, param: HostParam, arg: Any) -> torch.Tensor:
+def tensor_argument(fn_name: str, param: HostParam, arg: Any) -> torch.Tensor:
+    """``arg`` checked as the tensor of ``param``: a tensor of its dtype and rank (also
+    what the fake implementation of a registered op checks: sizes may be symbolic there)."""
     if not isinstance(arg, torch.Tensor):
         raise ArgumentError(f"{fn_name}(): parameter '{param.name}' expects a torch.Tensor of "
                             f"{param.elem}, got {type(arg).__name__}")

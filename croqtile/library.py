@@ -51,6 +51,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
 from .backends.ir.nodes import HostParam
+from .binding import tensor_argument
 from .driver import CompiledFunction
 from .frontend import syntax as ast
 from .frontend.sema import dtypes
@@ -203,19 +204,32 @@ def _fake(compiled: CompiledFunction) -> Call:
     returned = checked.returned
     if checked.returns == "scalar":
         value = _returned_scalar(compiled)
-        return lambda *args: value.evaluate(_dims(params, args))
+        return lambda *args: value.evaluate(_dims(_check_tensors(compiled.name, params, args),
+                                                  args))
     if checked.returns != "data" or returned is None:
-        return lambda *args: None
+        return lambda *args: _check_tensors(compiled.name, params, args) and None
     dtype = getattr(torch, (returned.elem or dtypes.F32).torch or "float32")
     shape = returned.shape or ()
 
     def fake(*args: Any) -> torch.Tensor:
+        _check_tensors(compiled.name, params, args)
         device = next(a.device for p, a in zip(params, args) if p.kind == "tensor")
         dims = _dims(params, args)
         return torch.empty([extent.evaluate(dims) for extent in shape], dtype=dtype,
                            device=device)
 
     return fake
+
+
+def _check_tensors(name: str, params: tuple[HostParam, ...],
+                   args: tuple[Any, ...]) -> tuple[HostParam, ...]:
+    """Raise ``ArgumentError`` for a tensor argument of the wrong dtype or rank, as a
+    call does: a traced call must fail where the eager one would, not bind the wrong
+    sizes. Returns ``params``."""
+    for param, arg in zip(params, args):
+        if param.kind == "tensor":
+            tensor_argument(name, param, arg)
+    return params
 
 
 def _dims(params: tuple[HostParam, ...], args: tuple[Any, ...]) -> dict[str, Any]:

@@ -81,6 +81,23 @@ def test_a_returned_tensor_has_the_declared_shape_on_fake_and_real_inputs() -> N
     assert fake.shape == (8, 4) and fake.dtype == torch.float32
 
 
+def test_the_fake_implementation_refuses_what_a_call_refuses() -> None:
+    """A tensor of the wrong rank or dtype fails under fake tensors as it does eagerly,
+    naming the parameter, instead of binding the wrong sizes (a [2, 10, 4] tensor once
+    gave a fake result of shape [12, 4] here)."""
+    op = _compile(CONCAT).stack.op
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    a, b = random((2, 10, 4), torch.float32), random((5, 4), torch.float32)
+    a2, b16 = a[0].clone(), b.half()
+    with pytest.raises(croqtile.ArgumentError, match="parameter 'a' expects rank 2"):
+        op(a, b)
+    with FakeTensorMode() as mode:
+        with pytest.raises(croqtile.ArgumentError, match="parameter 'a' expects rank 2"):
+            op(mode.from_tensor(a), mode.from_tensor(b))
+        with pytest.raises(croqtile.ArgumentError, match="parameter 'b' expects dtype"):
+            op(mode.from_tensor(a2), mode.from_tensor(b16))
+
+
 @pytest.mark.parametrize("case", CORPUS, ids=lambda c: c.id)
 def test_opcheck_passes_for_every_corpus_program(case: Case) -> None:
     module = _compile(case.source, defines=case.defines)
