@@ -60,7 +60,8 @@ _COMPARE = {"<", "<=", ">", ">=", "==", "!="}
 
 
 def binary(op: str, lhs: ir.Expr, rhs: ir.Expr, dtype: ir.DType | None = None) -> ir.Expr:
-    """``lhs op rhs`` with constant folding and the identities x+0, x*1, x*0."""
+    """``lhs op rhs`` with constant folding and the identities x+0, x*1, x*0 and, for
+    booleans, true & b."""
     if dtype is None:
         dtype = I1 if op in _COMPARE else lhs.dtype
     if isinstance(lhs, ir.Const) and isinstance(rhs, ir.Const) and op in _FOLD \
@@ -82,10 +83,10 @@ def binary(op: str, lhs: ir.Expr, rhs: ir.Expr, dtype: ir.DType | None = None) -
             return rhs
         if (is_const(rhs, 0) or is_const(lhs, 0)) and not dtype.is_float:
             return const(0, dtype)
-    if op == "&":
-        if is_const(lhs, True) or is_const(lhs, 1):
+    if op == "&" and dtype == I1:  # true & b is b for booleans only: x & 1 is x's low bit
+        if is_const(lhs, True) and rhs.dtype == I1:
             return rhs
-        if is_const(rhs, True) or is_const(rhs, 1):
+        if is_const(rhs, True) and lhs.dtype == I1:
             return lhs
     return ir.Binary(merged(lhs, rhs), dtype, op, lhs, rhs)
 
