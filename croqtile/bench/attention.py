@@ -3,7 +3,7 @@
 
 Three kernels, each compiled as written:
 
-* ``attention``: the project's own, ``bench/kernels/attention.co``: [B, H, S, D] tensors,
+* ``attention``: the project's own, ``kernels/attention.co``: [B, H, S, D] tensors,
   f16 or bf16 (``DT``), any ``HEAD_DIM``, causal and not (a flag), the softmax scale
   an argument;
 * ``tutorial_flash``: the causal-prefill kernel of the Croqtile tutorial (its page
@@ -31,8 +31,8 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from .bench import DTYPES, KERNEL_DIR, Case, Prepared, Program, random_tensors
-from .code_blocks import defines_function, program_block
+from ..code_blocks import defines_function, program_block
+from .harness import DTYPES, Case, Prepared, Program, kernel_program, random_tensors
 
 SEQUENCES = (1024, 2048, 4096, 8192, 16384)
 QUICK_SEQUENCES = (2048, 8192)
@@ -71,6 +71,7 @@ UPSTREAM = AttentionKernel("upstream_flash", "flash_atten", ("f16",), 64, "BHSD"
                            (False, True), causal_argument=True, scale_argument=False,
                            returns_output=True)
 KERNELS = {k.name: k for k in (OURS, TUTORIAL, UPSTREAM)}
+OURS_FILE = "attention.co"  # ours, in the package's kernels folder
 
 # Where the two published kernels are inside their checkouts.
 TUTORIAL_PAGE = Path("optimization", "flash-attention-causal-prefill.md")
@@ -87,8 +88,7 @@ class SourceError(Exception):
 
 
 def our_program() -> Program:
-    path = KERNEL_DIR / "attention.co"
-    return Program(path.read_text(), "bench/kernels/attention.co")
+    return kernel_program(OURS_FILE)
 
 
 def tutorial_program(path: Path) -> Program:

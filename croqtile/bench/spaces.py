@@ -43,7 +43,7 @@ _LARGE_GEMM: list[Config] = [
     {"TILE_M": 64, "TILE_N": 32, "TILE_K": 128, "num_warps": 4, "num_stages": 6,
      "persistent": False},
     {"TILE_M": 128, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": True},
-    # 1024^3 with the host's descriptors (calibration/hostdesc_f16.json: 5.4 us a kernel
+    # 1024^3 with the host's descriptors (calibrated on the H200: 5.4 us a kernel
     # under CUDA graphs, against 7.4 us with pointer loads)
     {"TILE_M": 64, "TILE_N": 128, "num_warps": 4, "num_stages": 5, "persistent": False},
     # plain pointer loads (short kernels took them when every program built its own
@@ -109,7 +109,7 @@ def _decode(rows: int, k_steps: tuple[int, ...], extra: Config) -> list[Config]:
 
 
 def gemm_space(bucket: dict[str, int]) -> list[Config]:
-    """f16/bf16 GEMM (bench/kernels/gemm.co) candidates for a shape bucket."""
+    """f16/bf16 GEMM (kernels/gemm.co) candidates for a shape bucket."""
     if bucket["M"] <= 16:
         return _decode(16, (256, 128), {})
     if bucket["M"] <= 64:
@@ -120,7 +120,7 @@ def gemm_space(bucket: dict[str, int]) -> list[Config]:
 
 
 def fp8_space(bucket: dict[str, int]) -> list[Config]:
-    """e4m3 GEMM (bench/kernels/gemm_fp8.co, K steps of 128) candidates."""
+    """e4m3 GEMM (kernels/gemm_fp8.co, K steps of 128) candidates."""
     if bucket["M"] <= 64:
         return _decode(16 if bucket["M"] <= 16 else 64, (256, 128), {})
     return [{**c, "TILE_K": 128} for c in _LARGE_GEMM
@@ -130,7 +130,7 @@ def fp8_space(bucket: dict[str, int]) -> list[Config]:
 
 
 def memory_space(bucket: dict[str, int]) -> list[Config]:
-    """Copy and element-wise add (bench/kernels/copy.co, add.co) candidates."""
+    """Copy and element-wise add (kernels/copy.co, add.co) candidates."""
     del bucket
     return [{"TILE_R": r, "TILE_C": c, "num_warps": w}
             for (r, c), w in itertools.product(((64, 256), (32, 256), (16, 512), (8, 1024),

@@ -1,9 +1,9 @@
 """Every sweep of ``croqtile bench`` together: the case lists, the kernel loader and the
 input builder of each sweep, and the whole run (check, time, write the files, summarise).
 
-The project's own bench kernels (square, llm, fp8, memory: ``croqtile.bench``) compile
+The project's own bench kernels (square, llm, fp8, memory: ``harness``) compile
 with the bench's tuning spaces when ``--autotune`` is given. The user-style kernels
-(attention, epilogue, decode: ``bench_attention``, ``bench_linear``) compile as a user
+(attention, epilogue, decode: ``attention``, ``linear``; sparse: ``sparse``) compile as a user
 would: ``--autotune`` with the compiler's own search space, and the decode sweep always
 tuned (``"quick"`` unless ``--autotune full``), since that is what it measures.
 """
@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
-from . import bench, bench_attention, bench_linear, bench_report, bench_sparse
-from .bench import KERNEL_DIR, Case, KernelLoader, Prepared, Program, Row, Timer
+from . import attention as attention_sweep
+from . import harness, linear, report, sparse
+from .harness import KERNEL_ORIGIN, Case, KernelLoader, Prepared, Program, Row, Timer
 
 USER_SWEEPS = ("attention", "epilogue", "decode")
 ROTATED_INPUTS = (f"every side timed over copies of its inputs in turn, together at least "
-                  f"{bench.L2_SPAN}x the L2 cache (the input_sets column): weights come from "
+                  f"{harness.L2_SPAN}x the L2 cache (the input_sets column): weights come from "
                   "device memory, as in a model's step")
-SWEEPS = bench.SWEEPS + USER_SWEEPS
+SWEEPS = harness.SWEEPS + USER_SWEEPS
 # user-style sweeps that run only when named (``croqtile bench sparse``): not in "all"
 NAMED_SWEEPS = ("sparse",)
 
@@ -32,59 +33,59 @@ NAMED_SWEEPS = ("sparse",)
 
 
 def tiny_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
-               attention_kernels: Sequence[str] = (bench_attention.OURS.name,)) -> list[Case]:
+               attention_kernels: Sequence[str] = (attention_sweep.OURS.name,)) -> list[Case]:
     """Small shapes with ragged edges for the CPU interpreter: correctness only."""
     cases: list[Case] = []
     for sweep in sweeps:
         if sweep == "attention":
-            cases += bench_attention.tiny_attention_cases(attention_kernels, dtypes)
+            cases += attention_sweep.tiny_attention_cases(attention_kernels, dtypes)
         elif sweep in ("epilogue", "decode"):
-            cases += bench_linear.tiny_cases(sweep, dtypes)
+            cases += linear.tiny_cases(sweep, dtypes)
         elif sweep == "sparse":
-            cases += bench_sparse.tiny_cases(dtypes)
+            cases += sparse.tiny_cases(dtypes)
         else:
-            cases += bench.tiny_cases([sweep], dtypes)
+            cases += harness.tiny_cases([sweep], dtypes)
     return cases
 
 
 def quick_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
-                attention_kernels: Sequence[str] = (bench_attention.OURS.name,)) -> list[Case]:
+                attention_kernels: Sequence[str] = (attention_sweep.OURS.name,)) -> list[Case]:
     """A few GPU shapes per sweep: a smoke run (decode: the three token counts the issue
     sets targets at)."""
     cases: list[Case] = []
     for sweep in sweeps:
         if sweep == "attention":
-            cases += bench_attention.attention_cases(attention_kernels, dtypes,
-                                                     bench_attention.QUICK_SEQUENCES)
+            cases += attention_sweep.attention_cases(attention_kernels, dtypes,
+                                                     attention_sweep.QUICK_SEQUENCES)
         elif sweep == "epilogue":
-            cases += bench_linear.epilogue_cases(dtypes, (16, 4096), ("silu",))
+            cases += linear.epilogue_cases(dtypes, (16, 4096), ("silu",))
         elif sweep == "decode":
-            cases += bench_linear.decode_cases(dtypes, bench_linear.QUICK_DECODE_MS)
+            cases += linear.decode_cases(dtypes, linear.QUICK_DECODE_MS)
         elif sweep == "sparse":
-            cases += bench_sparse.quick_cases(dtypes)
+            cases += sparse.quick_cases(dtypes)
         else:
-            cases += bench.quick_cases([sweep], dtypes)
+            cases += harness.quick_cases([sweep], dtypes)
     return cases
 
 
 def full_cases(sweeps: Sequence[str], dtypes: Sequence[str] = ("f16", "bf16"),
                sizes: Sequence[int] | None = None,
-               attention_kernels: Sequence[str] = (bench_attention.OURS.name,)) -> list[Case]:
+               attention_kernels: Sequence[str] = (attention_sweep.OURS.name,)) -> list[Case]:
     """Every case of the named sweeps. ``sizes`` replaces the square, fp8 and memory sizes,
     the attention sequence lengths and the epilogue and decode token counts (M)."""
     cases: list[Case] = []
     for sweep in sweeps:
         if sweep == "attention":
-            cases += bench_attention.attention_cases(attention_kernels, dtypes,
-                                                     sizes or bench_attention.SEQUENCES)
+            cases += attention_sweep.attention_cases(attention_kernels, dtypes,
+                                                     sizes or attention_sweep.SEQUENCES)
         elif sweep == "epilogue":
-            cases += bench_linear.epilogue_cases(dtypes, sizes or bench_linear.EPILOGUE_MS)
+            cases += linear.epilogue_cases(dtypes, sizes or linear.EPILOGUE_MS)
         elif sweep == "decode":
-            cases += bench_linear.decode_cases(dtypes, sizes or bench_linear.DECODE_MS)
+            cases += linear.decode_cases(dtypes, sizes or linear.DECODE_MS)
         elif sweep == "sparse":
-            cases += bench_sparse.sparse_cases(dtypes, sizes or bench_sparse.SQUARE_SIZES)
+            cases += sparse.sparse_cases(dtypes, sizes or sparse.SQUARE_SIZES)
         else:
-            cases += bench.full_cases([sweep], dtypes, sizes)
+            cases += harness.full_cases([sweep], dtypes, sizes)
     return cases
 
 
@@ -104,30 +105,49 @@ def _program(case: Case, attention: Mapping[str, Program]) -> tuple[Program, str
         if case.kernel not in attention:
             raise LookupError(f"no source for the attention kernel {case.kernel!r} (its "
                               "checkout was not given)")
-        return attention[case.kernel], bench_attention.KERNELS[case.kernel].function
-    name = (bench_sparse.KERNEL_FILE if case.sweep == "sparse"
-            else bench_linear.kernel_file(case))
-    program = Program((KERNEL_DIR / name).read_text(), f"bench/kernels/{name}")
-    return program, name.removesuffix(".co")
+        return attention[case.kernel], attention_sweep.KERNELS[case.kernel].function
+    name = (sparse.KERNEL_FILE if case.sweep == "sparse"
+            else linear.kernel_file(case))
+    return harness.kernel_program(name), name.removesuffix(".co")
+
+
+def kernel_file(case: Case) -> str | None:
+    """The file of the package's kernels a case compiles (None: a published attention
+    kernel, read from a checkout)."""
+    if case.sweep == "attention":
+        return attention_sweep.OURS_FILE if case.kernel == attention_sweep.OURS.name else None
+    if case.sweep == "sparse":
+        return sparse.KERNEL_FILE
+    if case.sweep in USER_SWEEPS:
+        return linear.kernel_file(case)
+    return harness.KERNEL_FILES[case.kernel]
+
+
+def check_kernel_files(cases: Sequence[Case]) -> None:
+    """Read every kernel the cases need before anything runs: a file missing from the
+    installed package raises ``harness.KernelFileError`` (a message, not a traceback)."""
+    for name in dict.fromkeys(kernel_file(c) for c in cases):
+        if name is not None:
+            harness.kernel_program(name)
 
 
 def _defines(case: Case) -> dict[str, Any]:
     if case.sweep == "attention":
-        return bench_attention.defines(case)
+        return attention_sweep.defines(case)
     if case.sweep == "sparse":
-        return bench_sparse.defines(case)
-    return bench_linear.defines(case)
+        return sparse.defines(case)
+    return linear.defines(case)
 
 
 def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = None,
                   attention: Mapping[str, Program] | None = None) -> KernelLoader:
-    """The bench kernels through ``bench.kernel_loader``; the user-style kernels compiled
+    """The bench kernels through ``harness.kernel_loader``; the user-style kernels compiled
     once per set of ``#define``s: the case's (type, head size, activation) over
     ``defines`` (the command line's ``-D``)."""
     import croqtile
 
-    attention = attention if attention is not None else bench_attention.programs()
-    load_bench = bench.kernel_loader(autotune, defines)
+    attention = attention if attention is not None else attention_sweep.programs()
+    load_bench = harness.kernel_loader(autotune, defines)
     cache: dict[tuple[Any, ...], Any] = {}
 
     def load(case: Case) -> Any:
@@ -140,7 +160,7 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
             mode = sweep_autotune(case.sweep, autotune)
             options = {} if mode == "none" else {"autotune": mode}
             if case.sweep == "sparse":
-                options.update(bench_sparse.options())
+                options.update(sparse.options())
             # a relative name, not a path, in diagnostics (and so in the notes column)
             module = croqtile.compile(program.text, defines=fixed, filename=program.name,
                                       **options)
@@ -153,14 +173,14 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
 def prepare(case: Case, fn: Any, device: str) -> Prepared:
     """The inputs, calls and reference of a case of any sweep."""
     if case.sweep == "attention":
-        return bench_attention.prepare_attention(case, fn, device)
+        return attention_sweep.prepare_attention(case, fn, device)
     if case.sweep == "epilogue":
-        return bench_linear.prepare_epilogue(case, fn, device)
+        return linear.prepare_epilogue(case, fn, device)
     if case.sweep == "decode":
-        return bench.prepare_gemm(case, fn, device, bench.input_sets(case, device))
+        return harness.prepare_gemm(case, fn, device, harness.input_sets(case, device))
     if case.sweep == "sparse":
-        return bench_sparse.prepare_sparse(case, fn, device)
-    return bench.prepare(case, fn, device)
+        return sparse.prepare_sparse(case, fn, device)
+    return harness.prepare(case, fn, device)
 
 
 # ----------------------------------------------------------------------------------------
@@ -187,7 +207,7 @@ def sweep_metadata(autotune: str, attention: Mapping[str, Program]
         "attention": {
             "sources": {name: program.origin for name, program in attention.items()},
             "baseline": "torch.nn.functional.scaled_dot_product_attention, default scale",
-            "causal_only": [k.name for k in bench_attention.KERNELS.values()
+            "causal_only": [k.name for k in attention_sweep.KERNELS.values()
                             if k.causal_modes == (True,)]},
         "epilogue": {
             "baseline": "act(torch.nn.functional.linear(x, w, bias))",
@@ -196,12 +216,12 @@ def sweep_metadata(autotune: str, attention: Mapping[str, Program]
             "inputs": ROTATED_INPUTS},
         "decode": {"autotune": sweep_autotune("decode", autotune),
                    "baseline": "torch.matmul(x, w.T)", "inputs": ROTATED_INPUTS},
-        "sparse": {"kernel": "bench/kernels/gemm_sp.co with backend='cuda'",
+        "sparse": {"kernel": f"{KERNEL_ORIGIN}/{sparse.KERNEL_FILE} with backend='cuda'",
                    "baseline": "torch.matmul(a, b.T), a the decompressed 2:4 matrix (cuBLAS)",
                    "compiled": "torch.mm(to_sparse_semi_structured(a), b.T): torch's "
                                "semi-structured sparse GEMM (the compiled_* columns)",
                    "shapes": "LLM rows: the weight is the sparse operand, M = N_proj, "
-                             f"N = {bench_sparse.TOKENS} tokens"},
+                             f"N = {sparse.TOKENS} tokens"},
     }
 
 
@@ -215,21 +235,21 @@ def run_bench(cases: Sequence[Case], out_dir: Path, *, device: str = "cuda", rep
     the progress line (the command line passes stderr); ``attention`` the attention
     kernels' sources (default: ours only). The CSV and JSON files are rewritten after
     every case, so a run stopped by a time limit leaves the rows it finished."""
-    attention = attention if attention is not None else bench_attention.programs()
-    meta = bench_report.metadata(device, reps, autotune,
+    attention = attention if attention is not None else attention_sweep.programs()
+    meta = report.metadata(device, reps, autotune,
                                  timed=timer is not None or device != "cpu")
     meta["defines"] = dict(defines or {})
     if device == "cuda":  # (which timer: "events", do_bench, unless one was passed)
-        meta["timer"] = next((name for name, t in bench.TIMERS.items() if t is timer),
+        meta["timer"] = next((name for name, t in harness.TIMERS.items() if t is timer),
                              "events" if timer is None else "custom")
     extra = sweep_metadata(autotune, attention)
 
     def save(rows: Sequence[Row], plot: bool = False) -> tuple[list[Path], list[str]]:
-        return bench_report.write_results(rows, out_dir, meta, plot=plot, sweep_meta=extra)
+        return report.write_results(rows, out_dir, meta, plot=plot, sweep_meta=extra)
 
-    rows = bench.run_cases(cases, device=device, reps=reps, timer=timer,
+    rows = harness.run_cases(cases, device=device, reps=reps, timer=timer,
                            load=load or kernel_loader(autotune, defines, attention),
                            progress=progress, host_timer=host_timer, prepare=prepare,
                            after_case=save)
     files, messages = save(rows, plot)
-    return BenchResult(rows, files, messages, bench_report.summary_table(rows))
+    return BenchResult(rows, files, messages, report.summary_table(rows))

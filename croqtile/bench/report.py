@@ -14,12 +14,13 @@ import datetime
 import json
 import math
 import platform
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
-from .bench import Case, Row
+from .harness import Case, Row
 
 NO_MATPLOTLIB = ("matplotlib is not importable here: no plot drawn; the CSV can be plotted "
                  "later (on any machine) with `croqtile bench --plot CSV`")
@@ -186,6 +187,25 @@ def _cell(name: str, value: Any) -> str:
     if isinstance(value, (bool, str)) or name in _INTEGERS:
         return str(value)
     return f"{value:.{_DIGITS.get(name, 4)}g}"
+
+
+OUT_ROOT = Path("bench-results")  # the default --out's parent, in the current directory
+
+
+def gpu_slug(name: str) -> str:
+    """A folder name for a device: its model ("NVIDIA H200" -> ``h200``, "NVIDIA H100 80GB
+    HBM3" -> ``h100``), else the whole name in lower case with dashes."""
+    words = re.split(r"[\s_-]+", name.lower().replace("nvidia", " "))
+    model = next((w for w in words if re.fullmatch(r"[a-z]+\d+[a-z]*", w)), None)
+    return model or re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
+
+
+def default_out_dir(device: str) -> Path:
+    """Where a run writes when ``--out`` is not given: ``bench-results/<gpu>`` in the
+    current directory (``cpu`` for interpreter runs), never inside the package."""
+    if device == "cpu":
+        return OUT_ROOT / "cpu"
+    return OUT_ROOT / gpu_slug(torch.cuda.get_device_name(device))
 
 
 def metadata(device: str, reps: int, autotune: str, timed: bool = True) -> dict[str, Any]:

@@ -1,14 +1,15 @@
-"""Benchmark sweeps: croqtile kernels beside their torch baselines, correctness first.
+"""The shared harness of ``croqtile bench``: cases, checks and timing, and the sweeps of the
+project's own bench kernels (square, llm, fp8, memory).
 
 Each ``Case`` is one kernel at one shape. ``run_cases`` builds its inputs, poisons the
 output, runs the croqtile kernel and compares every element with a float64 reference; only
 a correct case is timed, croqtile and baseline interleaved in the same run so that clock and
 thermal drift hit both alike.
 
-This module holds the cases, the checks and the timing, and the sweeps of the project's own
-bench kernels (square, llm, fp8, memory). ``bench_attention`` and ``bench_linear`` add the
-sweeps of user-style kernels, ``bench_report`` writes the files (CSV, JSON, PNG) and the
-summary, and ``bench_suite`` puts them together for ``croqtile bench``.
+The kernels are package data (``croqtile/bench/kernels/*.co``, read through
+``kernel_program``): the command works from an installed wheel. ``attention``, ``linear``
+and ``sparse`` add the sweeps of user-style kernels, ``report`` writes the files (CSV,
+JSON, PNG) and the summary, and ``suite`` puts them together for ``croqtile bench``.
 
 On CPU tensors the kernels run through Triton's interpreter: correctness only, no timing,
 unless a ``timer`` is passed (tests pass a fake one to check the arithmetic).
@@ -32,9 +33,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TextIO
 
 import torch
 
-from .bench_spaces import SPACES
+from .spaces import SPACES
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "bench" / "kernels"
+# The bench kernels ship inside the package; results and diagnostics name them by
+# KERNEL_ORIGIN, never by the path of an installation.
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+KERNEL_ORIGIN = "croqtile/bench/kernels"
 SWEEPS = ("square", "llm", "fp8", "memory")
 DEFAULT_SIZES = (512, 1024, 2048, 3072, 4096, 6144, 8192)
 # Memory sweeps use square [S, S] tensors: 2 MB to 512 MB in f16.
@@ -69,7 +73,7 @@ class Case:
     "BSHD"). ``label`` names the shape in plots and tables (an LLM projection)."""
 
     sweep: str
-    kernel: str  # gemm, gemm_fp8, copy, add; user-style kernels: bench_attention, bench_linear
+    kernel: str  # gemm, gemm_fp8, copy, add; the user-style sweeps' kernels
     dtype: str
     M: int = 0
     N: int = 0
@@ -285,6 +289,24 @@ class Program:
         return f"{self.name} at {self.revision}" if self.revision else self.name
 
 
+class KernelFileError(Exception):
+    """A bench kernel is missing from the installed package: a message for the command
+    line, not a traceback."""
+
+
+def kernel_program(name: str, kernel_dir: Path | None = None) -> Program:
+    """The bench kernel ``name`` (``"gemm.co"``) from ``kernel_dir`` (by default the
+    package's own ``kernels`` folder), named ``croqtile/bench/kernels/<name>``."""
+    path = (kernel_dir or KERNEL_DIR) / name
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise KernelFileError(f"cannot read the bench kernel {name} ({path}: {reason}); "
+                              "the croqtile installation is incomplete: reinstall it") from None
+    return Program(text, f"{KERNEL_ORIGIN}/{name}")
+
+
 KernelLoader = Callable[[Case], Any]  # returns the croqtile Function for a case
 Preparer = Callable[[Case, Any, str], Prepared]  # (case, the Function, device)
 
@@ -298,7 +320,7 @@ KERNEL_NAMES = {"gemm": "gemm", "gemm_fp8": "gemm_fp8", "copy": "copy2d", "add":
 
 
 def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = None,
-                  kernel_dir: Path = KERNEL_DIR) -> KernelLoader:
+                  kernel_dir: Path | None = None) -> KernelLoader:
     """Compiles each bench kernel once per element type. ``autotune`` is passed to
     ``croqtile.load`` only when it is not ``"none"`` (builds without the option still run
     the untuned sweeps); otherwise ``DEFAULT_OPTIONS`` apply. ``defines`` override the
@@ -315,8 +337,9 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
                 extra["DT"] = case.dtype  # the case decides the element type
             options = (dict(DEFAULT_OPTIONS.get(case.kernel, {})) if autotune == "none"
                        else {"autotune": autotune, "tunables": SPACES[case.kernel]})
-            mod = croqtile.load(kernel_dir / KERNEL_FILES[case.kernel], defines=extra,
-                                **options)
+            program = kernel_program(KERNEL_FILES[case.kernel], kernel_dir)
+            mod = croqtile.compile(program.text, defines=extra, filename=program.name,
+                                   **options)
             cache[key] = getattr(mod, KERNEL_NAMES[case.kernel])
         return cache[key]
 
@@ -591,5 +614,5 @@ __all__ = [
     "Case", "Row", "Prepared", "square_cases", "llm_cases", "fp8_cases", "memory_cases",
     "tiny_cases", "quick_cases", "full_cases", "run_cases", "run_case", "kernel_loader",
     "prepare", "prepare_gemm", "input_sets", "in_turn", "Rotation", "check", "time_pair",
-    "time_interleaved", "progress_line",
+    "time_interleaved", "progress_line", "kernel_program", "KernelFileError", "Program",
 ]

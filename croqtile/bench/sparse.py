@@ -1,4 +1,4 @@
-"""The 2:4 sparse GEMM sweep (``croqtile bench sparse``): ``bench/kernels/gemm_sp.co``,
+"""The 2:4 sparse GEMM sweep (``croqtile bench sparse``): ``kernels/gemm_sp.co``,
 written as a user would, compiled with ``backend="cuda"`` (the wgmma .sp kernel on a
 Hopper GPU), computing ``C = A @ B^T`` with A [M, K] 2:4 sparse (given packed, with its
 metadata: ``croqtile.sparse.compress_2_4``) and B [N, K] dense. Timed beside
@@ -18,8 +18,8 @@ from typing import Any, Sequence
 
 import torch
 
-from .bench import DTYPES, LLM_SHAPES, Case, Prepared, random_tensors
-from .sparse import compress_2_4, prune_2_4
+from ..sparse import compress_2_4, prune_2_4
+from .harness import DTYPES, LLM_SHAPES, Case, Prepared, random_tensors
 
 KERNEL = "gemm_sp"
 KERNEL_FILE = "gemm_sp.co"

@@ -1,17 +1,17 @@
 """The sweeps of linear layers written as a user would, y = x @ w^T with x [M, K] and
 w [N, K]:
 
-* ``epilogue``: ``bench/kernels/linear.co``, the bias and an activation (relu, gelu with
+* ``epilogue``: ``kernels/linear.co``, the bias and an activation (relu, gelu with
   the tanh approximation, silu) fused after the product, beside torch's unfused pair
   ``act(F.linear(x, w, bias))`` (the ``ratio``) and ``torch.compile`` of that same
   function (``compiled_ratio``), compiled and warmed up before the timing;
-* ``decode``: ``bench/kernels/matmul.co``, a plain 128 x 256-tile GEMM compiled with
+* ``decode``: ``kernels/matmul.co``, a plain 128 x 256-tile GEMM compiled with
   ``autotune="quick"`` and no search space of its own (what a user gets), beside
   ``torch.matmul(x, w.T)`` (cuBLAS) at token counts M = 1 ... 512 on the Llama-3-8B
   projections. M below 16 is under the MMA's smallest row count: the compiler pads.
 
 Both are timed over copies of their inputs in turn that span several times the L2 cache
-(``bench.input_sets``, the ``input_sets`` column): a model reads each layer's weights from
+(``harness.input_sets``, the ``input_sets`` column): a model reads each layer's weights from
 device memory once per step, and a 4096 x 4096 weight replayed alone would partly stay in
 the H200's 60 MB L2.
 """
@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
-from .bench import (DTYPES, LLM_SHAPES, Case, Prepared, Rotation, in_turn, input_sets,
+from .harness import (DTYPES, LLM_SHAPES, Case, Prepared, Rotation, in_turn, input_sets,
                     random_tensors)
 
 EPILOGUE_MS = (16, 64, 512, 4096)
@@ -98,7 +98,7 @@ def compile_baseline(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Ten
 def prepare_epilogue(case: Case, fn: Any, device: str, sets: int | None = None) -> Prepared:
     """x, w and bias of the case's type; torch's unfused ``act(F.linear(x, w, bias))``,
     and the same compiled (on its first call, which the harness makes before timing).
-    Timed over ``sets`` copies of the inputs in turn (by default `bench.input_sets`: the
+    Timed over ``sets`` copies of the inputs in turn (by default `harness.input_sets`: the
     weights come from device memory, as in a model); the first set is the one checked."""
     torch_act = ACTIVATIONS[activation(case)][1]
     randn = random_tensors(case, device)
