@@ -334,6 +334,52 @@ def test_cli_bench_one_sweep_and_usage_errors(tmp_path: Path,
     assert main(["bench", "--reps", "0", "--device", "cpu"]) == 2
 
 
+def test_the_default_out_is_bench_results_of_the_device_in_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "memory", "--device", "cpu"]) == 0
+    assert "wrote 2 files to bench-results/cpu" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "bench-results" / "cpu").iterdir()) == [
+        "memory.csv", "memory.json"]
+
+
+@pytest.mark.parametrize("name, slug", [
+    ("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA A100-SXM4-80GB", "a100"),
+    ("NVIDIA GeForce RTX 4090", "nvidia-geforce-rtx-4090"), ("", "gpu")])
+def test_gpu_folder_names(name: str, slug: str) -> None:
+    assert report.gpu_slug(name) == slug
+
+
+@pytest.mark.parametrize("sweep, missing", [("square", "gemm.co"), ("attention", "attention.co"),
+                                            ("decode", "matmul.co")])
+def test_a_kernel_missing_from_the_package_is_a_message_not_a_traceback(
+        sweep: str, missing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    for path in harness.KERNEL_DIR.glob("*.co"):
+        if path.name != missing:
+            (kernels / path.name).write_text(path.read_text())
+    monkeypatch.setattr(harness, "KERNEL_DIR", kernels)
+    assert main(["bench", sweep, "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"croqtile bench: error: cannot read the bench kernel {missing} (")
+    assert "reinstall" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # stopped before anything ran
+
+
+def test_the_bench_reads_no_file_outside_its_package() -> None:
+    """Every kernel a sweep compiles is package data (what makes an installed wheel
+    work), and the results name it by its place in the package."""
+    cases = suite.tiny_cases(suite.SWEEPS + suite.NAMED_SWEEPS)
+    files = {suite.kernel_file(c) for c in cases}
+    assert None not in files
+    assert {p.name for p in harness.KERNEL_DIR.glob("*.co")} >= files
+    assert harness.KERNEL_DIR.parent == Path(harness.__file__).resolve().parent
+    assert harness.kernel_program("copy.co").name == "croqtile/bench/kernels/copy.co"
+
+
 def test_cli_plot_from_csv(tmp_path: Path, loader: harness.KernelLoader,
                            capsys: pytest.CaptureFixture[str]) -> None:
     _timed_run(tmp_path, loader)
