@@ -8,8 +8,8 @@ For each shape and dtype it runs croqtile's autotuner (``autotune="full"`` with 
 explicit ``tunables`` grid) and records the time of every candidate, with ``torch.matmul``
 (cuBLAS) timed in the same run; the figures choose the compiler's defaults and the grids
 of the benchmark sweeps. The kernel is the bench's gemm.co (croqtile/bench/kernels/),
-C[M, N] = A[M, K] @ B[N, K]^T with an f32 accumulator (``--kernel`` picks another ``.co`` with the same parameters and
-defines ``DT``, ``TILE_M``, ``TILE_N``, ``TILE_K``).
+C[M, N] = A[M, K] @ B[N, K]^T with an f32 accumulator (``--kernel`` picks another ``.co``
+with the same parameters and defines ``DT``, ``TILE_M``, ``TILE_N``, ``TILE_K``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ import importlib.util
 import io
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable

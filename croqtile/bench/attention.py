@@ -247,12 +247,13 @@ def prepare_attention(case: Case, fn: Any, device: str) -> Prepared:
     q, k, v = randn(*shape), randn(*shape), randn(*shape)
     out = None if kernel.returns_output else torch.empty_like(q)
     args = kernel.arguments(q, k, v, out, case.causal)
-    views = [to_bhsd(t, case.layout) for t in (q, k, v)]
+    vq, vk, vv = (to_bhsd(t, case.layout) for t in (q, k, v))
 
     def baseline() -> torch.Tensor:
-        return torch.nn.functional.scaled_dot_product_attention(*views, is_causal=case.causal)
+        return torch.nn.functional.scaled_dot_product_attention(vq, vk, vv,
+                                                                is_causal=case.causal)
 
     def reference() -> torch.Tensor:
-        return to_bhsd(attention_reference(*views, case.causal), case.layout)
+        return to_bhsd(attention_reference(vq, vk, vv, case.causal), case.layout)
 
     return Prepared(lambda: fn(*args), baseline, out, reference, tolerance=TOLERANCE)

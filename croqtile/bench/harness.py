@@ -424,8 +424,8 @@ def prepare(case: Case, fn: Any, device: str) -> Prepared:
 def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """Relative Frobenius error over every element; NaN (a poisoned element left) fails
     every comparison. An all-zero reference compares absolutely."""
-    diff = (out.double() - ref).norm().item()
-    scale = ref.norm().item()
+    diff = float((out.double() - ref).norm().item())
+    scale = float(ref.norm().item())
     return diff / scale if scale else diff
 
 

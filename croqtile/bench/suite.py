@@ -158,7 +158,7 @@ def kernel_loader(autotune: str = "none", defines: Mapping[str, Any] | None = No
         if key not in cache:
             program, function = _program(case, attention)
             mode = sweep_autotune(case.sweep, autotune)
-            options = {} if mode == "none" else {"autotune": mode}
+            options: dict[str, Any] = {} if mode == "none" else {"autotune": mode}
             if case.sweep == "sparse":
                 options.update(sparse.options())
             # a relative name, not a path, in diagnostics (and so in the notes column)
