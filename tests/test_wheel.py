@@ -12,6 +12,7 @@ of the checkout or of the test's environment is on its path.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -108,31 +109,42 @@ def test_the_wheel_ships_the_bench_kernels_and_no_top_level_frontend(
     assert not [n for n in names if re.fullmatch(r"croqtile/bench_\w+\.py", n)]
 
 
-def test_version(installed: Installed) -> None:
+PROBE = """\
+import importlib.metadata, importlib.resources, json
+import croqtile
+print(json.dumps({"file": croqtile.__file__,
+                  "version": importlib.metadata.version("croqtile"),
+                  "kernel": str(importlib.resources.files("croqtile.bench") / "kernels" / "gemm.co")}))
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(installed: Installed) -> dict[str, str]:
+    """What the installed package says of itself, from one interpreter of the environment
+    (each start imports torch: one start for all of it)."""
+    found: dict[str, str] = json.loads(_checked(installed.run(str(installed.python), "-c",
+                                                              PROBE)).stdout)
+    return found
+
+
+def test_version(installed: Installed, probe: dict[str, str]) -> None:
     done = _checked(installed.croqtile("--version"))
     assert done.stdout == f"croqtile {croqtile.__version__}\n"
-    meta = _checked(installed.run(str(installed.python), "-c",
-                                  "import importlib.metadata as m; print(m.version('croqtile'))"))
-    assert meta.stdout.strip() == croqtile.__version__
+    assert probe["version"] == croqtile.__version__
 
 
 def test_the_package_comes_from_the_environment_and_frontend_is_not_top_level(
-        installed: Installed) -> None:
-    done = _checked(installed.run(str(installed.python), "-c",
-                                  "import croqtile; print(croqtile.__file__)"))
-    assert Path(done.stdout.strip()).is_relative_to(installed.venv)
+        installed: Installed, probe: dict[str, str]) -> None:
+    assert Path(probe["file"]).is_relative_to(installed.venv)
     for name in ("frontend", "backends"):
         failed = installed.run(str(installed.python), "-c", f"import {name}")
         assert failed.returncode == 1
         assert f"No module named '{name}'" in failed.stderr
 
 
-def test_check_a_kernel_shipped_in_the_wheel(installed: Installed) -> None:
-    found = _checked(installed.run(
-        str(installed.python), "-c",
-        "import importlib.resources as r; "
-        "print(r.files('croqtile.bench') / 'kernels' / 'gemm.co')"))
-    kernel = Path(found.stdout.strip())
+def test_check_a_kernel_shipped_in_the_wheel(installed: Installed,
+                                             probe: dict[str, str]) -> None:
+    kernel = Path(probe["kernel"])  # found through importlib.resources
     assert kernel.is_relative_to(installed.venv) and kernel.is_file()
     done = _checked(installed.croqtile("check", str(kernel)))
     assert done.stdout == ""
