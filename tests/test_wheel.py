@@ -21,6 +21,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -67,7 +68,7 @@ def _checked(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedProc
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*IGNORED))
@@ -89,7 +90,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
            and not k.startswith("CROQTILE_")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["CROQTILE_CACHE_DIR"] = str(tmp / "cache")  # nothing compiled by the checkout
-    return Installed(wheel, build.stdout + build.stderr, venv, workdir, env)
+    yield Installed(wheel, build.stdout + build.stderr, venv, workdir, env)
+    shutil.rmtree(venv, ignore_errors=True)  # (1.6 GB, mostly torch)
 
 
 def test_the_build_prints_no_deprecation_warning(installed: Installed) -> None:
