@@ -57,7 +57,7 @@ def main() -> None:
 def run_variant(gemm, variant: str, shapes, reps: int, widths: list[int]) -> list[dict]:
     import torch
 
-    from croqtile import bench
+    from croqtile.bench import harness
     from croqtile.backends.cuda.gemm import WIDTHS, unsupported
 
     records = []
@@ -67,10 +67,10 @@ def run_variant(gemm, variant: str, shapes, reps: int, widths: list[int]) -> lis
             b = torch.randn(n, k, device="cuda", dtype=dtype)
             out = torch.empty(m, n, device="cuda", dtype=dtype)
             assert unsupported(a, b, out) is None, unsupported(a, b, out)
-            bench.poison(out)
+            harness.poison(out)
             gemm(a, b, out, width)
-            err = bench.relative_error(out, a.double() @ b.double().T)
-            ok = err <= bench.TOLERANCES["gemm"]  # False for NaN
+            err = harness.relative_error(out, a.double() @ b.double().T)
+            ok = err <= harness.TOLERANCES["gemm"]  # False for NaN
             print(f"check {dtype} {m}x{n}x{k} width {width}: rel err {err:.2e} "
                   f"{'ok' if ok else 'WRONG'}", flush=True)
             records.append({"check": [m, n, k], "width": width, "dtype": str(dtype),
@@ -79,9 +79,9 @@ def run_variant(gemm, variant: str, shapes, reps: int, widths: list[int]) -> lis
             a = torch.randn(m, k, device="cuda", dtype=dtype)
             b = torch.randn(n, k, device="cuda", dtype=dtype)
             out = torch.empty(m, n, device="cuda", dtype=dtype)
-            mine, base = bench.time_pair(lambda a=a, b=b, out=out, w=width: gemm(a, b, out, w or None),
+            mine, base = harness.time_pair(lambda a=a, b=b, out=out, w=width: gemm(a, b, out, w or None),
                                          lambda a=a, b=b: torch.matmul(a, b.T),
-                                         bench.default_timer, reps)
+                                         harness.default_timer, reps)
             tflops = 2 * m * n * k / mine / 1e9
             print(f"time {dtype} {m}x{n}x{k} width {width or 'auto'}: ours {mine * 1e3:.1f} us "
                   f"({tflops:.0f} TFLOP/s), cuBLAS {base * 1e3:.1f} us, ratio {base / mine:.3f}",

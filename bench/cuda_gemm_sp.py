@@ -76,7 +76,7 @@ def calls(gemm, a, packed, meta, b, out) -> tuple:
 def run_variant(gemm, variant: str, shapes, reps: int) -> list[dict]:
     import torch
 
-    from croqtile import bench
+    from croqtile.bench import harness
     from croqtile.backends.cuda.gemm_sp import unsupported_sparse
 
     records = []
@@ -84,18 +84,18 @@ def run_variant(gemm, variant: str, shapes, reps: int) -> list[dict]:
         for m, n, k in CHECK_SHAPES:
             a, packed, meta, b, out = operands(m, n, k, dtype)
             assert unsupported_sparse(packed, meta, b, out) is None
-            bench.poison(out)
+            harness.poison(out)
             gemm(packed, meta, b, out)
-            err = bench.relative_error(out, a.double() @ b.double().T)
-            ok = err <= bench.TOLERANCES["gemm"]  # False for NaN
+            err = harness.relative_error(out, a.double() @ b.double().T)
+            ok = err <= harness.TOLERANCES["gemm"]  # False for NaN
             print(f"check {dtype} {m}x{n}x{k}: rel err {err:.2e} {'ok' if ok else 'WRONG'}",
                   flush=True)
             records.append({"check": [m, n, k], "dtype": str(dtype), "err": err, "ok": ok})
         for m, n, k in shapes:
             a, packed, meta, b, out = operands(m, n, k, dtype)
             gemm(packed, meta, b, out)  # (the metadata is reordered once, on the first call)
-            mine, dense, sparse = bench.time_interleaved(
-                calls(gemm, a, packed, meta, b, out), bench.default_timer, reps)
+            mine, dense, sparse = harness.time_interleaved(
+                calls(gemm, a, packed, meta, b, out), harness.default_timer, reps)
             tflops = 2 * m * n * k / mine / 1e9
             print(f"time {dtype} {m}x{n}x{k}: ours {mine * 1e3:.1f} us ({tflops:.0f} dense-"
                   f"equivalent TFLOP/s), cuBLAS {dense * 1e3:.1f} us (x{dense / mine:.3f}), "

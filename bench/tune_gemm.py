@@ -7,9 +7,9 @@
 For each shape and dtype it runs croqtile's autotuner (``autotune="full"`` with an
 explicit ``tunables`` grid) and records the time of every candidate, with ``torch.matmul``
 (cuBLAS) timed in the same run; the figures choose the compiler's defaults and the grids
-of the benchmark sweeps. The kernel is bench/kernels/gemm.co, C[M, N] = A[M, K] @ B[N, K]^T
-with an f32 accumulator (``--kernel`` picks another ``.co`` with the same parameters and
-defines ``DT``, ``TILE_M``, ``TILE_N``, ``TILE_K``).
+of the benchmark sweeps. The kernel is the bench's gemm.co (croqtile/bench/kernels/),
+C[M, N] = A[M, K] @ B[N, K]^T with an f32 accumulator (``--kernel`` picks another ``.co``
+with the same parameters and defines ``DT``, ``TILE_M``, ``TILE_N``, ``TILE_K``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from pathlib import Path
 import torch
 
 import croqtile
+from croqtile.bench.harness import KERNEL_DIR
 
-KERNEL = Path(__file__).resolve().parent / "kernels" / "gemm.co"
+KERNEL = KERNEL_DIR / "gemm.co"
 
 SPACES = {
     "large": {"TILE_M": [128, 256], "TILE_N": [256, 128], "num_warps": [8, 4],
@@ -170,7 +171,7 @@ def main() -> None:
     parser.add_argument("--space", choices=sorted(SPACES), default="large")
     parser.add_argument("--dtype", nargs="+", choices=sorted(DTYPES), default=["f16"])
     parser.add_argument("--shapes", nargs="+", default=None, help="M,N,K ...")
-    parser.add_argument("--kernel", type=Path, help="a .co file instead of bench/kernels/gemm.co")
+    parser.add_argument("--kernel", type=Path, help="a .co file instead of the bench gemm.co")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("tune_gemm.py times kernels on a CUDA device; none is available")

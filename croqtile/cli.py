@@ -1,6 +1,7 @@
 """The ``croqtile`` command line: ``check`` programs without running them, ``explain`` codes,
 ``bench`` kernels against torch.
 
+    croqtile --version
     croqtile check [--format text|json|full] [--target TARGET] [-D NAME[=VALUE]]... PATH...
     croqtile explain CODE
     croqtile bench [square|llm|fp8|memory|attention|epilogue|decode|sparse|all]... [--dtype ...]
@@ -23,10 +24,14 @@ wrong and a fixed program when the optional module ``croqtile.frontend.code_exam
 has them (``EXAMPLES[code]``: an ``Example`` with ``.bad`` and ``.fixed``, or a
 ``(bad, fixed)`` pair). ``ERRORS.md`` is the same reference as one document.
 
-``bench`` runs the sweeps of ``croqtile.bench_suite`` (see ``bench/README.md``): every case
-is checked against a float64 reference before it is timed; exit status 1 when a case is
-wrong. ``--tutorial`` and ``--upstream`` name checkouts of the Croqtile tutorial and of the
-reference repository whose flash-attention kernels the attention sweep adds.
+``bench`` runs the sweeps of ``croqtile.bench`` (its kernels ship in the package, so it runs
+from an installed wheel): every case is checked against a float64 reference before it is
+timed; exit status 1 when a case is wrong. The files go to ``--out``, by default
+``bench-results/<gpu>`` in the current directory (``h200``, ``h100``, ... from the device
+name; ``cpu`` for interpreter runs); a maintainer refreshing the repository's figures
+passes ``--out bench/results/h200``. ``--tutorial`` and ``--upstream`` name checkouts of
+the Croqtile tutorial and of the reference repository whose flash-attention kernels the
+attention sweep adds.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
+from . import __version__
 from .driver import check_source
 from .frontend.codes import CODES, Code, Severity
 from .frontend.diagnostics import Diagnostic
@@ -102,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="croqtile",
         description="Check Croqtile programs, explain diagnostic codes, benchmark kernels.")
+    parser.add_argument("--version", action="version", version=f"croqtile {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check = commands.add_parser(
         "check", help="report the diagnostics of .co files and of sources embedded in .py files",
@@ -150,8 +157,9 @@ def _add_bench_parser(commands: Any) -> None:
                             "attention sequence lengths, epilogue and decode token counts M")
     bench.add_argument("--reps", type=int, default=3,
                        help="do_bench repetitions per kernel; the median is kept (default 3)")
-    bench.add_argument("--out", default=str(Path("bench", "results", "h200")),
-                       help="output directory (default bench/results/h200)")
+    bench.add_argument("--out", metavar="DIR",
+                       help="output directory (default bench-results/GPU in the current "
+                            "directory: h200, h100, ... or cpu)")
     bench.add_argument("--timer", choices=("events", "graph"), default="events",
                        help="events: do_bench (CUDA events around each call, the host path "
                             "included where it is longer than the kernel); graph: "
@@ -185,7 +193,8 @@ def _add_bench_parser(commands: Any) -> None:
 def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``croqtile bench``: run the sweeps, write the files, print the summary table."""
     # torch and triton load only for this command
-    from . import bench, bench_attention, bench_suite
+    from .bench import attention as attention_sweep
+    from .bench import harness, report, suite
 
     if args.plot:
         return _plot_only(Path(args.plot), out, err)
@@ -193,8 +202,8 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     if args.reps < 1:
         raise UsageError("--reps must be at least 1")
     try:
-        attention = bench_attention.programs(args.tutorial, args.upstream)
-    except bench_attention.SourceError as exc:
+        attention = attention_sweep.programs(args.tutorial, args.upstream)
+    except (attention_sweep.SourceError, harness.KernelFileError) as exc:
         raise UsageError(str(exc)) from None
     device = args.device or ("cuda" if _cuda_available() else "cpu")
     if device == "cuda" and not _cuda_available():
@@ -202,19 +211,24 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
                          "correctness through the interpreter)")
     kernels = list(attention)
     if args.sizes:
-        cases = bench_suite.full_cases(sweeps, args.dtype, args.sizes, kernels)
+        cases = suite.full_cases(sweeps, args.dtype, args.sizes, kernels)
     elif device == "cpu":
-        cases = bench_suite.tiny_cases(sweeps, args.dtype, kernels)
+        cases = suite.tiny_cases(sweeps, args.dtype, kernels)
     elif args.quick:
-        cases = bench_suite.quick_cases(sweeps, args.dtype, kernels)
+        cases = suite.quick_cases(sweeps, args.dtype, kernels)
     else:
-        cases = bench_suite.full_cases(sweeps, args.dtype, attention_kernels=kernels)
+        cases = suite.full_cases(sweeps, args.dtype, attention_kernels=kernels)
     if args.kernels:
         cases = _only_kernels(cases, args.kernels)
-    result = bench_suite.run_bench(cases, Path(args.out), device=device, reps=args.reps,
-                                   autotune=args.autotune, defines=_parse_defines(args.define),
-                                   timer=bench.TIMERS[args.timer] if device == "cuda" else None,
-                                   progress=err, attention=attention)
+    try:
+        suite.check_kernel_files(cases)
+    except harness.KernelFileError as exc:
+        raise UsageError(str(exc)) from None
+    out_dir = Path(args.out) if args.out else report.default_out_dir(device)
+    result = suite.run_bench(cases, out_dir, device=device, reps=args.reps,
+                             autotune=args.autotune, defines=_parse_defines(args.define),
+                             timer=harness.TIMERS[args.timer] if device == "cuda" else None,
+                             progress=err, attention=attention)
     for row in result.rows:
         if not row.ok:
             print(f"FAILED {row.case.describe()}: {row.note} (rel_error "
@@ -222,7 +236,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     for message in result.messages:
         print(message, file=err)
     print(result.table, file=out)
-    print(f"wrote {len(result.files)} files to {args.out}", file=out)
+    print(f"wrote {len(result.files)} files to {out_dir}", file=out)
     return 1 if result.failed else 0
 
 
@@ -249,11 +263,11 @@ def _bench_sweeps(names: Sequence[str]) -> list[str]:
 
 
 def _plot_only(csv_path: Path, out: TextIO, err: TextIO) -> int:
-    from . import bench_report
+    from .bench import report
 
     if not csv_path.is_file():
         raise UsageError(f"no such CSV file: {str(csv_path)!r}")
-    png, message = bench_report.plot_csv(csv_path)
+    png, message = report.plot_csv(csv_path)
     if png is None:
         print(message, file=err)
         return 1

@@ -43,7 +43,7 @@ def uncompiled_baseline(monkeypatch: pytest.MonkeyPatch) -> list[Callable[..., A
         built.append(fn)
         return fn
 
-    from croqtile import bench_linear
+    from croqtile.bench import linear
 
-    monkeypatch.setattr(bench_linear, "compile_baseline", no_compile)
+    monkeypatch.setattr(linear, "compile_baseline", no_compile)
     return built

@@ -9,7 +9,6 @@ import importlib.util
 import io
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -17,8 +16,8 @@ from typing import Any, Callable
 import pytest
 
 import croqtile
-from croqtile import bench, bench_report, bench_spaces, bench_suite
-from croqtile.bench import Case
+from croqtile.bench import harness, report, spaces, suite
+from croqtile.bench.harness import Case
 from croqtile.cli import main
 
 REQUIRED_COLUMNS = {"kernel", "dtype", "M", "N", "K", "croqtile_tflops", "baseline_tflops",
@@ -71,13 +70,13 @@ def constant_timer(ours: float, baseline: float) -> Callable[[Callable[[], objec
 
 
 @pytest.fixture(scope="module")
-def loader() -> bench.KernelLoader:
-    return bench.kernel_loader()
+def loader() -> harness.KernelLoader:
+    return harness.kernel_loader()
 
 
 @pytest.fixture(scope="module")
-def tiny_rows(loader: bench.KernelLoader) -> list[bench.Row]:
-    return bench.run_cases(bench.tiny_cases(bench.SWEEPS), device="cpu", load=loader)
+def tiny_rows(loader: harness.KernelLoader) -> list[harness.Row]:
+    return harness.run_cases(harness.tiny_cases(harness.SWEEPS), device="cpu", load=loader)
 
 
 # ----------------------------------------------------------------------------------------
@@ -86,18 +85,18 @@ def tiny_rows(loader: bench.KernelLoader) -> list[bench.Row]:
 
 
 def test_case_builders() -> None:
-    square = bench.square_cases(["f16"])
+    square = harness.square_cases(["f16"])
     assert [c.M for c in square] == [512, 1024, 2048, 3072, 4096, 6144, 8192]
     assert all(c.M == c.N == c.K and c.kernel == "gemm" for c in square)
-    llm = bench.llm_cases(["f16", "bf16"])
+    llm = harness.llm_cases(["f16", "bf16"])
     assert len(llm) == 2 * 8 * 5
     assert {c.M for c in llm} == {16, 64, 128, 512, 4096}
     down70 = [c for c in llm if c.label == "llama3-70b down"]
     assert {(c.N, c.K) for c in down70} == {(8192, 28672)}
     assert {(c.N, c.K) for c in llm if c.label == "llama3-8b gate_up"} == {(28672, 4096)}
-    fp8 = bench.fp8_cases([1024])
+    fp8 = harness.fp8_cases([1024])
     assert fp8 == [Case("fp8", "gemm_fp8", "e4m3", 1024, 1024, 1024)]
-    memory = bench.memory_cases([2048])
+    memory = harness.memory_cases([2048])
     assert [(c.kernel, c.M, c.N, c.K) for c in memory] == [("copy", 2048, 2048, 0),
                                                          ("add", 2048, 2048, 0)]
 
@@ -118,14 +117,14 @@ def test_flops_and_bytes() -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def test_every_bench_kernel_is_correct_on_the_cpu(tiny_rows: list[bench.Row]) -> None:
+def test_every_bench_kernel_is_correct_on_the_cpu(tiny_rows: list[harness.Row]) -> None:
     kinds = {(r.case.kernel, r.case.dtype) for r in tiny_rows}
     assert kinds == {("gemm", "f16"), ("gemm", "bf16"), ("gemm_fp8", "e4m3"),
                      ("copy", "f16"), ("add", "f16")}
     for row in tiny_rows:
         assert row.ok, (row.case, row.note, row.rel_error)
         assert row.rel_error is not None
-        assert row.rel_error <= bench.TOLERANCES[row.case.kernel]
+        assert row.rel_error <= harness.TOLERANCES[row.case.kernel]
         # Correctness only on the CPU: nothing timed, no ratio.
         assert row.croqtile_ms is None and row.baseline_ms is None and row.ratio is None
     gemm_errors = [r.rel_error for r in tiny_rows if r.case.kernel == "gemm"]
@@ -133,14 +132,14 @@ def test_every_bench_kernel_is_correct_on_the_cpu(tiny_rows: list[bench.Row]) ->
 
 
 def test_gemm_source_serves_f16_and_bf16_through_a_define() -> None:
-    text = (bench.KERNEL_DIR / "gemm.co").read_text()
+    text = (harness.KERNEL_DIR / "gemm.co").read_text()
     assert "#define DT f16" in text and "mma.fill.f32 0.0f" in text
 
 
 @pytest.mark.parametrize("source, note", [(OFF_BY_ONE_COPY, "wrong result"),
                                           (FIRST_ROWS_COPY, "wrong result")])
 def test_a_wrong_kernel_is_reported_and_not_timed(source: str, note: str,
-                                                  loader: bench.KernelLoader) -> None:
+                                                  loader: harness.KernelLoader) -> None:
     wrong = croqtile.compile(source).copy2d
     cases = [Case("memory", "copy", "f16", 40, 128), Case("memory", "add", "f16", 40, 128)]
 
@@ -148,7 +147,7 @@ def test_a_wrong_kernel_is_reported_and_not_timed(source: str, note: str,
         return wrong if case.kernel == "copy" else loader(case)
 
     timer = SequenceTimer([1.0, 2.0] * 3)
-    rows = bench.run_cases(cases, device="cpu", timer=timer, load=load, reps=3)
+    rows = harness.run_cases(cases, device="cpu", timer=timer, load=load, reps=3)
     assert not rows[0].ok and rows[0].note == note
     assert rows[0].croqtile_ms is None and rows[0].ratio is None
     assert rows[1].ok and rows[1].ratio == 2.0
@@ -159,7 +158,7 @@ def test_a_kernel_that_fails_to_compile_is_a_failed_row() -> None:
     def load(case: Case) -> Any:
         return croqtile.compile("__co__ void f(global f16 [4] x) { x.at(0) = zz; }")
 
-    rows = bench.run_cases([Case("memory", "copy", "f16", 8, 64)], device="cpu", load=load)
+    rows = harness.run_cases([Case("memory", "copy", "f16", 8, 64)], device="cpu", load=load)
     assert not rows[0].ok and rows[0].note.startswith("compile: CompileError")
 
 
@@ -168,11 +167,11 @@ def test_a_kernel_that_fails_to_compile_is_a_failed_row() -> None:
 # ----------------------------------------------------------------------------------------
 
 
-def test_median_of_interleaved_medians(loader: bench.KernelLoader) -> None:
+def test_median_of_interleaved_medians(loader: harness.KernelLoader) -> None:
     case = Case("square", "gemm", "f16", 64, 64, 64)
     # ours, baseline, ours, baseline, ours, baseline
     timer = SequenceTimer([1.0, 9.0, 5.0, 3.0, 2.0, 4.0])
-    rows = bench.run_cases([case], device="cpu", timer=timer, load=loader, reps=3)
+    rows = harness.run_cases([case], device="cpu", timer=timer, load=loader, reps=3)
     assert rows[0].croqtile_ms == 2.0 and rows[0].baseline_ms == 4.0
     assert rows[0].ratio == 2.0
     assert rows[0].tflops(2.0) == pytest.approx(2 * 64 ** 3 / 2.0e-3 / 1e12)
@@ -181,38 +180,38 @@ def test_median_of_interleaved_medians(loader: bench.KernelLoader) -> None:
 
 
 def test_host_time_of_each_side_is_recorded_when_a_host_timer_is_given(
-        tmp_path: Path, loader: bench.KernelLoader) -> None:
+        tmp_path: Path, loader: harness.KernelLoader) -> None:
     case = Case("square", "gemm", "f16", 64, 64, 64)
     host = SequenceTimer([21.5, 13.25])  # ours, then the baseline
-    result = bench_suite.run_bench([case], tmp_path, device="cpu", reps=1,
+    result = suite.run_bench([case], tmp_path, device="cpu", reps=1,
                              timer=SequenceTimer([1.0, 2.0]), load=loader, plot=False,
                              host_timer=host)
     (row,) = result.rows
     assert (row.croqtile_host_us, row.baseline_host_us) == (21.5, 13.25)
     ours, base = host.timed
     assert ours is not base
-    (record,) = bench_report.read_csv(tmp_path / "square.csv")
+    (record,) = report.read_csv(tmp_path / "square.csv")
     assert (record["croqtile_host_us"], record["baseline_host_us"]) == ("21.5", "13.25")
     (entry,) = json.loads((tmp_path / "square.json").read_text())["rows"]
     assert (entry["croqtile_host_us"], entry["baseline_host_us"]) == (21.5, 13.25)
     # without one (CPU runs) the columns stay empty
-    bench_suite.run_bench([case], tmp_path, device="cpu", reps=1, timer=SequenceTimer([1.0, 2.0]),
+    suite.run_bench([case], tmp_path, device="cpu", reps=1, timer=SequenceTimer([1.0, 2.0]),
                     load=loader, plot=False)
-    (record,) = bench_report.read_csv(tmp_path / "square.csv")
+    (record,) = report.read_csv(tmp_path / "square.csv")
     assert record["croqtile_host_us"] == "" and record["baseline_host_us"] == ""
 
 
-def _timed_run(tmp_path: Path, loader: bench.KernelLoader) -> bench_suite.BenchResult:
+def _timed_run(tmp_path: Path, loader: harness.KernelLoader) -> suite.BenchResult:
     cases = [Case("square", "gemm", "f16", 64, 64, 64), Case("square", "gemm", "f16", 96, 96, 96),
              Case("memory", "copy", "f16", 16, 256), Case("memory", "add", "f16", 16, 256)]
     # ratios 4, 1 (square: geomean 2) and 2, 0.5 (memory: geomean 1); reps=1
     timer = SequenceTimer([1.0, 4.0, 3.0, 3.0, 1.0, 2.0, 4.0, 2.0])
-    return bench_suite.run_bench(cases, tmp_path, device="cpu", reps=1, timer=timer, load=loader,
+    return suite.run_bench(cases, tmp_path, device="cpu", reps=1, timer=timer, load=loader,
                            progress=None, plot=False)
 
 
 def test_csv_has_the_columns_and_a_row_per_case(tmp_path: Path,
-                                                 loader: bench.KernelLoader) -> None:
+                                                 loader: harness.KernelLoader) -> None:
     result = _timed_run(tmp_path, loader)
     with (tmp_path / "square.csv").open() as f:
         reader = csv.DictReader(f)
@@ -224,7 +223,7 @@ def test_csv_has_the_columns_and_a_row_per_case(tmp_path: Path,
     assert float(square[0]["croqtile_tflops"]) == pytest.approx(2 * 64 ** 3 / 1e-3 / 1e12,
                                                                rel=1e-3)
     assert all(r["ok"] == "True" and r["croqtile_gbps"] == "" for r in square)
-    memory = bench_report.read_csv(tmp_path / "memory.csv")
+    memory = report.read_csv(tmp_path / "memory.csv")
     assert [r["kernel"] for r in memory] == ["copy", "add"] and memory[0]["K"] == ""
     copy_gbps = 2 * 16 * 256 * 2 / 1e-3 / 1e9  # 2 tensors in 1 ms
     assert float(memory[0]["croqtile_gbps"]) == pytest.approx(copy_gbps, rel=1e-3)
@@ -234,7 +233,7 @@ def test_csv_has_the_columns_and_a_row_per_case(tmp_path: Path,
 
 
 def test_json_has_metadata_and_geometric_means(tmp_path: Path,
-                                               loader: bench.KernelLoader) -> None:
+                                               loader: harness.KernelLoader) -> None:
     _timed_run(tmp_path, loader)
     square = json.loads((tmp_path / "square.json").read_text())
     meta = square["metadata"]
@@ -248,14 +247,14 @@ def test_json_has_metadata_and_geometric_means(tmp_path: Path,
 
 
 def test_geomean_ignores_untimed_rows() -> None:
-    assert bench_report.geomean([2.0, 8.0]) == pytest.approx(4.0)
-    assert bench_report.geomean([]) is None
+    assert report.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert report.geomean([]) is None
     case = Case("square", "gemm", "f16", 8, 8, 8)
-    rows = [bench.Row(case, True, 0.0, 1.0, 3.0), bench.Row(case, False, None)]
-    assert bench_report.geomeans(rows)["square"] == pytest.approx(3.0)
+    rows = [harness.Row(case, True, 0.0, 1.0, 3.0), harness.Row(case, False, None)]
+    assert report.geomeans(rows)["square"] == pytest.approx(3.0)
 
 
-def test_summary_table(tmp_path: Path, loader: bench.KernelLoader) -> None:
+def test_summary_table(tmp_path: Path, loader: harness.KernelLoader) -> None:
     table = _timed_run(tmp_path, loader).table
     lines = table.splitlines()
     assert len({len(line) for line in lines}) == 1  # fixed width
@@ -268,10 +267,10 @@ def test_summary_table(tmp_path: Path, loader: bench.KernelLoader) -> None:
 
 def test_progress_line_and_stream() -> None:
     case = Case("square", "gemm", "f16", 4096, 4096, 4096)
-    assert bench.progress_line(12, 40, case) == "[###.......] 12/40 gemm f16 4096x4096x4096"
-    assert bench.progress_line(40, 40, None) == "[##########] 40/40 done"
+    assert harness.progress_line(12, 40, case) == "[###.......] 12/40 gemm f16 4096x4096x4096"
+    assert harness.progress_line(40, 40, None) == "[##########] 40/40 done"
     stream = io.StringIO()
-    bench.run_cases([Case("memory", "copy", "f16", 8, 64)], device="cpu", progress=stream)
+    harness.run_cases([Case("memory", "copy", "f16", 8, 64)], device="cpu", progress=stream)
     assert stream.getvalue().splitlines() == ["[..........] 0/1 copy f16 8x64",
                                               "[##########] 1/1 done"]
 
@@ -285,18 +284,20 @@ def test_autotune_is_passed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> 
     class Module:
         gemm = Tuned()
 
-    def fake_load(path: Path, **kwargs: Any) -> Module:
+    def fake_compile(text: str, **kwargs: Any) -> Module:
+        assert "__co__ void gemm(" in text
         seen.append(kwargs)
         return Module()
 
-    monkeypatch.setattr(croqtile, "load", fake_load)
+    monkeypatch.setattr(croqtile, "compile", fake_compile)
     case = Case("square", "gemm", "bf16", 8, 8, 8)
-    bench.kernel_loader("quick")(case)
-    bench.kernel_loader("none")(case)
-    assert seen[0] == {"defines": {"DT": "bf16"}, "autotune": "quick",
-                       "tunables": bench_spaces.gemm_space}
-    assert seen[1] == {"defines": {"DT": "bf16"}}
-    assert bench.config_string(Tuned()) == "DT=bf16;TILE_M=64;num_warps=4"
+    harness.kernel_loader("quick")(case)
+    harness.kernel_loader("none")(case)
+    # named by its place in the package, never by the path of an installation
+    assert seen[0] == {"defines": {"DT": "bf16"}, "filename": "croqtile/bench/kernels/gemm.co",
+                       "autotune": "quick", "tunables": spaces.gemm_space}
+    assert seen[1] == {"defines": {"DT": "bf16"}, "filename": "croqtile/bench/kernels/gemm.co"}
+    assert harness.config_string(Tuned()) == "DT=bf16;TILE_M=64;num_warps=4"
 
 
 # ----------------------------------------------------------------------------------------
@@ -312,8 +313,8 @@ def test_cli_bench_cpu_quick_end_to_end(tmp_path: Path, capsys: pytest.CaptureFi
         assert main(["bench", "--device", "cpu", "--quick", "--out", str(out)]) == 0
     captured = capsys.readouterr()
     assert re.search(r"^\[##########\] 21/21 done$", captured.err, re.M)
-    for sweep in bench_suite.SWEEPS:
-        rows = bench_report.read_csv(out / f"{sweep}.csv")
+    for sweep in suite.SWEEPS:
+        rows = report.read_csv(out / f"{sweep}.csv")
         assert rows and all(r["ok"] == "True" and r["ratio"] == "" for r in rows)
         doc = json.loads((out / f"{sweep}.json").read_text())
         assert doc["metadata"]["device"] == "cpu" and len(doc["rows"]) == len(rows)
@@ -332,7 +333,53 @@ def test_cli_bench_one_sweep_and_usage_errors(tmp_path: Path,
     assert main(["bench", "--reps", "0", "--device", "cpu"]) == 2
 
 
-def test_cli_plot_from_csv(tmp_path: Path, loader: bench.KernelLoader,
+def test_the_default_out_is_bench_results_of_the_device_in_the_current_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "memory", "--device", "cpu"]) == 0
+    assert "wrote 2 files to bench-results/cpu" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "bench-results" / "cpu").iterdir()) == [
+        "memory.csv", "memory.json"]
+
+
+@pytest.mark.parametrize("name, slug", [
+    ("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA A100-SXM4-80GB", "a100"),
+    ("NVIDIA GeForce RTX 4090", "nvidia-geforce-rtx-4090"), ("", "gpu")])
+def test_gpu_folder_names(name: str, slug: str) -> None:
+    assert report.gpu_slug(name) == slug
+
+
+@pytest.mark.parametrize("sweep, missing", [("square", "gemm.co"), ("attention", "attention.co"),
+                                            ("decode", "matmul.co")])
+def test_a_kernel_missing_from_the_package_is_a_message_not_a_traceback(
+        sweep: str, missing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    for path in harness.KERNEL_DIR.glob("*.co"):
+        if path.name != missing:
+            (kernels / path.name).write_text(path.read_text())
+    monkeypatch.setattr(harness, "KERNEL_DIR", kernels)
+    assert main(["bench", sweep, "--device", "cpu", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"croqtile bench: error: cannot read the bench kernel {missing} (")
+    assert "reinstall" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # stopped before anything ran
+
+
+def test_the_bench_reads_no_file_outside_its_package() -> None:
+    """Every kernel a sweep compiles is package data (what makes an installed wheel
+    work), and the results name it by its place in the package."""
+    cases = suite.tiny_cases(suite.SWEEPS + suite.NAMED_SWEEPS)
+    files = {suite.kernel_file(c) for c in cases}
+    assert None not in files
+    assert {p.name for p in harness.KERNEL_DIR.glob("*.co")} >= files
+    assert harness.KERNEL_DIR.parent == Path(harness.__file__).resolve().parent
+    assert harness.kernel_program("copy.co").name == "croqtile/bench/kernels/copy.co"
+
+
+def test_cli_plot_from_csv(tmp_path: Path, loader: harness.KernelLoader,
                            capsys: pytest.CaptureFixture[str]) -> None:
     _timed_run(tmp_path, loader)
     code = main(["bench", "--plot", str(tmp_path / "square.csv")])
@@ -349,10 +396,10 @@ def test_cli_plot_from_csv(tmp_path: Path, loader: bench.KernelLoader,
 
 
 def test_plot_without_matplotlib_says_how_to_plot_later(
-        tmp_path: Path, loader: bench.KernelLoader, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, loader: harness.KernelLoader, monkeypatch: pytest.MonkeyPatch) -> None:
     _timed_run(tmp_path, loader)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
-    png, message = bench_report.plot_csv(tmp_path / "square.csv")
+    png, message = report.plot_csv(tmp_path / "square.csv")
     assert png is None and "croqtile bench --plot CSV" in message
     assert (tmp_path / "square.csv").is_file()  # still there, to plot elsewhere
 
@@ -371,32 +418,23 @@ def test_cli_defines_reach_the_kernels(tmp_path: Path) -> None:
 
 
 def test_a_baseline_that_cannot_be_timed_keeps_the_checked_row(
-        loader: bench.KernelLoader) -> None:
+        loader: harness.KernelLoader) -> None:
     def broken_timer(fn: Callable[[], object]) -> float:
         raise RuntimeError("no _scaled_mm here\nsecond line")
 
-    rows = bench.run_cases([Case("fp8", "gemm_fp8", "e4m3", 64, 64, 64)], device="cpu",
+    rows = harness.run_cases([Case("fp8", "gemm_fp8", "e4m3", 64, 64, 64)], device="cpu",
                            timer=broken_timer, load=loader)
     assert rows[0].ok and rows[0].ratio is None
     assert rows[0].note == "timing: RuntimeError: no _scaled_mm here"
 
 
-def test_sweep_script_runs_from_the_checkout(tmp_path: Path) -> None:
-    script = Path(__file__).resolve().parent.parent / "bench" / "memory_sweep.py"
-    done = subprocess.run([sys.executable, str(script), "--device", "cpu", "--out",
-                           str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert [r["kernel"] for r in bench_report.read_csv(tmp_path / "memory.csv")] == ["copy", "add"]
-    assert re.search(r"^memory +all ", done.stdout, re.M)
-
-
 def test_a_run_without_matplotlib_writes_the_data_and_says_so(
-        tmp_path: Path, loader: bench.KernelLoader, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, loader: harness.KernelLoader, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     timer = SequenceTimer([1.0, 2.0])
-    result = bench_suite.run_bench([Case("square", "gemm", "f16", 64, 64, 64)], tmp_path,
+    result = suite.run_bench([Case("square", "gemm", "f16", 64, 64, 64)], tmp_path,
                              device="cpu", reps=1, timer=timer, load=loader)
-    assert result.messages == [bench_report.NO_MATPLOTLIB]
+    assert result.messages == [report.NO_MATPLOTLIB]
     assert sorted(p.name for p in result.files) == ["square.csv", "square.json"]
     assert not list(tmp_path.glob("*.png"))
 
@@ -404,24 +442,24 @@ def test_a_run_without_matplotlib_writes_the_data_and_says_so(
 def test_autotune_through_croqtile_load_on_the_cpu(tmp_path: Path) -> None:
     """On the CPU the search has no timer: the default configuration runs (with a warning)
     and the row is still checked; the harness reads whatever ``tuned_config`` says."""
-    load = bench.kernel_loader("quick")
+    load = harness.kernel_loader("quick")
     with pytest.warns(RuntimeWarning, match="needs a CUDA device"):
-        rows = bench.run_cases([Case("memory", "copy", "f16", 8, 64)], device="cpu",
+        rows = harness.run_cases([Case("memory", "copy", "f16", 8, 64)], device="cpu",
                                load=load)
     assert rows[0].ok
     fn = load(Case("memory", "copy", "f16", 8, 64))
-    assert rows[0].config == bench.config_string(fn)
+    assert rows[0].config == harness.config_string(fn)
 
 
-@pytest.mark.parametrize("kernel", sorted(bench_spaces.SPACES))
+@pytest.mark.parametrize("kernel", sorted(spaces.SPACES))
 def test_every_tuning_candidate_of_the_bench_kernels_compiles(kernel: str) -> None:
     """The candidates are chosen for the GPU; each must at least pass the checker (a typo
     in a define name, or a tile the checker rejects, would only be pruned silently)."""
     import warnings
 
-    source = (bench.KERNEL_DIR / bench.KERNEL_FILES[kernel]).read_text()
+    source = (harness.KERNEL_DIR / harness.KERNEL_FILES[kernel]).read_text()
     configs = [c for m in (16, 64, 4096)
-               for c in bench_spaces.SPACES[kernel]({"M": m, "N": 4096, "K": 4096})]
+               for c in spaces.SPACES[kernel]({"M": m, "N": 4096, "K": 4096})]
     assert configs
     for config in configs:
         defines = {k: v for k, v in config.items() if k.isupper()}
@@ -448,7 +486,7 @@ def test_every_bench_script_imports_without_running(script: Path,
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, name, module)  # (dataclasses look their module up)
     monkeypatch.setattr(sys, "argv", [str(script)])
-    monkeypatch.syspath_prepend(str(script.parent))  # (the sweeps import run_all)
+    monkeypatch.syspath_prepend(str(script.parent))  # (scripts import rows.py)
     spec.loader.exec_module(module)
     if script.name not in BENCH_HELPERS:
         assert 'if __name__ == "__main__":' in script.read_text()

@@ -12,8 +12,8 @@ from typing import Any, Callable
 import pytest
 import torch
 
-from croqtile import bench, bench_linear, bench_report, bench_suite
-from croqtile.bench import Case
+from croqtile.bench import harness, linear, report, suite
+from croqtile.bench.harness import Case
 
 from .test_bench import SequenceTimer
 
@@ -29,19 +29,19 @@ def test_the_copies_span_four_times_the_l2(monkeypatch: pytest.MonkeyPatch) -> N
     fake_l2(monkeypatch, 60 * 2**20)  # the H200's
     # x, w and y of the o projection at M = 64: 34.6 MB; 4 x 60 MiB needs 8 copies
     assert O_64.bytes == (64 * 4096 * 2 + 4096 * 4096) * 2
-    assert bench.input_sets(O_64, "cuda") == 8
-    assert bench.input_sets(O_64, "cuda:1") == 8
+    assert harness.input_sets(O_64, "cuda") == 8
+    assert harness.input_sets(O_64, "cuda:1") == 8
     # gate_up's 235 MB weight: 2 copies; larger than 4 x L2 alone: 1
     gate_up = Case("decode", "matmul", "bf16", 16, 28672, 4096)
-    assert bench.input_sets(gate_up, "cuda") == 2
-    assert bench.input_sets(Case("decode", "matmul", "bf16", 16, 65536, 4096), "cuda") == 1
+    assert harness.input_sets(gate_up, "cuda") == 2
+    assert harness.input_sets(Case("decode", "matmul", "bf16", 16, 65536, 4096), "cuda") == 1
     # nothing to rotate for off the GPU
-    assert bench.input_sets(O_64, "cpu") == 1
+    assert harness.input_sets(O_64, "cpu") == 1
 
 
 def test_in_turn_goes_round_the_calls() -> None:
     made: list[int] = []
-    call = bench.in_turn([lambda i=i: made.append(i) for i in range(3)])
+    call = harness.in_turn([lambda i=i: made.append(i) for i in range(3)])
     for _ in range(7):
         call()
     assert made == [0, 1, 2, 0, 1, 2, 0]
@@ -58,9 +58,9 @@ def recording_gemm(seen: list[torch.Tensor]) -> Callable[..., None]:
 def test_a_rotated_gemm_uses_every_copy_and_checks_the_first() -> None:
     case = Case("decode", "matmul", "f16", 5, 24, 40)
     seen: list[torch.Tensor] = []
-    prepared = bench.prepare_gemm(case, recording_gemm(seen), "cpu", sets=3)
+    prepared = harness.prepare_gemm(case, recording_gemm(seen), "cpu", sets=3)
     assert prepared.rotation is not None and prepared.rotation.sets == 3
-    assert bench.check(case, prepared)[0]  # the poisoned output, written from copy 0
+    assert harness.check(case, prepared)[0]  # the poisoned output, written from copy 0
     checked = seen.pop()
     results = []
     for _ in range(4):
@@ -76,44 +76,44 @@ def test_a_rotated_gemm_uses_every_copy_and_checks_the_first() -> None:
     for got, want in zip(baselines, results):
         torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
     # one copy: nothing to rotate
-    assert bench.prepare_gemm(case, recording_gemm([]), "cpu").rotation is None
+    assert harness.prepare_gemm(case, recording_gemm([]), "cpu").rotation is None
 
 
 def test_the_harness_times_the_rotation_and_records_it(tmp_path: Path) -> None:
     case = Case("decode", "matmul", "f16", 5, 24, 40)
     seen: list[torch.Tensor] = []
     fn = recording_gemm(seen)
-    made: list[bench.Prepared] = []
+    made: list[harness.Prepared] = []
 
-    def prepare(case: Case, fn: Any, device: str) -> bench.Prepared:
-        made.append(bench.prepare_gemm(case, fn, device, sets=3))
+    def prepare(case: Case, fn: Any, device: str) -> harness.Prepared:
+        made.append(harness.prepare_gemm(case, fn, device, sets=3))
         return made[-1]
 
     timer = SequenceTimer([2.0, 1.0, 2.0, 1.0])
-    row = bench.run_case(case, lambda c: fn, "cpu", timer, 2, prepare=prepare)
+    row = harness.run_case(case, lambda c: fn, "cpu", timer, 2, prepare=prepare)
     (prepared,) = made
     assert prepared.rotation is not None
     assert timer.timed == [prepared.rotation.ours, prepared.rotation.baseline] * 2
     assert (row.ok, row.ratio, row.input_sets) == (True, 0.5, 3)
     # the CSV says so
-    bench_report.write_csv([bench_report.csv_record(row)], tmp_path / "decode.csv",
-                           bench_report.columns("decode"))
-    (record,) = bench_report.read_csv(tmp_path / "decode.csv")
+    report.write_csv([report.csv_record(row)], tmp_path / "decode.csv",
+                           report.columns("decode"))
+    (record,) = report.read_csv(tmp_path / "decode.csv")
     assert (record["input_sets"], record["ratio"]) == ("3", "0.5")
 
 
 def test_the_epilogue_rotates_all_three_sides(
         uncompiled_baseline: list[Callable[..., Any]]) -> None:
     built = uncompiled_baseline
-    case = bench_linear.epilogue_cases(("f16",), (5,), ("relu",), 24, 40)[0]
+    case = linear.epilogue_cases(("f16",), (5,), ("relu",), 24, 40)[0]
     seen: list[torch.Tensor] = []
 
     def fn(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
         seen.append(x)
         out.copy_(torch.relu(x.float() @ w.float().T + bias.float()).to(out.dtype))
 
-    prepared = bench_linear.prepare_epilogue(case, fn, "cpu", sets=2)
-    assert bench.check(case, prepared)[0]
+    prepared = linear.prepare_epilogue(case, fn, "cpu", sets=2)
+    assert harness.check(case, prepared)[0]
     rotation = prepared.rotation
     assert rotation is not None and rotation.compiled is not None and rotation.sets == 2
     for _ in range(2):
@@ -126,7 +126,7 @@ def test_the_epilogue_rotates_all_three_sides(
     for a, b in zip(unfused, compiled):
         torch.testing.assert_close(a, b)
     # off the GPU, by default one copy
-    assert bench_linear.prepare_epilogue(case, fn, "cpu").rotation is None
+    assert linear.prepare_epilogue(case, fn, "cpu").rotation is None
 
 
 def test_the_decode_sweep_rotates_on_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,6 +137,6 @@ def test_the_decode_sweep_rotates_on_the_gpu(monkeypatch: pytest.MonkeyPatch) ->
         asked.append(sets)
         return "prepared"
 
-    monkeypatch.setattr(bench, "prepare_gemm", fake_prepare_gemm)
-    assert bench_suite.prepare(O_64, None, "cuda") == "prepared"
+    monkeypatch.setattr(harness, "prepare_gemm", fake_prepare_gemm)
+    assert suite.prepare(O_64, None, "cuda") == "prepared"
     assert asked == [8]

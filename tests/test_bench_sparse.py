@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from croqtile import bench_report, bench_sparse
-from croqtile.bench import Case
+from croqtile.bench import sparse as sparse_sweep
+from croqtile.bench import report
+from croqtile.bench.harness import Case
 from croqtile.cli import main
 from croqtile.sparse import decompress_2_4
 
 
 def test_the_cases_are_the_issue_shapes() -> None:
-    cases = bench_sparse.sparse_cases()
+    cases = sparse_sweep.sparse_cases()
     shapes = {(c.M, c.N, c.K) for c in cases}
     assert {(4096, 4096, 4096), (8192, 8192, 8192)} <= shapes
     # the Llama-3-8B projections with 4096 tokens, the weight sparse: M = N_proj
@@ -25,7 +26,7 @@ def test_the_cases_are_the_issue_shapes() -> None:
             (4096, 4096, 14336)} <= shapes
     assert {c.dtype for c in cases} == {"f16", "bf16"} and len(cases) == 12
     assert all(c.sweep == "sparse" and c.kernel == "gemm_sp" for c in cases)
-    assert [(c.M, c.N, c.K) for c in bench_sparse.quick_cases(("f16",))] == [(8192, 8192, 8192)]
+    assert [(c.M, c.N, c.K) for c in sparse_sweep.quick_cases(("f16",))] == [(8192, 8192, 8192)]
 
 
 def test_a_case_prepares_a_sparse_product() -> None:
@@ -37,7 +38,7 @@ def test_a_case_prepares_a_sparse_product() -> None:
         calls.append(1)
         out.copy_((decompress_2_4(packed, meta).double() @ b.double().T).half())
 
-    prepared = bench_sparse.prepare_sparse(case, ours, "cpu")
+    prepared = sparse_sweep.prepare_sparse(case, ours, "cpu")
     assert prepared.compiled is None  # torch's semi-structured tensors need a GPU
     prepared.ours()
     reference = prepared.reference()
@@ -50,7 +51,7 @@ def test_a_case_prepares_a_sparse_product() -> None:
 def test_cli_bench_sparse_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "sparse", "--device", "cpu", "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sparse.csv", "sparse.json"]
-    rows = bench_report.read_csv(tmp_path / "sparse.csv")
+    rows = report.read_csv(tmp_path / "sparse.csv")
     assert len(rows) == 2 and all(r["ok"] == "True" and r["ratio"] == "" for r in rows)
     assert {r["dtype"] for r in rows} == {"f16", "bf16"}
     assert all(0 < float(r["rel_error"]) < 1e-2 for r in rows)

@@ -17,16 +17,17 @@ import torch
 import torch.nn.functional as F
 
 import croqtile
-from croqtile import bench, bench_attention, bench_linear, bench_report, bench_suite
-from croqtile.bench import Case
+from croqtile.bench import attention as attention_sweep
+from croqtile.bench import harness, linear, report, suite
+from croqtile.bench.harness import Case
 from croqtile.cli import main
 from croqtile.code_blocks import defines_function, fenced_blocks, program_block
 
 from .test_bench import SequenceTimer
 
-OURS = bench_attention.OURS.name
-TUTORIAL = bench_attention.TUTORIAL.name
-UPSTREAM = bench_attention.UPSTREAM.name
+OURS = attention_sweep.OURS.name
+TUTORIAL = attention_sweep.TUTORIAL.name
+UPSTREAM = attention_sweep.UPSTREAM.name
 
 # Stand-ins with the published kernels' signatures (written here, not taken from them):
 # they compile and run, but copy v to the output, which attention is not.
@@ -62,8 +63,8 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tor
                                           is_causal=causal).to(q.dtype)
 
 
-def run(cases: list[Case], load: Callable[[Case], Any], **kwargs: Any) -> list[bench.Row]:
-    return bench.run_cases(cases, device="cpu", load=load, prepare=bench_suite.prepare,
+def run(cases: list[Case], load: Callable[[Case], Any], **kwargs: Any) -> list[harness.Row]:
+    return harness.run_cases(cases, device="cpu", load=load, prepare=suite.prepare,
                            **kwargs)
 
 
@@ -73,7 +74,7 @@ def run(cases: list[Case], load: Callable[[Case], Any], **kwargs: Any) -> list[b
 
 
 def test_attention_cases_follow_each_kernel() -> None:
-    cases = bench_attention.attention_cases([OURS, TUTORIAL, UPSTREAM], ("f16", "bf16"))
+    cases = attention_sweep.attention_cases([OURS, TUTORIAL, UPSTREAM], ("f16", "bf16"))
     ours = [c for c in cases if c.kernel == OURS]
     assert len(ours) == 2 * 5 * 2  # types, sequence lengths, causal and not
     assert {c.S for c in ours} == {1024, 2048, 4096, 8192, 16384}
@@ -87,7 +88,7 @@ def test_attention_cases_follow_each_kernel() -> None:
     upstream = [c for c in cases if c.kernel == UPSTREAM]
     assert {(c.dtype, c.D, c.layout) for c in upstream} == {("f16", 64, "BHSD")}
     assert {c.causal for c in upstream} == {False, True} and len(upstream) == 10
-    assert {c.dtype for c in bench_attention.attention_cases([OURS], ("bf16",))} == {"bf16"}
+    assert {c.dtype for c in attention_sweep.attention_cases([OURS], ("bf16",))} == {"bf16"}
 
 
 def test_attention_flops_halve_when_causal() -> None:
@@ -99,18 +100,18 @@ def test_attention_flops_halve_when_causal() -> None:
 
 
 def test_epilogue_and_decode_cases() -> None:
-    epilogue = bench_linear.epilogue_cases()
+    epilogue = linear.epilogue_cases()
     assert {c.kernel for c in epilogue} == {"linear_relu", "linear_gelu_tanh", "linear_silu"}
     assert {c.M for c in epilogue} == {16, 64, 512, 4096}
     assert {(c.N, c.K) for c in epilogue} == {(4096, 4096)} and len(epilogue) == 2 * 3 * 4
-    decode = bench_linear.decode_cases()
+    decode = linear.decode_cases()
     assert [c.M for c in decode[:10]] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     assert {c.label for c in decode} == {"llama3-8b qkv", "llama3-8b o", "llama3-8b gate_up",
                                          "llama3-8b down"}
     assert len(decode) == 2 * 4 * 10
-    quick = bench_suite.quick_cases(["decode"], ["bf16"])
+    quick = suite.quick_cases(["decode"], ["bf16"])
     assert sorted({c.M for c in quick}) == [16, 64, 512]
-    sized = bench_suite.full_cases(["attention", "epilogue"], ["f16"], [2048])
+    sized = suite.full_cases(["attention", "epilogue"], ["f16"], [2048])
     assert {c.S for c in sized if c.is_attention} == {2048}
     assert {c.M for c in sized if not c.is_attention} == {2048}
 
@@ -121,12 +122,12 @@ def test_epilogue_and_decode_cases() -> None:
 
 
 @pytest.fixture(scope="module")
-def load() -> bench.KernelLoader:
-    return bench_suite.kernel_loader()
+def load() -> harness.KernelLoader:
+    return suite.kernel_loader()
 
 
-def test_our_attention_kernel_is_correct_with_a_ragged_tile(load: bench.KernelLoader) -> None:
-    cases = bench_attention.tiny_attention_cases([OURS], ("f16",))
+def test_our_attention_kernel_is_correct_with_a_ragged_tile(load: harness.KernelLoader) -> None:
+    cases = attention_sweep.tiny_attention_cases([OURS], ("f16",))
     assert {(c.S, c.causal) for c in cases} == {(160, False), (160, True)}  # 160 = 128 + 32
     rows = run(cases, load)
     for row in rows:
@@ -134,12 +135,12 @@ def test_our_attention_kernel_is_correct_with_a_ragged_tile(load: bench.KernelLo
         assert row.rel_error is not None and 0 < row.rel_error < 2e-3
 
 
-def test_a_wrong_attention_result_is_caught(load: bench.KernelLoader) -> None:
+def test_a_wrong_attention_result_is_caught(load: harness.KernelLoader) -> None:
     def flipped(case: Case) -> Any:  # the mask the other way round
         fn = load(case)
         return lambda q, k, v, o, causal, scale: fn(q, k, v, o, not causal, scale)
 
-    (case,) = bench_attention.tiny_attention_cases([OURS], ("f16",))[1:]
+    (case,) = attention_sweep.tiny_attention_cases([OURS], ("f16",))[1:]
     assert case.causal
     (row,) = run([case], flipped)
     assert not row.ok and row.note == "wrong result" and row.rel_error > 0.1
@@ -173,8 +174,8 @@ def test_a_returned_output_and_a_transposed_layout_are_checked() -> None:
     assert good.ok and not bad.ok and bad.note == "wrong result"
 
 
-def test_epilogue_kernels_are_correct(load: bench.KernelLoader) -> None:
-    cases = bench_linear.tiny_cases("epilogue", ("f16", "bf16"))
+def test_epilogue_kernels_are_correct(load: harness.KernelLoader) -> None:
+    cases = linear.tiny_cases("epilogue", ("f16", "bf16"))
     assert len(cases) == 6 and {(c.M, c.N, c.K) for c in cases} == {(40, 200, 72)}
     rows = run(cases, load)
     for row in rows:
@@ -189,16 +190,16 @@ def test_epilogue_activations_differ() -> None:
     x = torch.tensor([[-1.5, 0.3], [2.0, -0.2]], dtype=torch.float16)
     w = torch.eye(2, dtype=torch.float16)
     bias = torch.zeros(2, dtype=torch.float16)
-    source = (bench.KERNEL_DIR / "linear.co").read_text()
-    for name, (define, torch_act) in bench_linear.ACTIVATIONS.items():
+    source = (harness.KERNEL_DIR / "linear.co").read_text()
+    for name, (define, torch_act) in linear.ACTIVATIONS.items():
         y = torch.empty(2, 2, dtype=torch.float16)
         croqtile.compile(source, defines={"ACT": define}).linear(x, w, bias, y)
         torch.testing.assert_close(y, torch_act(x.float()).half(), atol=2e-3, rtol=2e-3,
                                    msg=name)
 
 
-def test_decode_kernel_pads_a_few_rows_and_is_tuned(load: bench.KernelLoader) -> None:
-    cases = bench_linear.tiny_cases("decode", ("f16", "bf16"))
+def test_decode_kernel_pads_a_few_rows_and_is_tuned(load: harness.KernelLoader) -> None:
+    cases = linear.tiny_cases("decode", ("f16", "bf16"))
     assert {c.M for c in cases} == {1, 5}  # under the MMA's 16 rows
     with pytest.warns(RuntimeWarning, match="needs a CUDA device"):
         rows = run(cases, load)
@@ -220,13 +221,13 @@ def test_the_user_kernels_compile_as_a_user_would(monkeypatch: pytest.MonkeyPatc
         return Module()
 
     monkeypatch.setattr(croqtile, "compile", fake_compile)
-    load = bench_suite.kernel_loader("none", {"BK": "32"})
+    load = suite.kernel_loader("none", {"BK": "32"})
     assert load(Case("decode", "matmul", "bf16", 16, 64, 64)) == "matmul"
     assert load(Case("epilogue", "linear_gelu_tanh", "f16", 16, 64, 64)) == "linear"
     assert load(Case("attention", OURS, "bf16", B=1, H=1, S=64, D=64)) == "attention"
     decode, epilogue, attention = (kwargs for _, kwargs in seen)
     # decode: autotuned over the compiler's own space (no bench tunables), DT fixed only
-    assert decode == {"defines": {"BK": "32", "DT": "bf16"}, "filename": "bench/kernels/"
+    assert decode == {"defines": {"BK": "32", "DT": "bf16"}, "filename": "croqtile/bench/kernels/"
                       "matmul.co", "autotune": "quick"}
     assert epilogue["defines"] == {"BK": "32", "DT": "f16", "ACT": "GELU_TANH"}
     assert "autotune" not in epilogue
@@ -235,7 +236,7 @@ def test_the_user_kernels_compile_as_a_user_would(monkeypatch: pytest.MonkeyPatc
     # compiled once per set of defines
     load(Case("decode", "matmul", "bf16", 512, 64, 64))
     assert len(seen) == 3
-    bench_suite.kernel_loader("full")(Case("decode", "matmul", "f16", 16, 64, 64))
+    suite.kernel_loader("full")(Case("decode", "matmul", "f16", 16, 64, 64))
     assert seen[-1][1]["autotune"] == "full"
 
 
@@ -245,20 +246,20 @@ def test_the_user_kernels_compile_as_a_user_would(monkeypatch: pytest.MonkeyPatc
 
 
 def test_epilogue_times_the_compiled_baseline_too(
-        tmp_path: Path, load: bench.KernelLoader,
+        tmp_path: Path, load: harness.KernelLoader,
         uncompiled_baseline: list[Callable[..., Any]]) -> None:
     built = uncompiled_baseline
-    case = bench_linear.epilogue_cases(("f16",), (40,), ("silu",), 200, 72)[0]
+    case = linear.epilogue_cases(("f16",), (40,), ("silu",), 200, 72)[0]
     # ours, unfused, compiled; reps = 2
     timer = SequenceTimer([2.0, 3.0, 1.0, 2.0, 3.0, 1.0])
-    result = bench_suite.run_bench([case], tmp_path, device="cpu", reps=2, timer=timer,
+    result = suite.run_bench([case], tmp_path, device="cpu", reps=2, timer=timer,
                                    load=load, plot=False)
     (row,) = result.rows
     assert len(built) == 1  # compiled once, before the timing
     ours, unfused, compiled = timer.timed[:3]
     assert timer.timed[3:] == [ours, unfused, compiled] and compiled is not unfused
     assert (row.ratio, row.compiled_ratio) == (1.5, 0.5)
-    (record,) = bench_report.read_csv(tmp_path / "epilogue.csv")
+    (record,) = report.read_csv(tmp_path / "epilogue.csv")
     assert (record["ratio"], record["compiled_ratio"], record["compiled_ms"]) == ("1.5", "0.5",
                                                                                 "1")
     meta = json.loads((tmp_path / "epilogue.json").read_text())["metadata"]
@@ -273,9 +274,9 @@ def test_attention_csv_has_the_sequence_length_and_ratio(tmp_path: Path) -> None
         return lambda q, k, v, o, causal, scale: o.copy_(sdpa(q, k, v, causal))
 
     timer = SequenceTimer([2.0, 1.0, 1.0, 1.0])  # ratios 0.5 and 1
-    result = bench_suite.run_bench(cases, tmp_path, device="cpu", reps=1, timer=timer,
+    result = suite.run_bench(cases, tmp_path, device="cpu", reps=1, timer=timer,
                                    load=stand_in, plot=False)
-    records = bench_report.read_csv(tmp_path / "attention.csv")
+    records = report.read_csv(tmp_path / "attention.csv")
     assert {"S", "ratio", "B", "H", "D", "causal", "layout"} <= set(records[0])
     assert "M" not in records[0]
     assert [(r["S"], r["ratio"], r["causal"]) for r in records] == [("64", "0.5", "True"),
@@ -288,7 +289,7 @@ def test_attention_csv_has_the_sequence_length_and_ratio(tmp_path: Path) -> None
     # only the long sequence counts towards the S >= 2048 mean
     assert means["attention/attention/f16"] == pytest.approx(math.sqrt(0.5))
     assert means["attention/attention/f16/S>=2048"] == pytest.approx(1.0)
-    assert doc["metadata"]["sources"] == {OURS: "bench/kernels/attention.co"}
+    assert doc["metadata"]["sources"] == {OURS: "croqtile/bench/kernels/attention.co"}
     assert doc["rows"][0]["S"] == 64 and doc["rows"][0]["causal"] is True
     long = [line.split() for line in result.table.splitlines() if line.startswith("S>=")]
     assert long == [["S>=2048", "attention", "f16", "1", "0", "1.000", "1.000"]]
@@ -309,9 +310,9 @@ def test_a_run_cut_short_keeps_the_rows_it_finished(tmp_path: Path) -> None:
 
     calls: list[Callable[[], object]] = []
     with pytest.raises(KeyboardInterrupt):
-        bench_suite.run_bench(cases, tmp_path, device="cpu", reps=1, timer=limited,
+        suite.run_bench(cases, tmp_path, device="cpu", reps=1, timer=limited,
                               load=stand_in, plot=False)
-    records = bench_report.read_csv(tmp_path / "attention.csv")
+    records = report.read_csv(tmp_path / "attention.csv")
     assert [(r["S"], r["ratio"]) for r in records] == [("32", "1")]
     assert len(json.loads((tmp_path / "attention.json").read_text())["rows"]) == 1
 
@@ -371,11 +372,11 @@ def test_defines_function(text: str, found: bool) -> None:
 
 def _checkouts(root: Path) -> tuple[Path, Path]:
     tutorial = root / "tutorial"
-    page = tutorial / bench_attention.TUTORIAL_PAGE
+    page = tutorial / attention_sweep.TUTORIAL_PAGE
     page.parent.mkdir(parents=True)
     page.write_text(f"# Causal prefill\n\n```cpp\n{COPY_BSHD}```\n")
     upstream = root / "upstream"
-    file = upstream / bench_attention.UPSTREAM_FILE
+    file = upstream / attention_sweep.UPSTREAM_FILE
     file.parent.mkdir(parents=True)
     file.write_text("// RUN: nothing\n" + COPY_BHSD_RETURNED + "\nint main() { return 0; }\n")
     return tutorial, upstream
@@ -383,14 +384,14 @@ def _checkouts(root: Path) -> tuple[Path, Path]:
 
 def test_programs_are_read_from_checkouts_or_files(tmp_path: Path) -> None:
     tutorial, upstream = _checkouts(tmp_path)
-    found = bench_attention.programs(tutorial, upstream)
+    found = attention_sweep.programs(tutorial, upstream)
     assert set(found) == {OURS, TUTORIAL, UPSTREAM}
     assert found[TUTORIAL].text == COPY_BSHD
     assert found[TUTORIAL].name == "optimization/flash-attention-causal-prefill.md#flash_atten"
     assert found[UPSTREAM].name == "tests/gpu/end2end/flash_atten.co"
     assert "int main()" in found[UPSTREAM].text  # the whole file: host code is skipped
     assert str(tmp_path) not in found[UPSTREAM].origin  # no machine path in the results
-    direct = bench_attention.upstream_program(upstream / bench_attention.UPSTREAM_FILE)
+    direct = attention_sweep.upstream_program(upstream / attention_sweep.UPSTREAM_FILE)
     assert direct.name == "flash_atten.co" and direct.text == found[UPSTREAM].text
 
 
@@ -406,8 +407,8 @@ def test_programs_are_read_from_checkouts_or_files(tmp_path: Path) -> None:
 def test_a_missing_program_is_a_clear_error(tmp_path: Path, option: str,
                                             make: Callable[[Path], Path], message: str) -> None:
     path = make(tmp_path)
-    with pytest.raises(bench_attention.SourceError, match=re.escape(message)):
-        bench_attention.programs(**{option: path})
+    with pytest.raises(attention_sweep.SourceError, match=re.escape(message)):
+        attention_sweep.programs(**{option: path})
 
 
 def _page(root: Path, text: str) -> Path:
@@ -431,7 +432,7 @@ def test_cli_runs_the_checkouts_kernels_and_reports_them_wrong(
                  "--tutorial", str(tutorial), "--upstream", str(upstream)])
     captured = capsys.readouterr()
     assert code == 1
-    records = bench_report.read_csv(out / "attention.csv")
+    records = report.read_csv(out / "attention.csv")
     assert [(r["kernel"], r["causal"], r["ok"]) for r in records] == [
         (OURS, "False", "True"), (OURS, "True", "True"), (TUTORIAL, "True", "False"),
         (UPSTREAM, "False", "False"), (UPSTREAM, "True", "False")]
@@ -445,7 +446,7 @@ def test_cli_new_sweeps_and_their_usage_errors(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     args = ["bench", "--device", "cpu", "--dtype", "bf16", "--out", str(tmp_path)]
     assert main([*args, "epilogue", "--kernels", "linear_silu", "linear_relu"]) == 0
-    records = bench_report.read_csv(tmp_path / "epilogue.csv")
+    records = report.read_csv(tmp_path / "epilogue.csv")
     assert [(r["kernel"], r["dtype"]) for r in records] == [("linear_relu", "bf16"),
                                                             ("linear_silu", "bf16")]
     assert main([*args, "epilogue", "--kernels", "linear_tanh"]) == 2
@@ -464,10 +465,10 @@ def test_cli_new_sweeps_and_their_usage_errors(tmp_path: Path,
 
 @pytest.mark.gpu
 def test_the_new_sweeps_time_on_the_gpu(tmp_path: Path) -> None:
-    cases = [*bench_attention.attention_cases([OURS], ("bf16",), (256,), 1, 2, 64),
-             *bench_linear.epilogue_cases(("f16",), (16,), ("silu",), 256, 256),
-             *bench_linear.decode_cases(("bf16",), (1,), (("small", "proj", 512, 256),))]
-    result = bench_suite.run_bench(cases, tmp_path, device="cuda", reps=1, plot=False)
+    cases = [*attention_sweep.attention_cases([OURS], ("bf16",), (256,), 1, 2, 64),
+             *linear.epilogue_cases(("f16",), (16,), ("silu",), 256, 256),
+             *linear.decode_cases(("bf16",), (1,), (("small", "proj", 512, 256),))]
+    result = suite.run_bench(cases, tmp_path, device="cuda", reps=1, plot=False)
     for row in result.rows:
         assert row.ok and row.ratio is not None, (row.case, row.note)
         assert row.croqtile_host_us is not None
@@ -484,9 +485,9 @@ def test_the_new_sweeps_time_on_the_gpu(tmp_path: Path) -> None:
 def test_the_graph_timer_times_device_work(tmp_path: Path) -> None:
     """``--timer graph``: both sides replayed from a CUDA graph (the decode epilogue row
     and its torch.compile baseline), the host columns still filled, the JSON naming it."""
-    cases = bench_linear.epilogue_cases(("bf16",), (16,), ("silu",), 256, 256)
-    result = bench_suite.run_bench(cases, tmp_path, device="cuda", reps=1, plot=False,
-                                   timer=bench.graph_timer)
+    cases = linear.epilogue_cases(("bf16",), (16,), ("silu",), 256, 256)
+    result = suite.run_bench(cases, tmp_path, device="cuda", reps=1, plot=False,
+                                   timer=harness.graph_timer)
     row = result.rows[0]
     assert row.ok and row.ratio is not None and row.compiled_ratio is not None, row.note
     assert 0 < row.croqtile_ms < 1 and row.croqtile_host_us is not None

@@ -129,7 +129,7 @@ def test_fixed_defines_are_not_probed_and_their_values_hold_in_the_probes() -> N
 
 def test_the_bench_and_seed_kernels() -> None:
     for path, function, names in [
-            ("bench/kernels/gemm.co", "gemm", ("TILE_M", "TILE_N", "TILE_K", "WARP_K")),
+            ("croqtile/bench/kernels/gemm.co", "gemm", ("TILE_M", "TILE_N", "TILE_K", "WARP_K")),
             ("tests/data/seed000_sm90_gemm.co", "matmul",
              ("MATMUL_WARP_M", "MATMUL_WARP_N", "MATMUL_TILE_K", "MATMUL_WARP_K"))]:
         text = (ROOT / path).read_text()
@@ -139,7 +139,7 @@ def test_the_bench_and_seed_kernels() -> None:
         assert [t.dims for t in tiles] == [("M",), ("N",), ("K",), ()]
         assert [t.parallel for t in tiles] == [True, True, False, False]
         assert probe.has_mma(function)
-    copy = (ROOT / "bench/kernels/copy.co").read_text()
+    copy = (ROOT / "croqtile/bench/kernels/copy.co").read_text()
     probe = TileProbe(copy, source_defines(copy), {})
     assert not probe.has_mma("copy2d")
     assert [t.name for t in probe.tile_defines("copy2d")] == ["TILE_R", "TILE_C"]

@@ -12,8 +12,8 @@ from croqtile.tuning_space import (Config, Descent, Space, default_space, idle_w
                                    search_space, source_defines, tile_values)
 
 ROOT = Path(__file__).resolve().parent.parent
-GEMM = (ROOT / "bench" / "kernels" / "gemm.co").read_text()
-COPY = (ROOT / "bench" / "kernels" / "copy.co").read_text()
+GEMM = (ROOT / "croqtile/bench/kernels/gemm.co").read_text()
+COPY = (ROOT / "croqtile/bench/kernels/copy.co").read_text()
 H200_SMS = 132
 DECODE = {"M": 16, "N": 4096, "K": 4096}
 SQUARE = {"M": 4096, "N": 4096, "K": 4096}

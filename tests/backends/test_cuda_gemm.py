@@ -21,7 +21,7 @@ from croqtile.errors import CompileError
 from ..e2e.checks import DATA, assert_close, poison, random
 from .gemm_calls import assert_runs_triton_with_warning
 
-GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()
 
 
 def _plan(source: str, defines: dict | None = None, **options: object) -> GemmPlan | None:

@@ -1,5 +1,5 @@
 """backend="cuda" for 2:4 sparse GEMMs: the matcher that proves a lowered function is the
-sparse GEMM of bench/kernels/gemm_sp.co (and refuses the others with a reason), the
+sparse GEMM of croqtile/bench/kernels/gemm_sp.co (and refuses the others with a reason), the
 reordering of the spec's metadata into the registers of wgmma .sp (checked against a
 model of which thread, register bit and sparsity selector carry each entry), the nvcc
 build of gemm_sp_sm90.cu, the Triton fallback on the CPU, and (on a Hopper GPU) the
@@ -29,7 +29,7 @@ from croqtile.sparse import compress_2_4, prune_2_4
 from ..e2e import test_sparse as corpus
 from ..e2e.checks import assert_close, poison
 
-GEMM_SP = (Path(__file__).resolve().parents[2] / "bench" / "kernels" /
+GEMM_SP = (Path(__file__).resolve().parents[2] / "croqtile" / "bench" / "kernels" /
            "gemm_sp.co").read_text()
 
 
@@ -60,7 +60,7 @@ def test_the_bench_sparse_gemm_matches_at_any_tile_size(defines: dict, options: 
 
 
 def test_the_dense_gemm_still_matches_as_dense() -> None:
-    dense = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+    dense = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()
     plan = _plan(dense)
     assert plan is not None and not isinstance(plan, SparseGemmPlan)
 

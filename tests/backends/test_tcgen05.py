@@ -26,7 +26,7 @@ from ..e2e.checks import assert_close, poison, random
 from ..e2e.test_mma_more import FP8_SCALED
 from .gemm_calls import assert_runs_triton_with_warning
 
-GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()
 
 # The same GEMM with e4m3 operands and a bf16 output (.kind::f8f6f4 on sm_100a).
 GEMM_E4M3 = """

@@ -345,7 +345,7 @@ def test_chained_products_launch_a_program_per_tile_and_fill_shared_memory() -> 
     mod = croqtile.compile(TWO_WARPGROUPS, defines={"WG": 64, "BM": 128, "KB": 128, "D": 128})
     text = mod.attend.triton_source
     assert "n_programs" not in text and "num_stages=3" in text
-    gemm = croqtile.load(Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co")
+    gemm = croqtile.load(Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co")
     assert "n_programs" in gemm.gemm.triton_source
 
 

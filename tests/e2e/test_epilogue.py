@@ -527,7 +527,7 @@ def test_epilogue_loops_under_a_uniform_branch_go_through_scratch(device: str,
 
 # ------------------------------------------------------------------------ the bench GEMM
 
-GEMM = Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co"
+GEMM = Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co"
 
 # linear + bias + SiLU on the bench GEMM's tiles (128 x 256): the f32 accumulator is staged,
 # and the result goes straight to global memory (an f32 staging tile and an output tile

@@ -18,8 +18,8 @@ from croqtile.backends.triton import launcher
 from croqtile.errors import CompileError
 
 ROOT = Path(__file__).resolve().parents[2]
-GEMM = ROOT / "bench" / "kernels" / "gemm.co"
-MATMUL = ROOT / "bench" / "kernels" / "matmul.co"
+GEMM = ROOT / "croqtile/bench/kernels/gemm.co"
+MATMUL = ROOT / "croqtile/bench/kernels/matmul.co"
 SMALL = {"TILE_M": 32, "TILE_N": 64, "TILE_K": 32}
 
 

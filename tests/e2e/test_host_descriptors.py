@@ -17,7 +17,7 @@ from croqtile.backends.triton.launcher import Launcher
 from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 from .test_stream_k import poisoned_workspace  # noqa: F401 (an autouse fixture)
 
-GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()
 SMALL = {"TILE_M": 64, "TILE_N": 64, "TILE_K": 32}
 VARIANTS = [
     {"persistent": False},

@@ -131,7 +131,7 @@ def test_sm_count_on_the_cpu_is_small_so_the_interpreter_loops() -> None:
     assert Launcher().sm_count(torch.device("cpu")) == 4
 
 
-GEMM = Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co"
+GEMM = Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co"
 
 
 def _split_epilogue(device: str) -> None:

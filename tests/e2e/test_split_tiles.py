@@ -16,7 +16,7 @@ import croqtile
 from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 from .test_stream_k import poisoned_workspace  # noqa: F401 (an autouse fixture)
 
-GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()
 VARIANTS = [
     {"persistent": False},
     {"persistent": True},

@@ -24,7 +24,7 @@ from croqtile.errors import CompileError
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
 ROOT = Path(__file__).resolve().parents[2]
-GEMM = ROOT / "bench" / "kernels" / "gemm.co"
+GEMM = ROOT / "croqtile/bench/kernels/gemm.co"
 DATA = ROOT / "tests" / "data"
 SMALL = {"TILE_M": 32, "TILE_N": 64, "TILE_K": 32}
 

@@ -23,7 +23,7 @@ from .checks import DATA, DEVICES, assert_close
 from .test_element_buffers import HOST_SPAN_AS, KERNEL_SPAN_AS
 from .test_language_gaps import STRIDED_VIEWS, strided_views_reference
 
-GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()
 SMALL = {"TILE_M": 64, "TILE_N": 64, "TILE_K": 32}
 
 # ------------------------------------------------------------------------------ layouts

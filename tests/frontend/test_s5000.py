@@ -325,25 +325,25 @@ VERDICTS: dict[str, list[tuple[str, str]]] = {
     "tests/data/seed002_tiled_add.co": [],
     "tests/data/seed004_dma_matmul.co": [],
     "tests/data/seed004_scalar_matmul.co": [],
-    "bench/kernels/add.co": [],
-    "bench/kernels/copy.co": [],
+    "croqtile/bench/kernels/add.co": [],
+    "croqtile/bench/kernels/copy.co": [],
     # the scores MMA (64x128x128 from shared q and k tiles) is fine; the second MMA takes
     # the probabilities from a register tile, and SQMMA reads operands from shared memory
-    "bench/kernels/attention.co": [("CQ0521", "mma.row.col acc, probs, v_tile;")],
+    "croqtile/bench/kernels/attention.co": [("CQ0521", "mma.row.col acc, probs, v_tile;")],
     # f16 128x256x16 from shared into f32: 128x128x16 pieces
-    "bench/kernels/gemm.co": [],
+    "croqtile/bench/kernels/gemm.co": [],
     # the sparse GEMM: no S5000 table has a sparse row
-    "bench/kernels/gemm_sp.co": [("CQ0524", "mma.row.row.sp acc, lhs_s.data, rhs_s.data, me;")],
+    "croqtile/bench/kernels/gemm_sp.co": [("CQ0524", "mma.row.row.sp acc, lhs_s.data, rhs_s.data, me;")],
     # fp8 at warpgroup scope: SQMMA has no fp8 row (WMMA has, at warp scope)
-    "bench/kernels/gemm_fp8.co": [("CQ0519", "mma.row.row acc, ma, mb;")],
+    "croqtile/bench/kernels/gemm_fp8.co": [("CQ0519", "mma.row.row acc, ma, mb;")],
     # f16 / bf16 128x256x64 from shared into f32: 128x128x64 pieces
-    "bench/kernels/linear.co": [],
-    "bench/kernels/matmul.co": [],
+    "croqtile/bench/kernels/linear.co": [],
+    "croqtile/bench/kernels/matmul.co": [],
 }
 
 
 def kernel_files() -> list[str]:
-    found = [*ROOT.glob("tests/data/seed*.co"), *ROOT.glob("bench/kernels/*.co")]
+    found = [*ROOT.glob("tests/data/seed*.co"), *ROOT.glob("croqtile/bench/kernels/*.co")]
     return sorted(str(p.relative_to(ROOT)) for p in found)
 
 

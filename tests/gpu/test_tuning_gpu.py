@@ -16,7 +16,7 @@ from croqtile import tuning
 
 from ..e2e.checks import assert_close, poison, random
 
-GEMM = (Path(__file__).resolve().parents[2] / "bench" / "kernels" / "gemm.co").read_text()
+GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()
 
 
 @pytest.mark.gpu
