@@ -18,9 +18,10 @@ from .backends.cuda.gemm_sm100 import Sm100Config
 from .backends.cuda.match import (GemmPlan, NotAGemm, NotSparse, SparseGemmPlan,
                                   match_gemm, match_sparse_gemm)
 from .backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
-from .backends.ir.lower import FunctionLowering, Options
+from .backends.ir.lower import FunctionLowering
 from .backends.ir.nodes import Function as IRFunction
 from .backends.ir.nodes import HostParam, Layout
+from .backends.options import Options
 from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
@@ -32,8 +33,6 @@ from .frontend.preprocessor import preprocess
 from .frontend.regions import find_co_functions
 from .frontend.sema.checker import Checker
 from .frontend.sema.model import CheckedFunction
-from .frontend.sema.targets import DEFAULT_TARGET, TARGETS
-from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import NO_SPAN, Source, SourceMap, Span
 
 
@@ -77,63 +76,6 @@ class CompileResult:
     warnings: list[Diagnostic] = field(default_factory=list)  # and notes
 
 
-_OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
-                 "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split",
-                 "stream_k", "split_tiles", "halve_last_wave", "backend", "heavy_first",
-                 "cta_group", "debug", "fill_buffers"}
-# options taking a positive integer, and options taking a bool
-_INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
-_BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize", "split_tiles", "halve_last_wave",
-                 "heavy_first", "debug", "fill_buffers")
-
-
-def make_options(options: Mapping[str, object]) -> Options:
-    unknown = set(options) - _OPTION_NAMES
-    if unknown:
-        raise TypeError(f"unknown compile option(s): {', '.join(sorted(unknown))}; "
-                        f"known: {', '.join(sorted(_OPTION_NAMES))}")
-    for name in _INT_OPTIONS:
-        value = options.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ValueError(f"compile option {name}={value!r}: expected a positive integer")
-    for name in _BOOL_OPTIONS:
-        if name in options and not isinstance(options[name], bool):
-            raise ValueError(f"compile option {name}={options[name]!r}: expected True or False")
-    descriptors = options.get("descriptors", True)
-    if not isinstance(descriptors, bool) and descriptors not in ("host", "kernel"):
-        raise ValueError(f"compile option descriptors={descriptors!r}: expected True (where "
-                         "aligned), \"host\" (made by the host), \"kernel\" (made in each "
-                         "program) or False (pointer loads)")
-    if descriptors == "host" and options.get("epilogue_split", 1) != 1:
-        raise ValueError("compile option epilogue_split=2 needs descriptors made in the "
-                         "kernel (descriptors=True), not descriptors=\"host\"")
-    if options.get("num_warps") is not None and options["num_warps"] & (options["num_warps"] - 1):
-        raise ValueError(f"compile option num_warps={options['num_warps']}: Triton needs a "
-                         "power of two")
-    stream_k = options.get("stream_k", False)
-    if not (isinstance(stream_k, bool) or stream_k == "always"
-            or (isinstance(stream_k, int) and stream_k >= 2)):
-        raise ValueError(f"compile option stream_k={stream_k!r}: expected True, False, "
-                         "\"always\" or the most parts a tile is split into (an integer >= 2)")
-    if options.get("epilogue_split") not in (None, 1, 2):
-        raise ValueError(f"compile option epilogue_split={options['epilogue_split']!r}: "
-                         "expected 1 or 2")
-    if options.get("backend", "triton") not in ("triton", "cuda"):
-        raise ValueError(f"compile option backend={options['backend']!r}: expected \"triton\" "
-                         "or \"cuda\" (the hand-written Hopper GEMM for plain GEMM functions)")
-    if options.get("cta_group", 1) not in (1, 2) or isinstance(options.get("cta_group"), bool):
-        raise ValueError(f"compile option cta_group={options['cta_group']!r}: expected 1 (one "
-                         "CTA per tile) or 2 (a CTA pair per tile; backend='cuda', sm_100)")
-    if options.get("cta_group", 1) != 1 and options.get("backend") != "cuda":
-        raise ValueError("compile option cta_group=2 applies to backend='cuda' (the tcgen05 "
-                         "GEMM of target='sm_100a')")
-    target = str(options.get("target", DEFAULT_TARGET))
-    if lookup_target(target) is None:
-        raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-    return Options(**options)  # type: ignore[arg-type]
-
-
 def compile_source(text: str, *, filename: str = "<string>",
                    defines: Mapping[str, int | float | str | None] | None = None,
                    options: Options | None = None) -> CompileResult:
@@ -153,7 +95,7 @@ def check_source(text: str, *, filename: str = "<string>",
     without raising. ``line_offset``/``column_offset`` place a source embedded in a bigger
     file (a string literal in a Python file) so positions are the file's own."""
     source = Source(text, filename, line_offset, column_offset)
-    options = make_options({"target": target}) if target else None
+    options = Options(target=target) if target else None
     try:
         return list(run_pipeline(source, defines, options).warnings)
     except CompileError as err:
@@ -193,7 +135,7 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
                                  [(r.start, r.end) for r in regions], reporter)
     stage("intrinsics", check_scopes, program, pp.text, pp.intrinsics, reporter)
     reporter.raise_if_errors()
-    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    target = options.target_rules
     checked = stage("check", Checker(reporter, target).check_program, program)
     reporter.raise_if_errors()
 
@@ -253,7 +195,7 @@ def _blackwell(plan: GemmPlan | SparseGemmPlan, fn: CheckedFunction,
     """The tcgen05 kernel of a GEMM compiled for sm_100 (None for other targets, which
     keep the Hopper kernel: CQ0705 when that kernel cannot take the operand types). The
     sparse GEMM has a Hopper kernel only."""
-    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    target = options.target_rules
     if isinstance(plan, SparseGemmPlan):
         if target.sm == 100 or options.cta_group != 1:
             raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
@@ -277,7 +219,7 @@ def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,
     dimension fixed to the call's value, so tile shapes, shared buffers and group bounds
     are constants (Triton pads them to powers of two and masks). Thread counts and shared
     memory are checked then, for those values."""
-    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    target = options.target_rules
 
     def specialize(dims: Mapping[str, int], strided: frozenset[str] = frozenset()) -> Artifact:
         local = Reporter(reporter.source_map)
