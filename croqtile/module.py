@@ -13,7 +13,8 @@ from .backends.cuda.match import SparseGemmPlan
 from .backends.triton.codegen import Artifact
 from .backends.bounded import LRU
 from .backends.triton.launcher import Launcher, load_module
-from .binding import Bound, Signature, bind, make_signer, scalar_converters
+from .binding import (Bound, Signature, bind, grad_error, make_signer, positional,
+                      requires_grad, scalar_converters)
 from .driver import CompiledFunction
 from .errors import ArgumentError, CompileError
 from .frontend.sema.effects import written_parameters
@@ -32,6 +33,7 @@ class _Warm:
     device: Any
     dims: tuple[int, ...]
     scalars: tuple[tuple[int, Callable[[Any], Any]], ...]
+    grad: bool = False  # a tensor of the signature requires grad (see ``grad_error``)
 
 
 class Function:
@@ -54,6 +56,7 @@ class Function:
 
     def __init__(self, compiled: CompiledFunction, cache_size: int | None = None) -> None:
         self._compiled = compiled
+        self._names = tuple(p.name for p in self._host_params())
         size = resolve_size(cache_size)
         self.cache_size = size
         self._launcher = Launcher(size)
@@ -117,7 +120,7 @@ class Function:
 
     @property
     def params(self) -> list[str]:
-        return [p.name for p in self._host_params()]
+        return list(self._names)
 
     @property
     def launches(self) -> int:
@@ -230,13 +233,22 @@ class Function:
         """The generated artifact that a call with ``args`` runs (compiled if needed)."""
         return self._bind_variant(args)[2]
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function: arguments by position or by parameter name, as a Python
+        function takes them. Tensors that require grad while grad mode is on are an
+        ``ArgumentError`` unless a backward is registered for the function's operator
+        (``library=`` and ``torch.library.register_autograd``): a result without a
+        gradient path would silently break training."""
+        if kwargs:
+            args = positional(self.name, self._names, args, kwargs)
         if self.op is not None:  # (its implementation calls `call`)
             return self.op(*args)
         return self.call_signed(self._sign(args), args)
 
-    def call(self, *args: Any) -> Any:
+    def call(self, *args: Any, **kwargs: Any) -> Any:
         """The call itself, not through the registered operator."""
+        if kwargs:
+            args = positional(self.name, self._names, args, kwargs)
         return self.call_signed(self._sign(args), args)
 
     def call_signed(self, signature: Signature | None, args: tuple[Any, ...]) -> Any:
@@ -245,6 +257,10 @@ class Function:
         warm = self._warm.get(signature) if signature is not None else None
         if warm is None:
             return self._cold_call(args, signature)
+        if warm.grad:
+            error = grad_error(self.name, self._names, args, self.op)
+            if error is not None:
+                raise error
         self.warm_calls += 1
         self._last = warm.artifact
         if warm.scalars:
@@ -257,6 +273,9 @@ class Function:
     def _cold_call(self, args: tuple[Any, ...], signature: Signature | None) -> Any:
         """A call with a new argument signature: full checks, then remember the result."""
         key, bound, artifact = self._bind_variant(args)
+        error = grad_error(self.name, self._names, args, self.op)
+        if error is not None:
+            raise error
         warm = self._remember(key, artifact, bound, args)
         if signature is not None:
             self._warm[signature] = warm
@@ -276,7 +295,7 @@ class Function:
                                  self._compiled.blackwell)
         dims = tuple(bound.dims[d] for d in artifact.dims)
         scalars = scalar_converters(self.name, self._host_params(), args)
-        return _Warm(key, artifact, host, bound.device, dims, scalars)
+        return _Warm(key, artifact, host, bound.device, dims, scalars, requires_grad(args))
 
     def __repr__(self) -> str:
         return f"<croqtile.Function {self.name}({', '.join(self.params)})>"
@@ -314,12 +333,12 @@ class Module:
     def functions(self) -> dict[str, Function]:
         return dict(self._functions)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(self._functions) != 1:
             raise TypeError(f"{self.filename} defines {len(self._functions)} __co__ functions "
                             f"({', '.join(self._functions)}); call one by name, "
                             "e.g. mod.<name>(...)")
-        return next(iter(self._functions.values()))(*args)
+        return next(iter(self._functions.values()))(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<croqtile.Module {self.filename}: {', '.join(self._functions)}>"
