@@ -14,14 +14,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from .backends.cuda.gemm_sm100 import Sm100Config
-from .backends.cuda.match import (GemmPlan, NotAGemm, NotSparse, SparseGemmPlan,
-                                  match_gemm, match_sparse_gemm)
+from .backends import dispatch
 from .backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
 from .backends.ir.lower import FunctionLowering
 from .backends.ir.nodes import Function as IRFunction
 from .backends.ir.nodes import HostParam, Layout
 from .backends.options import Options
+from .backends.protocol import Plan, Unsuitable
 from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
@@ -56,11 +55,9 @@ class CompiledFunction:
     checked: CheckedFunction
     params: tuple[HostParam, ...] = ()
     specialize: Specializer | None = None
-    # backend="cuda": the operands of the hand-written GEMM (dense or 2:4 sparse)
-    gemm: GemmPlan | SparseGemmPlan | None = None
-    # backend="cuda" with target sm_100: the tcgen05 kernel that computes it (else the
-    # Hopper kernel does)
-    blackwell: Sm100Config | None = None
+    # the plan of the backend asked before Triton that runs the function where a call
+    # suits its kernel (``backends.dispatch``); None: the Triton kernels run every call
+    plan: Plan | None = None
     restride: Restrider | None = None
 
     @property
@@ -150,11 +147,10 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
                 raise NeedsSpecialization(fn.specialize_on)
             lowered = stage("lower", FunctionLowering(fn, options).lower)
             artifact = stage("codegen", generate, lowered, locate, filename)
-            gemm = _cuda_gemm(lowered, fn) if options.backend == "cuda" else None
-            blackwell = _blackwell(gemm, fn, options) if gemm is not None else None
+            plan = _plan(lowered, fn, options)
         except NeedsSpecialization:
-            if options.backend == "cuda":
-                reporter.report("CQ0705", fn.node.span, option="backend='cuda'",
+            if dispatch.asked(options):
+                reporter.report("CQ0705", fn.node.span, option=f"backend={options.backend!r}",
                                 reason="the function is compiled per call shape")
                 continue
             functions.append(_deferred(fn, reporter, options, locate, filename))
@@ -162,55 +158,20 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
         except LoweringError as err:  # (codegen reports what Python cannot write: CQ0702)
             reporter.report(err.code, err.span, **err.fields)
             continue
-        functions.append(CompiledFunction(fn.node.name, artifact, fn, gemm=gemm,
-                                          blackwell=blackwell,
+        functions.append(CompiledFunction(fn.node.name, artifact, fn, plan=plan,
                                           restride=_restrider(fn, options, locate, filename)))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)
 
 
-def _cuda_gemm(lowered: IRFunction, fn: CheckedFunction) -> GemmPlan | SparseGemmPlan:
-    """backend="cuda": the operands of the hand-written GEMM (dense, or 2:4 sparse), or
-    CQ0705 saying why the function is neither GEMM those kernels compute (the sparse
-    matcher's reason when the function multiplies a sparse tile, else the dense one's)."""
+def _plan(lowered: IRFunction, fn: CheckedFunction, options: Options) -> Plan | None:
+    """The plan of the backend asked before Triton that takes the function (None: Triton
+    runs it); CQ0705 with the reason when the options ask for a backend that cannot."""
     try:
-        return match_gemm(lowered)
-    except NotAGemm as err:
-        reason = err
-    try:
-        return match_sparse_gemm(lowered)
-    except NotSparse:
-        pass
-    except NotAGemm as err:
-        reason = err
-    raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
-                        reason=f"{reason} (the CUDA backend has a kernel for plain f16/bf16 "
-                        "GEMMs out = lhs @ rhs^T only, also with a 2:4 sparse lhs on sm_90a, "
-                        "and with target='sm_100a' for 8-bit float operands too; not for "
-                        "block-scaled .scale GEMMs)") from None
-
-
-def _blackwell(plan: GemmPlan | SparseGemmPlan, fn: CheckedFunction,
-               options: Options) -> Sm100Config | None:
-    """The tcgen05 kernel of a GEMM compiled for sm_100 (None for other targets, which
-    keep the Hopper kernel: CQ0705 when that kernel cannot take the operand types). The
-    sparse GEMM has a Hopper kernel only."""
-    target = options.target_rules
-    if isinstance(plan, SparseGemmPlan):
-        if target.sm == 100 or options.cta_group != 1:
-            raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
-                                reason="the 2:4 sparse GEMM has a CUDA kernel for sm_90a "
-                                "only (wgmma .sp; no tcgen05 sparse kernel yet)")
-        return None
-    if target.sm == 100:
-        return Sm100Config(plan.dtype, plan.output, options.cta_group)
-    if plan.output != plan.dtype or options.cta_group != 1:
-        what = (f"{plan.dtype} operands" if plan.output != plan.dtype else
-                f"cta_group={options.cta_group}")
-        raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
-                            reason=f"{what} need the tcgen05 kernel of target='sm_100a' (the "
-                            "Hopper kernel multiplies f16 or bf16 into the same type)")
-    return None
+        return dispatch.recognise(lowered, options)
+    except Unsuitable as err:
+        raise LoweringError("CQ0705", fn.node.span, option=f"backend={options.backend!r}",
+                            reason=str(err)) from None
 
 
 def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,

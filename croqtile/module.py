@@ -9,9 +9,10 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import settings
-from .backends.cuda.match import SparseGemmPlan
-from .backends.triton.codegen import Artifact
+from .backends import dispatch
 from .backends.bounded import LRU
+from .backends.protocol import Toolchain
+from .backends.triton.codegen import Artifact
 from .backends.triton.launcher import Launcher, load_module
 from .binding import (Bound, Signature, bind, grad_error, make_signer, positional,
                       requires_grad, scalar_converters)
@@ -93,20 +94,11 @@ class Function:
 
     @property
     def cuda_source(self) -> str | None:
-        """The CUDA source of the hand-written kernel a function compiled with
-        ``backend="cuda"`` runs where the GPU suits it: the tcgen05 GEMM generated for
-        ``target="sm_100a"``, the Hopper GEMM otherwise; None for a Triton-only function."""
-        compiled = self._compiled
-        if compiled.blackwell is not None:
-            from .backends.cuda.gemm_sm100 import source
-            return source(compiled.blackwell)
-        if isinstance(compiled.gemm, SparseGemmPlan):
-            from .backends.cuda.gemm_sp import sparse_source
-            return sparse_source()
-        if compiled.gemm is not None:
-            from .backends.cuda.gemm import hopper_source
-            return hopper_source()
-        return None
+        """The source of the kernel another backend than Triton runs for the function
+        where the GPU suits it (``backend="cuda"``: the tcgen05 GEMM generated for
+        ``target="sm_100a"``, the Hopper GEMM otherwise); None for a Triton-only function."""
+        plan = self._compiled.plan
+        return plan.source() if plan is not None else None
 
     @property
     def specialize_on(self) -> tuple[str, ...]:
@@ -285,20 +277,20 @@ class Function:
                   args: tuple[Any, ...]) -> _Warm:
         """What later calls with these arguments' signature reuse, read off this binding."""
         host = getattr(self._load(key, artifact), artifact.function)
-        if self._compiled.gemm is not None and bound.device.type == "cuda":
-            # (loads nothing until a CUDA call)
-            from .cuda_dispatch import gemm_host, sparse_gemm_host
-            if isinstance(self._compiled.gemm, SparseGemmPlan):
-                host = sparse_gemm_host(self.name, self._compiled.gemm, host, args)
-            else:
-                host = gemm_host(self.name, self._compiled.gemm, host, args,
-                                 self._compiled.blackwell)
+        if self._compiled.plan is not None:  # another backend's kernel where a call suits it
+            host = dispatch.host(self._compiled.plan, self.name, args, bound.device, host,
+                                 _toolchain)
         dims = tuple(bound.dims[d] for d in artifact.dims)
         scalars = scalar_converters(self.name, self._host_params(), args)
         return _Warm(key, artifact, host, bound.device, dims, scalars, requires_grad(args))
 
     def __repr__(self) -> str:
         return f"<croqtile.Function {self.name}({', '.join(self.params)})>"
+
+
+def _toolchain() -> Toolchain:
+    """What building another backend's kernel reads from the environment."""
+    return Toolchain(settings.cache_dir(), settings.nvcc())
 
 
 def _specialisation_problem(name: str, dims: dict[str, int], err: CompileError) -> str:
