@@ -60,13 +60,12 @@ def host(plan: Plan, name: str, args: Sequence[Any], device: Any, fallback: Host
     reason = backend.unsupported(plan, args)
     if reason is None:
         try:
-            kernel = backend.build(plan, device, toolchain())
+            launch = backend.build(plan, device, toolchain()).launcher(args)
         except Unavailable as err:
             reason = str(err)
     if reason is not None:
         _warn(name, backend.name, reason)
         return fallback
-    launch = kernel.launcher(args)
 
     def run(launcher: Any, device: Any, *values: Any) -> Any:
         if launch(values):

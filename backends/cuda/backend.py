@@ -18,7 +18,7 @@ import torch
 
 from ..ir import nodes as ir
 from ..options import Options
-from ..protocol import Launch, Toolchain, Unavailable, Unsuitable
+from ..protocol import Launch, Plan, Toolchain, Unavailable, Unsuitable
 from . import gemm_sm100
 from .driver import CudaError
 from .gemm import HopperGemm, hopper_source, unsupported
@@ -86,7 +86,8 @@ def load(device: torch.device, kind: Sm100Config | str | None,
          toolchain: Toolchain) -> Gemm:
     """The kernel of ``kind`` loaded on ``device`` (once; a failure is remembered too);
     raises ``Unavailable`` saying why it could not be."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    given: int | None = device.index  # (None: the current device)
+    index = given if given is not None else torch.cuda.current_device()
     found = _loaded.get((index, kind))
     if found is None:
         try:
@@ -181,7 +182,8 @@ class CudaBackend:
         gemm = _match(lowered)
         return CudaPlan(gemm, _blackwell(gemm, options))
 
-    def unsupported(self, plan: CudaPlan, args: Sequence[Any]) -> str | None:  # type: ignore[override]
+    def unsupported(self, plan: Plan, args: Sequence[Any]) -> str | None:
+        plan = _own(plan)
         gemm = plan.gemm
         if isinstance(gemm, SparseGemmPlan):
             tensors = [args[i] for i in (gemm.packed, gemm.meta, gemm.rhs, gemm.out)]
@@ -191,14 +193,22 @@ class CudaBackend:
             return blackwell_unsupported(plan.blackwell, a, b, out)
         return unsupported(a, b, out, aligned=False, dense=False)
 
-    def build(self, plan: CudaPlan, device: Any,  # type: ignore[override]
+    def build(self, plan: Plan, device: Any,
               toolchain: Toolchain) -> GemmKernel | SparseGemmKernel:
+        plan = _own(plan)
         if isinstance(plan.gemm, SparseGemmPlan):
             return SparseGemmKernel(plan.gemm, load(device, "sparse", toolchain))
         return GemmKernel(plan.gemm, load(device, plan.blackwell, toolchain))
 
 
 CUDA = CudaBackend()
+
+
+def _own(plan: Plan) -> CudaPlan:
+    """``plan``, which the dispatcher gives the backend that made it."""
+    if not isinstance(plan, CudaPlan):
+        raise TypeError(f"the CUDA backend was given a plan of backend {plan.backend!r}")
+    return plan
 
 
 def _match(lowered: ir.Function) -> GemmPlan | SparseGemmPlan:
