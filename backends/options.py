@@ -69,7 +69,8 @@ def _option(default: Any, allowed: str, accepts: Check, doc: str) -> Any:
                                             "accepts": accepts})
 
 
-_TARGET_NAMES = ", ".join(f'"{name}"' for name in TARGETS)
+_TARGET_NAMES = ", ".join(f'"{name}"' for name in TARGETS)  # (for messages; the doc's below)
+_TARGET_LIST = ", ".join(f'``"{name}"``' for name in TARGETS)
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,8 @@ class Options:
         DEFAULT_TARGET, f"one of {_TARGET_NAMES} (also spelled sm90, 90 or sm_90a)",
         _is_target, f"""
         The GPU whose rules the checker applies: its shared-memory budget per block, which
-        MMA element types and scopes exist, TMA. One of {_TARGET_NAMES}; ``sm_90a``,
-        ``sm90`` and ``90`` name ``sm_90``. ``"s5000"`` (also ``"mp_31"``) is a checking
+        MMA element types and scopes exist, TMA. One of {_TARGET_LIST}; ``"sm_90a"``,
+        ``"sm90"`` and ``"90"`` name ``"sm_90"``. ``"s5000"`` (also ``"mp_31"``) is a checking
         target for the Moore Threads S5000: MMA and TMA statements are checked against its
         tensor-engine tables, and the same Triton kernel is generated as for the default
         target, since there is no S5000 backend. With ``backend="cuda"``,
