@@ -3,7 +3,10 @@ kernels of its own.
 
 Every function compiles to Triton (``backends/triton``): its artifact is what a call runs
 unless another backend takes it, and what that backend falls back to for a call it cannot
-take. A backend asked before Triton (``dispatch.asked``: the ``backend`` option names
+take. Triton is that fallback rather than one of the backends asked, because its artifact
+also carries the function's calling convention (host parameters, dimensions, run-time
+checks, per-shape and per-layout variants), which the runtime (``croqtile.module``) binds
+and launches itself. A backend asked before Triton (``dispatch.asked``: the ``backend`` option names
 them) implements three steps:
 
     recognise(lowered function, options) -> Plan | None     at compile time
