@@ -30,9 +30,9 @@ Signer = Callable[[Sequence[Any]], "Signature | None"]
 
 def make_signer(params: Sequence[HostParam]) -> Signer:
     """A function from call arguments to a hashable signature holding everything ``bind``
-    reads: per tensor its type, dtype, shape (rank and dimensions), device and layout
-    (True when contiguous, else its strides: the written-in-place check reads them); per
-    scalar its type. Two argument lists with the same signature bind alike (same checks
+    reads: per tensor its type, dtype, shape (rank and dimensions), device, layout
+    (True when contiguous, else its strides: the written-in-place check reads them) and
+    whether it requires grad (``grad_error``); per scalar its type. Two argument lists with the same signature bind alike (same checks
     passed or failed, same dimensions, same device, same strided tensors), so a signature
     that bound once can skip the checks. ``None`` (never cached) for a wrong argument
     count or an object that lacks a tensor's attributes: those take the checked path,
@@ -44,8 +44,8 @@ def make_signer(params: Sequence[HostParam]) -> Signer:
         if len(args) != count:
             return None
         try:
-            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous() or a.stride())
-                          if t else type(a) for a, t in zip(args, tensor)])
+            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous() or a.stride(),
+                           a.requires_grad) if t else type(a) for a, t in zip(args, tensor)])
         except Exception:  # not a tensor: the checked path names the mistake
             return None
 
@@ -54,12 +54,66 @@ def make_signer(params: Sequence[HostParam]) -> Signer:
         if len(args) != count:
             return None
         try:
-            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous() or a.stride())
-                          for a in args])
+            return tuple([(type(a), a.dtype, a.shape, a.device, a.is_contiguous() or a.stride(),
+                           a.requires_grad) for a in args])
         except Exception:
             return None
 
     return sign_tensors if all(tensor) else sign
+
+
+_MISSING = object()
+
+
+def positional(fn_name: str, names: Sequence[str], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """The arguments of a call that names some by keyword, in parameter order (bound as
+    Python binds a function's arguments); a keyword that is not a parameter, a parameter
+    given twice or one left out is an ``ArgumentError`` naming the function and it."""
+    listed = ", ".join(names)
+    if len(args) > len(names):
+        raise ArgumentError(f"{fn_name}() takes {len(names)} argument(s) ({listed}), got "
+                            f"{len(args)} positional and {len(kwargs)} by keyword")
+    values: list[Any] = list(args) + [_MISSING] * (len(names) - len(args))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise ArgumentError(f"{fn_name}() got an unexpected keyword argument '{key}' "
+                                f"(its parameters: {listed})")
+        index = names.index(key)
+        if index < len(args):
+            raise ArgumentError(f"{fn_name}() got multiple values for parameter '{key}' "
+                                f"(argument {index + 1} by position, and by keyword)")
+        values[index] = value
+    missing = [name for name, value in zip(names, values) if value is _MISSING]
+    if missing:
+        raise ArgumentError(f"{fn_name}() is missing the argument(s) for "
+                            f"{', '.join(repr(n) for n in missing)} (its parameters: {listed})")
+    return tuple(values)
+
+
+def requires_grad(args: Sequence[Any]) -> bool:
+    """Whether a tensor among ``args`` requires grad."""
+    return any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+
+def grad_error(fn_name: str, names: Sequence[str], args: Sequence[Any],
+               op: Any = None) -> ArgumentError | None:
+    """The error of a call that wants a gradient (grad mode on and an argument that
+    requires grad) from a function that has none (``op``: its registered operator, whose
+    backward, when registered, runs the call with grad mode off): a result without a
+    gradient path would silently break training. None when the call wants no gradient."""
+    if not torch.is_grad_enabled():
+        return None
+    for name, arg in zip(names, args):
+        if isinstance(arg, torch.Tensor) and arg.requires_grad:
+            how = (f"register one for {op} with torch.library.register_autograd" if op is not None
+                   else f"compile with library='NS' and register one for torch.ops.NS.{fn_name} "
+                   "with torch.library.register_autograd")
+            return ArgumentError(
+                f"{fn_name}(): argument '{name}' requires grad, but {fn_name} has no backward, "
+                "so its result would have no gradient path. For inference, call it under "
+                f"torch.no_grad() or pass {name}.detach(); for gradients, {how}")
+    return None
 
 
 def scalar_converters(fn_name: str, params: Sequence[HostParam],

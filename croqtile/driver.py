@@ -14,13 +14,13 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from .backends.cuda.gemm_sm100 import Sm100Config
-from .backends.cuda.match import (GemmPlan, NotAGemm, NotSparse, SparseGemmPlan,
-                                  match_gemm, match_sparse_gemm)
+from .backends import dispatch
 from .backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
-from .backends.ir.lower import FunctionLowering, Options
+from .backends.ir.lower import FunctionLowering
 from .backends.ir.nodes import Function as IRFunction
 from .backends.ir.nodes import HostParam, Layout
+from .backends.options import Options
+from .backends.protocol import Plan, Unsuitable
 from .backends.triton.codegen import Artifact, generate
 from .errors import CompileError, CompileWarning
 from .frontend import syntax as ast
@@ -32,8 +32,6 @@ from .frontend.preprocessor import preprocess
 from .frontend.regions import find_co_functions
 from .frontend.sema.checker import Checker
 from .frontend.sema.model import CheckedFunction
-from .frontend.sema.targets import DEFAULT_TARGET, TARGETS
-from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import NO_SPAN, Source, SourceMap, Span
 
 
@@ -57,11 +55,9 @@ class CompiledFunction:
     checked: CheckedFunction
     params: tuple[HostParam, ...] = ()
     specialize: Specializer | None = None
-    # backend="cuda": the operands of the hand-written GEMM (dense or 2:4 sparse)
-    gemm: GemmPlan | SparseGemmPlan | None = None
-    # backend="cuda" with target sm_100: the tcgen05 kernel that computes it (else the
-    # Hopper kernel does)
-    blackwell: Sm100Config | None = None
+    # the plan of the backend asked before Triton that runs the function where a call
+    # suits its kernel (``backends.dispatch``); None: the Triton kernels run every call
+    plan: Plan | None = None
     restride: Restrider | None = None
 
     @property
@@ -75,63 +71,6 @@ class CompileResult:
     functions: list[CompiledFunction]
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[Diagnostic] = field(default_factory=list)  # and notes
-
-
-_OPTION_NAMES = {"num_warps", "num_stages", "descriptors", "f32_precision", "target",
-                 "group_m", "persistent", "flatten", "warp_specialize", "epilogue_split",
-                 "stream_k", "split_tiles", "halve_last_wave", "backend", "heavy_first",
-                 "cta_group", "debug", "fill_buffers"}
-# options taking a positive integer, and options taking a bool
-_INT_OPTIONS = ("num_warps", "num_stages", "group_m", "epilogue_split")
-_BOOL_OPTIONS = ("persistent", "flatten", "warp_specialize", "split_tiles", "halve_last_wave",
-                 "heavy_first", "debug", "fill_buffers")
-
-
-def make_options(options: Mapping[str, object]) -> Options:
-    unknown = set(options) - _OPTION_NAMES
-    if unknown:
-        raise TypeError(f"unknown compile option(s): {', '.join(sorted(unknown))}; "
-                        f"known: {', '.join(sorted(_OPTION_NAMES))}")
-    for name in _INT_OPTIONS:
-        value = options.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise ValueError(f"compile option {name}={value!r}: expected a positive integer")
-    for name in _BOOL_OPTIONS:
-        if name in options and not isinstance(options[name], bool):
-            raise ValueError(f"compile option {name}={options[name]!r}: expected True or False")
-    descriptors = options.get("descriptors", True)
-    if not isinstance(descriptors, bool) and descriptors not in ("host", "kernel"):
-        raise ValueError(f"compile option descriptors={descriptors!r}: expected True (where "
-                         "aligned), \"host\" (made by the host), \"kernel\" (made in each "
-                         "program) or False (pointer loads)")
-    if descriptors == "host" and options.get("epilogue_split", 1) != 1:
-        raise ValueError("compile option epilogue_split=2 needs descriptors made in the "
-                         "kernel (descriptors=True), not descriptors=\"host\"")
-    if options.get("num_warps") is not None and options["num_warps"] & (options["num_warps"] - 1):
-        raise ValueError(f"compile option num_warps={options['num_warps']}: Triton needs a "
-                         "power of two")
-    stream_k = options.get("stream_k", False)
-    if not (isinstance(stream_k, bool) or stream_k == "always"
-            or (isinstance(stream_k, int) and stream_k >= 2)):
-        raise ValueError(f"compile option stream_k={stream_k!r}: expected True, False, "
-                         "\"always\" or the most parts a tile is split into (an integer >= 2)")
-    if options.get("epilogue_split") not in (None, 1, 2):
-        raise ValueError(f"compile option epilogue_split={options['epilogue_split']!r}: "
-                         "expected 1 or 2")
-    if options.get("backend", "triton") not in ("triton", "cuda"):
-        raise ValueError(f"compile option backend={options['backend']!r}: expected \"triton\" "
-                         "or \"cuda\" (the hand-written Hopper GEMM for plain GEMM functions)")
-    if options.get("cta_group", 1) not in (1, 2) or isinstance(options.get("cta_group"), bool):
-        raise ValueError(f"compile option cta_group={options['cta_group']!r}: expected 1 (one "
-                         "CTA per tile) or 2 (a CTA pair per tile; backend='cuda', sm_100)")
-    if options.get("cta_group", 1) != 1 and options.get("backend") != "cuda":
-        raise ValueError("compile option cta_group=2 applies to backend='cuda' (the tcgen05 "
-                         "GEMM of target='sm_100a')")
-    target = str(options.get("target", DEFAULT_TARGET))
-    if lookup_target(target) is None:
-        raise ValueError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-    return Options(**options)  # type: ignore[arg-type]
 
 
 def compile_source(text: str, *, filename: str = "<string>",
@@ -153,7 +92,7 @@ def check_source(text: str, *, filename: str = "<string>",
     without raising. ``line_offset``/``column_offset`` place a source embedded in a bigger
     file (a string literal in a Python file) so positions are the file's own."""
     source = Source(text, filename, line_offset, column_offset)
-    options = make_options({"target": target}) if target else None
+    options = Options(target=target) if target else None
     try:
         return list(run_pipeline(source, defines, options).warnings)
     except CompileError as err:
@@ -193,7 +132,7 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
                                  [(r.start, r.end) for r in regions], reporter)
     stage("intrinsics", check_scopes, program, pp.text, pp.intrinsics, reporter)
     reporter.raise_if_errors()
-    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    target = options.target_rules
     checked = stage("check", Checker(reporter, target).check_program, program)
     reporter.raise_if_errors()
 
@@ -208,11 +147,10 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
                 raise NeedsSpecialization(fn.specialize_on)
             lowered = stage("lower", FunctionLowering(fn, options).lower)
             artifact = stage("codegen", generate, lowered, locate, filename)
-            gemm = _cuda_gemm(lowered, fn) if options.backend == "cuda" else None
-            blackwell = _blackwell(gemm, fn, options) if gemm is not None else None
+            plan = _plan(lowered, fn, options)
         except NeedsSpecialization:
-            if options.backend == "cuda":
-                reporter.report("CQ0705", fn.node.span, option="backend='cuda'",
+            if dispatch.asked(options):
+                reporter.report("CQ0705", fn.node.span, option=f"backend={options.backend!r}",
                                 reason="the function is compiled per call shape")
                 continue
             functions.append(_deferred(fn, reporter, options, locate, filename))
@@ -220,55 +158,20 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
         except LoweringError as err:  # (codegen reports what Python cannot write: CQ0702)
             reporter.report(err.code, err.span, **err.fields)
             continue
-        functions.append(CompiledFunction(fn.node.name, artifact, fn, gemm=gemm,
-                                          blackwell=blackwell,
+        functions.append(CompiledFunction(fn.node.name, artifact, fn, plan=plan,
                                           restride=_restrider(fn, options, locate, filename)))
     reporter.raise_if_errors()
     return CompileResult(functions, timings, reporter.warnings)
 
 
-def _cuda_gemm(lowered: IRFunction, fn: CheckedFunction) -> GemmPlan | SparseGemmPlan:
-    """backend="cuda": the operands of the hand-written GEMM (dense, or 2:4 sparse), or
-    CQ0705 saying why the function is neither GEMM those kernels compute (the sparse
-    matcher's reason when the function multiplies a sparse tile, else the dense one's)."""
+def _plan(lowered: IRFunction, fn: CheckedFunction, options: Options) -> Plan | None:
+    """The plan of the backend asked before Triton that takes the function (None: Triton
+    runs it); CQ0705 with the reason when the options ask for a backend that cannot."""
     try:
-        return match_gemm(lowered)
-    except NotAGemm as err:
-        reason = err
-    try:
-        return match_sparse_gemm(lowered)
-    except NotSparse:
-        pass
-    except NotAGemm as err:
-        reason = err
-    raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
-                        reason=f"{reason} (the CUDA backend has a kernel for plain f16/bf16 "
-                        "GEMMs out = lhs @ rhs^T only, also with a 2:4 sparse lhs on sm_90a, "
-                        "and with target='sm_100a' for 8-bit float operands too; not for "
-                        "block-scaled .scale GEMMs)") from None
-
-
-def _blackwell(plan: GemmPlan | SparseGemmPlan, fn: CheckedFunction,
-               options: Options) -> Sm100Config | None:
-    """The tcgen05 kernel of a GEMM compiled for sm_100 (None for other targets, which
-    keep the Hopper kernel: CQ0705 when that kernel cannot take the operand types). The
-    sparse GEMM has a Hopper kernel only."""
-    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
-    if isinstance(plan, SparseGemmPlan):
-        if target.sm == 100 or options.cta_group != 1:
-            raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
-                                reason="the 2:4 sparse GEMM has a CUDA kernel for sm_90a "
-                                "only (wgmma .sp; no tcgen05 sparse kernel yet)")
-        return None
-    if target.sm == 100:
-        return Sm100Config(plan.dtype, plan.output, options.cta_group)
-    if plan.output != plan.dtype or options.cta_group != 1:
-        what = (f"{plan.dtype} operands" if plan.output != plan.dtype else
-                f"cta_group={options.cta_group}")
-        raise LoweringError("CQ0705", fn.node.span, option="backend='cuda'",
-                            reason=f"{what} need the tcgen05 kernel of target='sm_100a' (the "
-                            "Hopper kernel multiplies f16 or bf16 into the same type)")
-    return None
+        return dispatch.recognise(lowered, options)
+    except Unsuitable as err:
+        raise LoweringError("CQ0705", fn.node.span, option=f"backend={options.backend!r}",
+                            reason=str(err)) from None
 
 
 def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,
@@ -277,7 +180,7 @@ def _deferred(fn: CheckedFunction, reporter: Reporter, options: Options,
     dimension fixed to the call's value, so tile shapes, shared buffers and group bounds
     are constants (Triton pads them to powers of two and masks). Thread counts and shared
     memory are checked then, for those values."""
-    target = lookup_target(options.target) or TARGETS[DEFAULT_TARGET]
+    target = options.target_rules
 
     def specialize(dims: Mapping[str, int], strided: frozenset[str] = frozenset()) -> Artifact:
         local = Reporter(reporter.source_map)

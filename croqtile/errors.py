@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from .backends.options import OptionError
 from .backends.triton.launcher import DeviceAssertionError, KernelError
 from .frontend.diagnostics import CompileError, Diagnostic
 
 __all__ = ["ArgumentError", "CompileError", "CompileWarning", "DeviceAssertionError", "Diagnostic",
-           "KernelError"]
+           "KernelError", "OptionError"]
 
 
 class ArgumentError(ValueError):

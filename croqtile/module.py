@@ -9,11 +9,13 @@ from types import ModuleType
 from typing import Any, Callable
 
 from . import settings
-from .backends.cuda.match import SparseGemmPlan
-from .backends.triton.codegen import Artifact
+from .backends import dispatch
 from .backends.bounded import LRU
+from .backends.protocol import Toolchain
+from .backends.triton.codegen import Artifact
 from .backends.triton.launcher import Launcher, load_module
-from .binding import Bound, Signature, bind, make_signer, scalar_converters
+from .binding import (Bound, Signature, bind, grad_error, make_signer, positional,
+                      requires_grad, scalar_converters)
 from .driver import CompiledFunction
 from .errors import ArgumentError, CompileError
 from .frontend.sema.effects import written_parameters
@@ -32,6 +34,7 @@ class _Warm:
     device: Any
     dims: tuple[int, ...]
     scalars: tuple[tuple[int, Callable[[Any], Any]], ...]
+    grad: bool = False  # a tensor of the signature requires grad (see ``grad_error``)
 
 
 class Function:
@@ -54,6 +57,7 @@ class Function:
 
     def __init__(self, compiled: CompiledFunction, cache_size: int | None = None) -> None:
         self._compiled = compiled
+        self._names = tuple(p.name for p in self._host_params())
         size = resolve_size(cache_size)
         self.cache_size = size
         self._launcher = Launcher(size)
@@ -90,20 +94,11 @@ class Function:
 
     @property
     def cuda_source(self) -> str | None:
-        """The CUDA source of the hand-written kernel a function compiled with
-        ``backend="cuda"`` runs where the GPU suits it: the tcgen05 GEMM generated for
-        ``target="sm_100a"``, the Hopper GEMM otherwise; None for a Triton-only function."""
-        compiled = self._compiled
-        if compiled.blackwell is not None:
-            from .backends.cuda.gemm_sm100 import source
-            return source(compiled.blackwell)
-        if isinstance(compiled.gemm, SparseGemmPlan):
-            from .backends.cuda.gemm_sp import sparse_source
-            return sparse_source()
-        if compiled.gemm is not None:
-            from .backends.cuda.gemm import hopper_source
-            return hopper_source()
-        return None
+        """The source of the kernel another backend than Triton runs for the function
+        where the GPU suits it (``backend="cuda"``: the tcgen05 GEMM generated for
+        ``target="sm_100a"``, the Hopper GEMM otherwise); None for a Triton-only function."""
+        plan = self._compiled.plan
+        return plan.source() if plan is not None else None
 
     @property
     def specialize_on(self) -> tuple[str, ...]:
@@ -117,7 +112,7 @@ class Function:
 
     @property
     def params(self) -> list[str]:
-        return [p.name for p in self._host_params()]
+        return list(self._names)
 
     @property
     def launches(self) -> int:
@@ -230,13 +225,22 @@ class Function:
         """The generated artifact that a call with ``args`` runs (compiled if needed)."""
         return self._bind_variant(args)[2]
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function: arguments by position or by parameter name, as a Python
+        function takes them. Tensors that require grad while grad mode is on are an
+        ``ArgumentError`` unless a backward is registered for the function's operator
+        (``library=`` and ``torch.library.register_autograd``): a result without a
+        gradient path would silently break training."""
+        if kwargs:
+            args = positional(self.name, self._names, args, kwargs)
         if self.op is not None:  # (its implementation calls `call`)
             return self.op(*args)
         return self.call_signed(self._sign(args), args)
 
-    def call(self, *args: Any) -> Any:
+    def call(self, *args: Any, **kwargs: Any) -> Any:
         """The call itself, not through the registered operator."""
+        if kwargs:
+            args = positional(self.name, self._names, args, kwargs)
         return self.call_signed(self._sign(args), args)
 
     def call_signed(self, signature: Signature | None, args: tuple[Any, ...]) -> Any:
@@ -245,6 +249,10 @@ class Function:
         warm = self._warm.get(signature) if signature is not None else None
         if warm is None:
             return self._cold_call(args, signature)
+        if warm.grad:
+            error = grad_error(self.name, self._names, args, self.op)
+            if error is not None:
+                raise error
         self.warm_calls += 1
         self._last = warm.artifact
         if warm.scalars:
@@ -257,6 +265,9 @@ class Function:
     def _cold_call(self, args: tuple[Any, ...], signature: Signature | None) -> Any:
         """A call with a new argument signature: full checks, then remember the result."""
         key, bound, artifact = self._bind_variant(args)
+        error = grad_error(self.name, self._names, args, self.op)
+        if error is not None:
+            raise error
         warm = self._remember(key, artifact, bound, args)
         if signature is not None:
             self._warm[signature] = warm
@@ -266,20 +277,20 @@ class Function:
                   args: tuple[Any, ...]) -> _Warm:
         """What later calls with these arguments' signature reuse, read off this binding."""
         host = getattr(self._load(key, artifact), artifact.function)
-        if self._compiled.gemm is not None and bound.device.type == "cuda":
-            # (loads nothing until a CUDA call)
-            from .cuda_dispatch import gemm_host, sparse_gemm_host
-            if isinstance(self._compiled.gemm, SparseGemmPlan):
-                host = sparse_gemm_host(self.name, self._compiled.gemm, host, args)
-            else:
-                host = gemm_host(self.name, self._compiled.gemm, host, args,
-                                 self._compiled.blackwell)
+        if self._compiled.plan is not None:  # another backend's kernel where a call suits it
+            host = dispatch.host(self._compiled.plan, self.name, args, bound.device, host,
+                                 _toolchain)
         dims = tuple(bound.dims[d] for d in artifact.dims)
         scalars = scalar_converters(self.name, self._host_params(), args)
-        return _Warm(key, artifact, host, bound.device, dims, scalars)
+        return _Warm(key, artifact, host, bound.device, dims, scalars, requires_grad(args))
 
     def __repr__(self) -> str:
         return f"<croqtile.Function {self.name}({', '.join(self.params)})>"
+
+
+def _toolchain() -> Toolchain:
+    """What building another backend's kernel reads from the environment."""
+    return Toolchain(settings.cache_dir(), settings.nvcc())
 
 
 def _specialisation_problem(name: str, dims: dict[str, int], err: CompileError) -> str:
@@ -314,12 +325,12 @@ class Module:
     def functions(self) -> dict[str, Function]:
         return dict(self._functions)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(self._functions) != 1:
             raise TypeError(f"{self.filename} defines {len(self._functions)} __co__ functions "
                             f"({', '.join(self._functions)}); call one by name, "
                             "e.g. mod.<name>(...)")
-        return next(iter(self._functions.values()))(*args)
+        return next(iter(self._functions.values()))(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<croqtile.Module {self.filename}: {', '.join(self._functions)}>"

@@ -47,9 +47,8 @@ def opaque_reason(function: Any) -> str | None:
         return (f"its kernels are compiled per call for the values of its dimensions "
                 f"({', '.join(compiled.specialize_on)}), which a trace with symbolic sizes "
                 "does not know")
-    if compiled.gemm is not None:
-        return ("backend='cuda' runs a hand-written CUDA kernel where the GPU and the "
-                "arguments suit it, and wrap_triton traces Triton kernels only")
+    if compiled.plan is not None and compiled.plan.traced_reason is not None:
+        return compiled.plan.traced_reason
     if takes_host_descriptors(function):
         # torch 2.13, torch/_higher_order_ops/triton_kernel_wrap.py, TracingTritonHOPifier:
         # "TMA descriptor capturing not yet supported in non-dynamo tracing"

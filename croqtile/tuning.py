@@ -51,6 +51,7 @@ import torch
 
 from . import settings
 from .backends.triton.launcher import device_scope, publish, sm_count
+from .binding import grad_error, positional, requires_grad
 from .errors import ArgumentError, CompileError
 from .lru import DEFAULT_CACHE_SIZE, LRU, CacheInfo
 from .tile_defines import TileProbe
@@ -288,13 +289,21 @@ class TunedFunction:
         """The untuned configuration's compiled function (parameters, checked form)."""
         return self._function(self._default).compiled
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = positional(self.name, self.params, args, kwargs)
         if self.op is not None:  # (its implementation calls `call`)
             return self.op(*args)
         return self.call(*args)
 
-    def call(self, *args: Any) -> Any:
+    def call(self, *args: Any, **kwargs: Any) -> Any:
         """The call itself, not through the registered operator."""
+        if kwargs:
+            args = positional(self.name, self.params, args, kwargs)
+        if torch.is_grad_enabled() and requires_grad(args):  # (before a search, which runs
+            error = grad_error(self.name, self.params, args, self.op)  # the call's copies)
+            if error is not None:
+                raise error
         # the compiled functions' own signature (one computation serves both lookups)
         signature = self._sign(args)
         known = self._by_signature.get(signature) if signature is not None else None

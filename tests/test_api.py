@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -135,8 +136,10 @@ def test_defines_override_source_constants() -> None:
 
 
 def test_unknown_option_is_rejected() -> None:
-    with pytest.raises(TypeError, match="unknown compile option"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_wraps'"):
         croqtile.compile(STATIC, num_wraps=4)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_wraps'"):
+        croqtile.load(Path(__file__).parent / "data" / "scale_add.co", num_wraps=4)
 
 
 def test_load_reads_a_file(tmp_path) -> None:

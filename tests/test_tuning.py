@@ -278,13 +278,22 @@ def test_a_candidate_computing_something_else_is_pruned() -> None:
                               "computes a different result than the default configuration")]
 
 
-def test_fixed_values_are_not_searched_and_a_fixed_config_never_tunes() -> None:
+@pytest.mark.parametrize("given", ["keywords", "options", "both"])
+def test_fixed_values_are_not_searched_and_a_fixed_config_never_tunes(given: str) -> None:
+    """Options fix values by keyword or as the fields of ``options=`` that differ from
+    the defaults."""
     tiles = {"MATMUL_WARP_M": 64, "MATMUL_WARP_N": 64, "MATMUL_TILE_K": 32,
              "MATMUL_WARP_K": 16}
+    launch: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "persistent": False}
+    fixed: dict[str, Any] = {
+        "keywords": launch,
+        "options": {"options": croqtile.Options(**launch)},
+        "both": {"options": croqtile.Options(num_warps=8, num_stages=3), "num_warps": 4,
+                 "persistent": False},
+    }[given]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fn = croqtile.compile(GEMM, defines=tiles, autotune="quick", num_warps=4,
-                              num_stages=3, persistent=False).matmul
+        fn = croqtile.compile(GEMM, defines=tiles, autotune="quick", **fixed).matmul
     calls: list[str] = []
     fn.timer = _timer({}, calls)
     a, b, c = _gemm_args()

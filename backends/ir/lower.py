@@ -32,11 +32,11 @@ from .control import Control
 from .errors import LoweringError, NeedsContiguous, NeedsSpecialization, unsupported
 from .exprs import Expressions
 from .kernel import KernelAssembly
-from .state import FunctionState, HostScalar, Options, describe
+from .state import FunctionState, HostScalar, describe
 from .values import Region, Scalar, TensorRef
 from .views import Views
 
-__all__ = ["FunctionLowering", "KernelLowering", "Options"]
+__all__ = ["FunctionLowering", "KernelLowering"]
 
 
 # --------------------------------------------------------------------------- functions

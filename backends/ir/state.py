@@ -26,71 +26,11 @@ from ...frontend.sema import dtypes
 from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, ScalarType, Symbol
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
+from ..options import Options
 from . import build as b
 from . import nodes as ir
 from .errors import static_extent, unsupported
 from .values import Bounded, Buffer, Region, Scalar, TensorRef, Tile
-
-
-@dataclass(frozen=True)
-class Options:
-    """Lowering choices that do not change results."""
-
-    num_warps: int | None = None
-    num_stages: int | None = None  # default: 3, fewer when the staged tiles are large
-    # tensor-descriptor loads/stores where aligned: made by the host and passed as
-    # arguments ("host"), or by every program for itself ("kernel"); True picks "host",
-    # or "kernel" when epilogue_split needs its sliced descriptors; False: pointer loads
-    descriptors: bool | str = True
-    f32_precision: str = "tf32"  # or "ieee"
-    target: str = "sm_90"  # the GPU the checker's resource and MMA rules follow
-    # The order and number of the programs of a `: block` level (see _block_ids): blocks
-    # are independent, so any one-to-one order computes the same result.
-    group_m: int = 8  # MMA kernels on a 2-D block grid: GROUP_M rows of tiles at a time
-    # a program per block (not persistent, up to three block axes): the first axis walked
-    # from its last index, so that a causal loop whose length grows with that index starts
-    # its longest programs first and the launch ends on short ones (the other axes keep
-    # their order: programs of one head still run together and share its keys in L2)
-    heavy_first: bool = False
-    # launch one program per SM, each looping over the tiles; None: for MMA kernels
-    persistent: bool | None = None
-    flatten: bool = False  # the persistent tile loop: tl.range(flatten=True)
-    warp_specialize: bool = False  # the persistent tile loop: tl.range(warp_specialize=True)
-    # tensor-descriptor stores of 2-D tiles written as this many column slices (1 or 2):
-    # half the shared memory for the epilogue, which leaves room for pipeline stages
-    epilogue_split: int = 1
-    # persistent MMA launches: the K iterations of the last, partial wave of tiles are
-    # shared by all programs (True: a wave at most half full; "always": any partial wave)
-    # or by at most this many programs per tile (an int >= 2) (stream_k.py)
-    stream_k: bool | int | str = False
-    # block tiles whose extent is the sum of two powers of two (192 = 128 + 64) computed in
-    # those two pieces instead of padded to the next power of two (split_tiles.py)
-    split_tiles: bool = False
-    # persistent MMA launches: each tile of a last wave at most half full computed in two
-    # halves by two programs, each over half the tile's widest output axis (kernel.py)
-    halve_last_wave: bool = False
-    # "cuda": a function that is a plain dense GEMM runs the hand-written Hopper kernel
-    # (backends/cuda) where the GPU and the arguments suit it, its Triton kernel elsewhere
-    backend: str = "triton"
-    # backend="cuda" with target sm_100: the tcgen05 GEMM on one CTA per 128 x 256 tile (1)
-    # or on a CTA pair per 256 x 256 tile (2)
-    cta_group: int = 1
-    # bounds checks on computed indices and copies, and run-time checks of the futures
-    # protocol (checks.py): device assertions naming the Croqtile line; off adds nothing
-    debug: bool = False
-    # a function-scope buffer without an initialiser (undefined until written, spec) is
-    # zero-filled unless its first use provably writes all of it (coverage.py); False: no
-    # fill (torch.empty), for a function that writes every element itself, where the
-    # proof does not reach; under debug, floating-point buffers are then NaN-filled, so
-    # that an element read or returned unwritten shows
-    fill_buffers: bool = True
-
-    @property
-    def descriptor_maker(self) -> str | None:
-        """Who makes the tensor descriptors: "host", "kernel" or None (no descriptors)."""
-        if self.descriptors is True:
-            return "kernel" if self.epilogue_split > 1 else "host"
-        return self.descriptors or None
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the

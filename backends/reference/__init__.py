@@ -9,8 +9,8 @@ compared against.
 from __future__ import annotations
 
 from .errors import ArgumentError, AssertionFailed, InterpretError
-from .interpret import Interpreter, Options, run
+from .interpret import Interpreter, Semantics, run
 from .source import check_text, interpret_source
 
-__all__ = ["ArgumentError", "AssertionFailed", "InterpretError", "Interpreter", "Options",
+__all__ = ["ArgumentError", "AssertionFailed", "InterpretError", "Interpreter", "Semantics",
            "check_text", "interpret_source", "run"]

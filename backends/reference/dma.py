@@ -8,7 +8,7 @@ Tails: a source tile that reaches past its data reads only the elements inside i
 destination that reaches past its data receives only those. Destination elements that
 receive no source element (a tail, or a source smaller than the destination) are zero
 with ``.zfill`` and with TMA; otherwise the spec leaves them undefined and the
-interpreter's ``undefined`` option decides (see ``Options``).
+interpreter's ``undefined`` setting decides (see ``Semantics``).
 """
 
 from __future__ import annotations

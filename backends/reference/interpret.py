@@ -7,7 +7,7 @@ statement at a time (spec 5.2). Shared buffers live in a block instance's frame,
 ones in a thread instance's; MMA fragments and local buffers declared at an outer level
 are private to each inner instance that uses them. A parallel level whose body only
 computes scalars and single elements may run its instances side by side as lanes
-(``lanes.py``; ``Options.vectorize``); everything else runs instance by instance.
+(``lanes.py``; ``Semantics.vectorize``); everything else runs instance by instance.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ...frontend.sema.effects import written_parameters
 from ...frontend.sema.levels import is_device_scope
 from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
 from ...frontend.source import Span
+from ..options import Options
 from . import arith, dma, events, mma
 from .errors import AssertionFailed, InterpretError, not_implemented
 from .exprs import Evaluator
@@ -38,8 +39,10 @@ UNDEFINED = ("zero", "keep", "poison")
 
 
 @dataclass(frozen=True)
-class Options:
-    """How the interpreter fills what the spec leaves open.
+class Semantics:
+    """How the interpreter fills what the spec leaves open, and how it runs (the compile
+    options, ``croqtile.Options``, are separate: the interpreter reads their
+    ``f32_precision``).
 
     ``undefined`` -- destination elements a copy does not write (a tail tile without
     ``.zfill``, spec 5.6) and fresh buffers without an initialiser (spec 6):
@@ -52,22 +55,19 @@ class Options:
     ``"mask"``: such writes are dropped and reads give the undefined value above, as the
     Triton backend's masked loads and stores do.
     ``vectorize`` -- run simple parallel levels as lanes (same results, much faster).
-    ``f32_precision`` -- ``"tf32"`` (spec 3.1) or ``"ieee"`` for f32 MMA operands.
+    ``out`` -- where ``print``/``println`` write (default ``sys.stdout``).
     """
 
     undefined: str = "zero"
     out_of_bounds: str = "error"
     vectorize: bool = True
-    f32_precision: str = "tf32"
-    out: TextIO | None = None  # where print/println write (default sys.stdout)
+    out: TextIO | None = None
 
     def __post_init__(self) -> None:
         if self.undefined not in UNDEFINED:
             raise ValueError(f"undefined must be one of {UNDEFINED}, not {self.undefined!r}")
         if self.out_of_bounds not in ("error", "mask"):
             raise ValueError("out_of_bounds must be 'error' or 'mask'")
-        if self.f32_precision not in ("tf32", "ieee"):
-            raise ValueError("f32_precision must be 'tf32' or 'ieee'")
 
 
 class _Return(Exception):
@@ -101,10 +101,11 @@ class Interpreter(Evaluator):
     """Runs one checked function; ``call(args)`` executes it once."""
 
     def __init__(self, fn: CheckedFunction, dims: dict[str, int], options: Options,
-                 locate: Callable[[Span], str] | None = None) -> None:
+                 semantics: Semantics, locate: Callable[[Span], str] | None = None) -> None:
         self.fn = fn
         self.dims = dims
         self.options = options
+        self.semantics = semantics
         self.locate = locate
         self.frame = Frame(None)
         self.mask: torch.Tensor | None = None  # active lanes (None: all of them)
@@ -120,18 +121,18 @@ class Interpreter(Evaluator):
     def undefined_value(self, elem: ElemType) -> Any:
         """The contents of a fresh buffer without an initialiser, and of tile elements
         read past the end of their data (spec 5.6, 6: undefined)."""
-        return arith.poison(elem) if self.options.undefined == "poison" else 0
+        return arith.poison(elem) if self.semantics.undefined == "poison" else 0
 
     def element_fill(self, elem: ElemType) -> Any:
         """What an element read outside its data gives: None (an error) or a value."""
-        return None if self.options.out_of_bounds == "error" else self.undefined_value(elem)
+        return None if self.semantics.out_of_bounds == "error" else self.undefined_value(elem)
 
     def missing_value(self, dst: DataView) -> Any:
         """What a copy writes into destination elements no source element reaches
         (None: leave them unchanged)."""
-        if self.options.undefined == "poison":
+        if self.semantics.undefined == "poison":
             return arith.poison(dst.elem)
-        if self.options.undefined == "zero" and dst.space != "global":
+        if self.semantics.undefined == "zero" and dst.space != "global":
             return 0
         return None
 
@@ -297,7 +298,7 @@ class Interpreter(Evaluator):
         """``x.at(i) = v`` / ``x.at(i) op= v``: computed in the promoted type, converted to
         the element type."""
         data, index = self.element_target(target)
-        masked = self.options.out_of_bounds == "mask"
+        masked = self.semantics.out_of_bounds == "mask"
         address, inside = data.address(index, self.mask, masked)
         value = self.eval(item.value)
         if item.op != "=":
@@ -322,7 +323,7 @@ class Interpreter(Evaluator):
         if stmt.static:
             return  # print! happens at compile time
         parts = [_format(self.eval(a)) for a in stmt.args]
-        out = self.options.out or sys.stdout
+        out = self.semantics.out or sys.stdout
         out.write(" ".join(parts) + ("\n" if stmt.newline else ""))
 
     def _s_ReturnStmt(self, stmt: ast.ReturnStmt) -> None:
@@ -462,7 +463,7 @@ class Interpreter(Evaluator):
         for bounds in sizes:
             if any(b <= 0 for b in bounds):
                 raise InterpretError(f"parallel bounds {bounds} must be positive")
-        if self.options.vectorize and self._lane_safe(stmt):
+        if self.semantics.vectorize and self._lane_safe(stmt):
             self._run_lanes(stmt, levels, sizes)
             return
         has_blocks = any(level.level is Level.BLOCK for level in levels)
@@ -621,15 +622,18 @@ class Interpreter(Evaluator):
 
 
 def run(fn: CheckedFunction, args: list[Any], dims: dict[str, int] | None = None,
-        options: Options | None = None, locate: Callable[[Span], str] | None = None) -> Any:
+        options: Options | None = None, locate: Callable[[Span], str] | None = None,
+        semantics: Semantics | None = None) -> Any:
     """Execute the checked function ``fn`` on ``args`` (CPU torch tensors and Python
     scalars, in parameter order). ``dims`` gives the symbolic dimensions (bound from the
-    argument shapes when omitted). Returns the returned tensor or scalar, or None."""
+    argument shapes when omitted); ``options`` the compile options the program is run
+    for (its ``f32_precision``), ``semantics`` how what the spec leaves open is filled.
+    Returns the returned tensor or scalar, or None."""
     from .binding import bind_arguments
 
-    options = options or Options()
     bound = bind_arguments(fn, args, dims)
-    interpreter = Interpreter(fn, bound, options, locate)
+    interpreter = Interpreter(fn, bound, options or Options(), semantics or Semantics(),
+                              locate)
     # strided tensors (views, slices, permuted dimensions) run as contiguous copies, and
     # what the function wrote in place into a copy goes back into the caller's tensor
     dense = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]

@@ -14,7 +14,8 @@ from ...frontend.sema.model import CheckedFunction
 from ...frontend.sema.targets import DEFAULT_TARGET, TARGETS
 from ...frontend.sema.targets import lookup as lookup_target
 from ...frontend.source import Source, SourceMap, Span
-from .interpret import Options, run
+from ..options import Options
+from .interpret import Semantics, run
 
 
 def check_text(text: str, defines: Mapping[str, int | float | str | None] | None = None,
@@ -38,9 +39,12 @@ def check_text(text: str, defines: Mapping[str, int | float | str | None] | None
 def interpret_source(text: str, args: list[Any],
                      defines: Mapping[str, int | float | str | None] | None = None, *,
                      function: str | None = None, options: Options | None = None,
-                     filename: str = "<string>") -> Any:
-    """Interpret ``function`` (the only one when omitted) of ``text`` on ``args``."""
-    functions, reporter = check_text(text, defines, filename)
+                     semantics: Semantics | None = None, filename: str = "<string>") -> Any:
+    """Interpret ``function`` (the only one when omitted) of ``text`` on ``args``, checked
+    for ``options.target`` and run with its ``f32_precision`` (default ``Options()``);
+    ``semantics`` fills what the spec leaves open (default ``Semantics()``)."""
+    options = options or Options()
+    functions, reporter = check_text(text, defines, filename, options.target)
     if function is None:
         if len(functions) != 1:
             names = ", ".join(f.node.name for f in functions)
@@ -57,4 +61,4 @@ def interpret_source(text: str, args: list[Any],
         loc = reporter.source_map.locate(span)
         return f"{loc.filename}:{loc.line}"
 
-    return run(fn, list(args), None, options, locate)
+    return run(fn, list(args), None, options, locate, semantics)

@@ -13,9 +13,13 @@ import torch
 
 import croqtile
 from croqtile import settings
+from croqtile.backends import dispatch
+from croqtile.backends.cuda import backend as cuda_backend
 from croqtile.backends.cuda import driver
 from croqtile.backends.cuda.gemm import SOURCE, HopperGemm, hilbert_order, pick_width, unsupported
+from croqtile.backends.cuda.backend import CudaPlan
 from croqtile.backends.cuda.match import GemmPlan
+from croqtile.backends.protocol import Toolchain, Unavailable
 from croqtile.errors import CompileError
 
 from ..e2e.checks import DATA, assert_close, poison, random
@@ -26,7 +30,9 @@ GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").
 
 def _plan(source: str, defines: dict | None = None, **options: object) -> GemmPlan | None:
     mod = croqtile.compile(source, defines=defines, backend="cuda", **options)
-    return mod.functions["gemm"]._compiled.gemm
+    plan = mod.functions["gemm"].compiled.plan
+    assert isinstance(plan, CudaPlan) and plan.blackwell is None
+    return plan.gemm
 
 
 @pytest.mark.parametrize("defines, options", [
@@ -212,7 +218,15 @@ def test_arguments_the_kernel_cannot_take_run_on_triton() -> None:
     assert_close(out, shifted.double() @ b.double().T, torch.float16)
 
 
-# ---- the dispatch of calls (croqtile/cuda_dispatch.py), with stand-ins for the GPU ------
+# ---- the dispatch of calls (backends/dispatch.py), with stand-ins for the GPU -----------
+
+PLAN = CudaPlan(GemmPlan(0, 1, 2, "f16"))
+
+
+def _host(triton_host: object, args: tuple, plan: CudaPlan = PLAN) -> object:
+    """The host function ``backends.dispatch`` gives calls like ``args`` on a CUDA device."""
+    return dispatch.host(plan, "gemm", args, torch.device("cuda"), triton_host,
+                         lambda: Toolchain(Path("unused")))
 
 class _FakeGemm:
     def __init__(self) -> None:
@@ -237,13 +251,10 @@ def _operands(offset: int = 0) -> tuple[torch.Tensor, ...]:
 
 def test_suitable_calls_run_the_cuda_kernel_and_misaligned_ones_triton(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from croqtile import cuda_dispatch
-
     fake, calls = _FakeGemm(), []
-    monkeypatch.setattr(cuda_dispatch, "unsupported", lambda *a, **k: None)
-    monkeypatch.setattr(cuda_dispatch, "_kernel", lambda device: fake)
-    host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), _triton_host(calls),
-                                   _operands())
+    monkeypatch.setattr(cuda_backend, "unsupported", lambda *a, **k: None)
+    monkeypatch.setattr(cuda_backend, "load", lambda device, kind, toolchain: fake)
+    host = _host(_triton_host(calls), _operands())
     args = _operands()
     assert host(None, None, *args, 64, 48, 32) is None
     assert len(fake.calls) == 1 and all(x is y for x, y in zip(fake.calls[0], args))
@@ -258,43 +269,43 @@ def test_suitable_calls_run_the_cuda_kernel_and_misaligned_ones_triton(
 def test_calls_the_kernel_cannot_take_warn_once_and_run_triton(
         monkeypatch: pytest.MonkeyPatch, reason: str | None, kernel: str | None,
         message: str) -> None:
-    from croqtile import cuda_dispatch
-
     calls: list[str] = []
-    monkeypatch.setattr(cuda_dispatch, "unsupported", lambda *a, **k: reason)
-    monkeypatch.setattr(cuda_dispatch, "_kernel", lambda device: kernel)
-    monkeypatch.setattr(cuda_dispatch, "_warned", set())
+    def load(device: object, kind: object, toolchain: object) -> object:
+        raise Unavailable(f"the CUDA kernel could not be loaded: {kernel}")
+
+    monkeypatch.setattr(cuda_backend, "unsupported", lambda *a, **k: reason)
+    monkeypatch.setattr(cuda_backend, "load", load)
+    monkeypatch.setattr(dispatch, "warned", set())
     triton_host = _triton_host(calls)
     with pytest.warns(RuntimeWarning, match=message):
-        host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), triton_host, _operands())
+        host = _host(triton_host, _operands())
     assert host is triton_host
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the same reason again: no second warning
-        assert cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), triton_host,
-                                       _operands()) is triton_host
+        assert _host(triton_host, _operands()) is triton_host
+    # on the CPU the Triton kernel runs, silently: the kernels are CUDA's
+    assert dispatch.host(PLAN, "gemm", _operands(), torch.device("cpu"), triton_host,
+                         lambda: Toolchain(Path("unused"))) is triton_host
 
 
 def test_strided_operands_are_copied_for_the_cuda_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel reads and writes contiguous matrices: a transposed rhs and a column
     slice of a bigger output reach it as contiguous copies, and the product lands in the
     caller's slice only."""
-    from croqtile import cuda_dispatch
-
     class Product(_FakeGemm):
         def __call__(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
             super().__call__(a, b, out)
             out.copy_(a @ b.T)
 
     fake, calls = Product(), []
-    monkeypatch.setattr(cuda_dispatch, "_kernel", lambda device: fake)
-    monkeypatch.setattr(cuda_dispatch, "unsupported", lambda *a, **k: None)
+    monkeypatch.setattr(cuda_backend, "load", lambda device, kind, toolchain: fake)
+    monkeypatch.setattr(cuda_backend, "unsupported", lambda *a, **k: None)
     gen = torch.Generator().manual_seed(3)
     a = torch.randn(64, 32, generator=gen).half()
     weight = torch.randn(32, 48, generator=gen).half()  # [K, N]: rhs = weight.T is [N, K]
     wide = torch.full((64, 80), float("nan"), dtype=torch.float16)
     out = wide[:, 16:64]
-    host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), _triton_host(calls),
-                                   (a, weight.T, out))
+    host = _host(_triton_host(calls), (a, weight.T, out))
     assert host(None, None, a, weight.T, out, 64, 48, 32) is None
     assert calls == [] and len(fake.calls) == 1
     assert all(t.is_contiguous() for t in fake.calls[0])

@@ -35,7 +35,7 @@ GEMM_SP = (Path(__file__).resolve().parents[2] / "croqtile" / "bench" / "kernels
 
 def _plan(source: str, defines: dict | None = None, **options: object) -> object:
     mod = croqtile.compile(source, defines=defines, backend="cuda", **options)
-    return next(iter(mod.functions.values()))._compiled.gemm
+    return next(iter(mod.functions.values())).compiled.plan.gemm
 
 
 def _sparse(m: int, k: int, dtype: torch.dtype, device: str = "cpu",

@@ -14,7 +14,11 @@ import pytest
 import torch
 
 import croqtile
-from croqtile import cuda_dispatch, settings
+from croqtile import settings
+from croqtile.backends import dispatch
+from croqtile.backends.cuda import backend as cuda_backend
+from croqtile.backends.cuda.backend import CudaPlan
+from croqtile.backends.protocol import Toolchain
 from croqtile.backends.cuda import gemm_sm100, tcgen05
 from croqtile.backends.cuda.driver import nvcc_flags
 from croqtile.backends.cuda.gemm_sm100 import Sm100Config, epilogue_writes, source
@@ -352,16 +356,17 @@ def test_the_generated_kernels_build_for_sm_100a_without_spills(
 
 def test_target_sm_100a_gives_the_tcgen05_kernel() -> None:
     fn = croqtile.compile(GEMM, backend="cuda", target="sm_100a", defines={"DT": "bf16"}).gemm
-    assert fn.compiled.blackwell == Sm100Config("bf16", "bf16")
+    assert fn.compiled.plan == CudaPlan(GemmPlan(0, 1, 2, "bf16"), Sm100Config("bf16", "bf16"))
     assert "tcgen05.mma." in fn.cuda_source and "cta_group::1" in fn.cuda_source
     pair = croqtile.compile(GEMM, backend="cuda", target="sm_100a", cta_group=2).gemm
-    assert pair.compiled.blackwell == Sm100Config(cta_group=2)
+    assert pair.compiled.plan.blackwell == Sm100Config(cta_group=2)
     assert "#define CTA_GROUP 2" in pair.cuda_source
 
 
 def test_other_targets_keep_the_hopper_kernel_and_its_source() -> None:
     fn = croqtile.compile(GEMM, backend="cuda").gemm
-    assert fn.compiled.blackwell is None and "wgmma.mma_async" in fn.cuda_source
+    assert fn.compiled.plan == CudaPlan(GemmPlan(0, 1, 2, "f16"))
+    assert "wgmma.mma_async" in fn.cuda_source
     assert croqtile.compile(GEMM).gemm.cuda_source is None
 
 
@@ -375,8 +380,8 @@ def test_the_cuda_source_is_one_translation_unit(options: dict) -> None:
 
 def test_8_bit_operands_take_kind_f8f6f4() -> None:
     fn = croqtile.compile(GEMM_E4M3, backend="cuda", target="sm_100a").gemm
-    assert fn.compiled.gemm == GemmPlan(0, 1, 2, "f8_e4m3", "bf16")
-    assert fn.compiled.blackwell == Sm100Config("f8_e4m3", "bf16")
+    assert fn.compiled.plan == CudaPlan(GemmPlan(0, 1, 2, "f8_e4m3", "bf16"),
+                                        Sm100Config("f8_e4m3", "bf16"))
     assert '#define KIND "f8f6f4"' in fn.cuda_source
     with pytest.raises(CompileError, match="f8_e4m3 operands need the tcgen05 kernel"):
         croqtile.compile(GEMM_E4M3, backend="cuda")
@@ -435,16 +440,22 @@ def _triton_host(calls: list[str]):
     return host
 
 
-def _no_kernel(device: object, config: object = None) -> None:
+def _host(plan: CudaPlan, triton_host: object, args: tuple) -> object:
+    """The host function ``backends.dispatch`` gives calls like ``args`` on a CUDA device."""
+    return dispatch.host(plan, "gemm", args, torch.device("cuda"), triton_host,
+                         lambda: Toolchain(Path("unused")))
+
+
+def _no_kernel(device: object, kind: object, toolchain: object) -> None:
     raise AssertionError("no kernel may be loaded for a GPU that is not sm_100")
 
 
 @pytest.mark.parametrize("capability", [(9, 0), (12, 0), (10, 3)])
 def test_a_gpu_that_is_not_sm_100_runs_triton_with_a_warning(
         monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int]) -> None:
-    monkeypatch.setattr(cuda_dispatch, "device_capability", lambda t: capability)
-    monkeypatch.setattr(cuda_dispatch, "_kernel", _no_kernel)
-    monkeypatch.setattr(cuda_dispatch, "_warned", set())
+    monkeypatch.setattr(cuda_backend, "device_capability", lambda t: capability)
+    monkeypatch.setattr(cuda_backend, "load", _no_kernel)
+    monkeypatch.setattr(dispatch, "warned", set())
     operands = (torch.zeros(64, 32, dtype=torch.float16), torch.zeros(48, 32, dtype=torch.float16),
                 torch.zeros(64, 48, dtype=torch.float16))
     calls: list[str] = []
@@ -452,8 +463,7 @@ def test_a_gpu_that_is_not_sm_100_runs_triton_with_a_warning(
     major, minor = capability
     with pytest.warns(RuntimeWarning, match=rf"capability {major}\.{minor}, and the tcgen05 kernel "
                       r"of target='sm_100a' runs only on sm_100"):
-        host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), triton_host, operands,
-                                       Sm100Config())
+        host = _host(CudaPlan(GemmPlan(0, 1, 2, "f16"), Sm100Config()), triton_host, operands)
     assert host is triton_host
     assert host(None, None, *operands) == "triton" and calls == ["triton"]
 
@@ -461,18 +471,18 @@ def test_a_gpu_that_is_not_sm_100_runs_triton_with_a_warning(
 def test_on_sm_100_suitable_calls_load_the_tcgen05_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     loaded: list[object] = []
 
-    def kernel(device: object, config: object = None) -> object:
-        loaded.append(config)
+    def kernel(device: object, kind: object, toolchain: object) -> object:
+        loaded.append(kind)
         return lambda a, b, out: out.copy_((a.float() @ b.float().T).to(out.dtype))
 
-    monkeypatch.setattr(cuda_dispatch, "device_capability", lambda t: (10, 0))
-    monkeypatch.setattr(cuda_dispatch, "_kernel", kernel)
+    monkeypatch.setattr(cuda_backend, "device_capability", lambda t: (10, 0))
+    monkeypatch.setattr(cuda_backend, "load", kernel)
     a, b = random((64, 32), torch.float16), random((48, 32), torch.float16)
     out = poison(torch.empty(64, 48, dtype=torch.float16))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        host = cuda_dispatch.gemm_host("gemm", GemmPlan(0, 1, 2, "f16"), _triton_host([]),
-                                       (a, b, out), Sm100Config(cta_group=2))
+        host = _host(CudaPlan(GemmPlan(0, 1, 2, "f16"), Sm100Config(cta_group=2)),
+                     _triton_host([]), (a, b, out))
     assert host(None, None, a, b, out) is None
     assert loaded == [Sm100Config(cta_group=2)]
     assert_close(out, a.double() @ b.double().T, torch.float16)
@@ -486,7 +496,7 @@ def test_arguments_the_tcgen05_kernel_cannot_take() -> None:
     assert "not f16 operands" in gemm_sm100.unsupported(a, b, out.float(), config)
     assert "do not form a GEMM" in gemm_sm100.unsupported(a, b, out[:, :4], config)
     assert "16 bytes" in gemm_sm100.unsupported(a[:, :4], b[:, :4], out, config)
-    assert cuda_dispatch.blackwell_unsupported(config, a, b, out) == \
+    assert cuda_backend.blackwell_unsupported(config, a, b, out) == \
         "the tensors are not on a CUDA device"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from croqtile.backends.reference import Options
+from croqtile.backends.reference import Semantics
 
 from ..e2e.checks import Case, Inputs, Reference, poison, random
 
@@ -25,7 +25,7 @@ DATA = Path(__file__).resolve().parent
 F16, BF16, F32, S8, S32 = torch.float16, torch.bfloat16, torch.float32, torch.int8, torch.int32
 
 # Triton masks element accesses past the data; the interpreter reports them unless told
-MASK = Options(out_of_bounds="mask")
+MASK = Semantics(out_of_bounds="mask")
 
 
 def case(name: str, inputs: Inputs, reference: Reference, dtype: torch.dtype,
@@ -138,7 +138,7 @@ CORPUS = [
     case("dma_copy_5d", lambda: [rand(S32, 2, 3, 2, 4, 5)], lambda a: -a[0].double(), S32),
     *[case("scale_add", lambda n=n: [rand(F32, n), rand(F32, n), out(F32, n)],
            lambda a: a[0].double() * 2 + a[1].double(), F32, variant=str(n), output=2,
-           options=MASK) for n in (64, 200, 1)],
+           semantics=MASK) for n in (64, 200, 1)],
     case("dma_zfill", lambda: [rand(S32, 3, 64), out(S32, 4, 64)],
          lambda a: torch.cat([a[0], torch.zeros((1, 64), dtype=S32)]).double(), S32, output=1),
     case("tma_copy_1d", lambda: [rand(F32, 150), out(F32, 150)], lambda a: a[0].double(), F32,
@@ -153,7 +153,7 @@ CORPUS = [
     case("tma_copy_5d", lambda: [rand(F32, 2, 2, 3, 4, 8), out(F32, 2, 2, 3, 4, 8)],
          lambda a: a[0].double(), F32, output=1, tolerance=0.0),
     case("tma_load_1d", lambda: [rand(F32, 100), out(F32, 100)], lambda a: a[0].double() ** 2,
-         F32, output=1, options=MASK),
+         F32, output=1, semantics=MASK),
     case("tma_load_2d", lambda: [rand(F16, 40, 50), out(F16, 40, 50)], lambda a: a[0].double(),
          F16, output=1, tolerance=0.0),
     case("tma_load_3d", lambda: [rand(F32, 4, 8, 16), out(F32, 8, 16)],
@@ -202,7 +202,7 @@ CORPUS = [
     case("auto_bias", lambda: [rand(F16, 5, 32), 0.5], lambda a: a[0].double() + 0.5, F16),
     case("two_launches", lambda: [rand(S32, 64)], lambda a: (a[0].double() + 1) * 3, S32),
     *[case("host_between", lambda n=n: [rand(S32, n), 3], lambda a: a[0].double() * 3 - 5 - len(a[0]),
-           S32, variant=str(n), options=MASK) for n in (32, 40)],
+           S32, variant=str(n), semantics=MASK) for n in (32, 40)],
     case("scalar_return", lambda: [rand(S32, 3, 5)], lambda a: torch.tensor(19.0), S32),
     case("nested_levels", lambda: [rand(S32, 64)],
          lambda a: a[0].double().reshape(2, 4, 8) + 10 * torch.arange(4).reshape(1, 4, 1), S32),

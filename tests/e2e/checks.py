@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import croqtile
-from croqtile.backends.reference import Options, interpret_source
+from croqtile.backends.reference import Semantics, interpret_source
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -97,7 +97,7 @@ class Case:
     output: int | None = None  # index of the argument written in place; None: returned
     tolerance: float | None = None
     defines: dict[str, int] = field(default_factory=dict)
-    options: Options = Options()
+    semantics: Semantics = Semantics()  # how the interpreter fills what the spec leaves open
     function: str | None = None  # which function of a source with several
 
 
@@ -107,7 +107,7 @@ def run_both(case: Case, device: str = "cpu") -> tuple[torch.Tensor, torch.Tenso
     args = case.inputs()
     mine = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     theirs = [a.clone().to(device) if isinstance(a, torch.Tensor) else a for a in args]
-    got = interpret_source(case.source, mine, case.defines, options=case.options,
+    got = interpret_source(case.source, mine, case.defines, semantics=case.semantics,
                            function=case.function)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", croqtile.CompileWarning)

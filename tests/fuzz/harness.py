@@ -28,7 +28,8 @@ from pathlib import Path
 
 import croqtile
 from croqtile.backends.ir.errors import LoweringError
-from croqtile.backends.ir.lower import FunctionLowering, Options
+from croqtile.backends.ir.lower import FunctionLowering
+from croqtile.backends.options import Options
 from croqtile.backends.triton.codegen import generate
 from croqtile.driver import check_source
 from croqtile.frontend.diagnostics import Reporter

@@ -14,19 +14,19 @@ import torch
 
 import croqtile
 from croqtile.backends.reference import (ArgumentError, AssertionFailed, InterpretError,
-                                         Options, check_text, interpret_source)
+                                         Semantics, check_text, interpret_source)
 
 from ..e2e.checks import DATA, assert_close, poison, random
 from ..e2e.test_seed_kernels import gemm_source
 
-SERIAL = Options(vectorize=False)
+SERIAL = Semantics(vectorize=False)
 
 
 def both_modes(text: str, args: list[Any], **kw: Any) -> Any:
     """The result with lanes and one instance at a time; they must agree."""
     first = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     fast = interpret_source(text, first, **kw)
-    slow = interpret_source(text, args, options=SERIAL, **kw)
+    slow = interpret_source(text, args, semantics=SERIAL, **kw)
     if isinstance(fast, torch.Tensor):
         assert torch.equal(fast, slow) or torch.allclose(fast, slow, equal_nan=True)
     for a, b in zip(first, args):
@@ -396,7 +396,7 @@ def test_elements_a_tail_copy_does_not_write(undefined: str, fill: int) -> None:
     a = random((n,), torch.int32)
     out = torch.zeros(32, dtype=torch.int32)
     interpret_source(TAIL.replace("global s32 [N] out", "global s32 [M] out"),
-                     [a, out], options=Options(undefined=undefined))
+                     [a, out], semantics=Semantics(undefined=undefined))
     assert torch.equal(out[:n], a + 1)
     assert (out[n:] == fill + 1).all()
 
@@ -406,7 +406,7 @@ def test_zfill_zeroes_even_when_poisoning() -> None:
     out = torch.zeros(32, dtype=torch.int32)
     text = TAIL.replace("global s32 [N] out", "global s32 [M] out").replace(
         "dma.copy a", "dma.copy.zfill a")
-    interpret_source(text, [a, out], options=Options(undefined="poison"))
+    interpret_source(text, [a, out], semantics=Semantics(undefined="poison"))
     assert (out[20:] == 1).all()
 
 
@@ -416,7 +416,7 @@ def test_seed_gemm_tails_rely_on_zero_filled_copies() -> None:
     lhs, rhs = random((64, 72), torch.float16), random((64, 72), torch.float16)
     out = poison(torch.empty((64, 64), dtype=torch.float16))
     text = gemm_source("seed000_sm90_gemm.co", "f16")
-    interpret_source(text, [lhs, rhs, out], options=Options(undefined="poison"))
+    interpret_source(text, [lhs, rhs, out], semantics=Semantics(undefined="poison"))
     assert torch.isnan(out).all()
     interpret_source(text, [lhs, rhs, out])
     assert_close(out, lhs.double() @ rhs.double().T, torch.float16)
@@ -430,7 +430,7 @@ def test_seed004_relies_on_zeroed_outputs() -> None:
         "by 16, q by 64", "by 2, q by 4").replace("[128 / #p, 256 / #q, 256]",
                                                   "[16 / #p, 32 / #q, 32]")
     lhs, rhs = random((16, 32), torch.int32), random((32, 32), torch.int32)
-    poisoned = interpret_source(text, [lhs, rhs], options=Options(undefined="poison"))
+    poisoned = interpret_source(text, [lhs, rhs], semantics=Semantics(undefined="poison"))
     assert not torch.equal(poisoned, lhs @ rhs)
     assert torch.equal(interpret_source(text, [lhs, rhs]), lhs @ rhs)
 
@@ -477,7 +477,7 @@ def test_a_barrier_in_control_flow_needs_lanes() -> None:
     a = random((64,), torch.int32)
     assert torch.equal(interpret_source(text, [a]), (a * 3).flip(0))
     with pytest.raises(NotImplementedError, match="barrier inside control flow"):
-        interpret_source(text, [a], options=SERIAL)
+        interpret_source(text, [a], semantics=SERIAL)
 
 
 PRIVATE = """
@@ -603,7 +603,7 @@ __co__ void mm(global f32 [16, 16] a, global f32 [16, 16] b, global f32 [16, 16]
     out = torch.empty(16, 16)
     interpret_source(text, [a, b, out])
     assert (out == 1.0).all()  # the last mantissa bits are dropped
-    interpret_source(text, [a, b, out], options=Options(f32_precision="ieee"))
+    interpret_source(text, [a, b, out], options=croqtile.Options(f32_precision="ieee"))
     assert (out == a).all()
 
 
@@ -745,7 +745,7 @@ def test_atomics_assert_yield_scalar_returns_print_and_buffer_arrays() -> None:
     assert early.tolist() == [0, 1, 2, 3, 5, 5, 5, 5]
     assert interpret_source(MISC, [ok, 3], function="scalar") == 25
     printed = io.StringIO()
-    interpret_source(MISC, [ok[:4].contiguous()], function="show", options=Options(out=printed))
+    interpret_source(MISC, [ok[:4].contiguous()], function="show", semantics=Semantics(out=printed))
     assert printed.getvalue() == "v 0 0\nv 1 1\n"
     b = random((32,), torch.int32)
     assert torch.equal(interpret_source(MISC, [b], function="arrays"),
@@ -786,7 +786,7 @@ def test_shared_buffers_declared_by_threads_are_one_per_block() -> None:
     text = SYNC.replace("    shared s32 [64] buf;\n", "").replace(
         "      buf.at(t) = a.at(t) * 3;", "      shared s32 [64] buf;\n      buf.at(t) = a.at(t) * 3;")
     a = random((64,), torch.int32)
-    assert torch.equal(interpret_source(text, [a], options=SERIAL), (a * 3).flip(0))
+    assert torch.equal(interpret_source(text, [a], semantics=SERIAL), (a * 3).flip(0))
 
 
 MASKED = """
