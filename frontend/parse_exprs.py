@@ -4,7 +4,9 @@ indexing, derivations, view operations) and the primaries other than the dispatc
 
 from __future__ import annotations
 
-from .parse_common import DOT, FLOAT, INT, MAX_DEPTH, PUNCT, ParseError, STRING, int_suffix
+from .parse_common import (
+    DOT, FLOAT, INT, MAX_DEPTH, PUNCT, STRING, ParseError, ParserBase, int_suffix,
+)
 from .source import Span
 from .syntax import (
     Binary, BoundOf, CallExpr, Cast, Derive, DimRef, ElemAccess, Expr, ExternCall, FloatLit,
@@ -19,7 +21,7 @@ _VIEW_OPS = frozenset({".chunkat", ".chunk", ".subspan", ".modspan", ".view", ".
 _MEMBERS = frozenset({".span", ".data", ".mdata"})
 
 
-class ExpressionParsing:
+class ExpressionParsing(ParserBase):
     """Mixin of ``_Parser``: expressions below the primary dispatch, and expression lists."""
 
     # ------------------------------------------------------------------------------------

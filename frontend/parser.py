@@ -25,7 +25,7 @@ from .diagnostics import Reporter
 from .lexer import gc_paused, lex
 from .parse_common import (
     EOF, FLOAT, INT, KEYWORD, MAX_DEPTH, NAME, PUNCT, ParseError, SEPARATOR_WORDS, STRING,
-    TokenCursor, TooDeep, int_suffix,
+    TooDeep, int_suffix,
 )
 from .parse_decls import DeclarationParsing
 from .parse_dma import DmaParsing
@@ -178,7 +178,7 @@ def _region_bounds(region: object) -> tuple[int, int]:
 
 
 class _Parser(DeclarationParsing, StatementParsing, ParallelParsing, DmaParsing, MmaParsing,
-              ExpressionParsing, TokenCursor):
+              ExpressionParsing):
     def __init__(self, text: str, tokens: list[Token], reporter: Reporter) -> None:
         self.text = text
         self.toks = tokens  # owned: `_split` rewrites entries in place

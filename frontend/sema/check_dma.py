@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from .. import syntax as ast
-from .check_common import ErrorType, element_count, expr_text, idents, with_article
+from .check_common import (CheckerBase, ErrorType, element_count, expr_text, idents,
+                           with_article)
 from .model import DataType, EventType, FutureType, Level, Symbol, SymKind
 from .symbolic import shape_text
 
@@ -13,7 +14,7 @@ from .symbolic import shape_text
 _STATE = ("is_async", "assigned_depth", "elem", "shape", "storage")
 
 
-class DmaChecks:
+class DmaChecks(CheckerBase):
     """Mixin of ``Checker``: DMA / TMA copies, futures and events."""
 
     def _stmt_DmaStmt(self, stmt: ast.DmaStmt) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from .. import syntax as ast
 from . import dtypes
-from .check_common import (COMPARE, ERROR, ErrorType, expr_text, is_intlike, scalar_elem, type_word,
-                           with_article)
+from .check_common import (COMPARE, ERROR, CheckerBase, ErrorType, expr_text, is_intlike,
+                           scalar_elem, type_word, with_article)
 from .model import (BoundedTupleType, BoundedType, DataType, EventType, ExprInfo, FragType,
                     FutureType, Level, LoopInfo, ScalarType, ShapeType, StringType, Symbol, SymKind,
                     TupleType, Type)
@@ -37,7 +37,7 @@ _FLOAT_BUILTINS = {
 _FRAGMENT_CALLS = frozenset({"copy", "reduce_max", "reduce_sum"})
 
 
-class ExprChecks:
+class ExprChecks(CheckerBase):
     """Mixin of ``Checker``: one ``_expr_<Node>`` method per expression node."""
 
     def _expr_IntLit(self, e: ast.IntLit) -> ExprInfo:

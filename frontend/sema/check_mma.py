@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import syntax as ast
 from ..source import Span
 from . import dtypes
-from .check_common import expr_text
+from .check_common import CheckerBase, expr_text
 from .dtypes import ElemType
 from .model import DataType, FutureType, Level, Symbol, SymKind
 from .rules_s5000 import MmaOperand
@@ -27,7 +27,7 @@ _MMA_OK = {
 }
 
 
-class MmaChecks:
+class MmaChecks(CheckerBase):
     """Mixin of ``Checker``: MMA statements and fragments."""
 
     def _stmt_MmaFill(self, stmt: ast.MmaFill) -> None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 from .. import syntax as ast
 from ..source import Span
 from . import dtypes
-from .check_common import ErrorType, element_count, expr_text, is_intlike
+from .check_common import CheckerBase, ErrorType, element_count, expr_text, is_intlike
 from .dtypes import ElemType
 from .levels import DEVICE_NAMES, infer_levels, is_device_scope
 from .model import Level, LevelInfo, LoopInfo, ScalarType, ShapeType, Symbol, SymKind
 from .symbolic import Sym
 
 
-class ParallelChecks:
+class ParallelChecks(CheckerBase):
     """Mixin of ``Checker``: ``parallel``, ``sync``, ``foreach`` and ``with``."""
 
     def _stmt_Parallel(self, stmt: ast.Parallel) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import syntax as ast
-from .check_common import ERROR, ErrorType, expr_text, initialiser, is_intlike, with_article
+from .check_common import (ERROR, CheckerBase, ErrorType, expr_text, initialiser, is_intlike,
+                           with_article)
 from .model import (BoundedTupleType, BoundedType, DataType, ExprInfo, FutureType, IndexItem,
                     ScalarType, Symbol, SymKind, TupleType, ViewInfo, ViewStep)
 from .symbolic import Sym
@@ -19,7 +20,7 @@ from .views import (TileArg, ViewError, chunkat_step, span_as_step, squeeze_step
 _SHAPING_STEPS = frozenset({"subspan", "modspan", "view", "span_as"})
 
 
-class ViewChecks:
+class ViewChecks(CheckerBase):
     """Mixin of ``Checker``: view expressions, view steps and extents."""
 
     def _view_operand(self, expr: ast.Expr) -> DataType | None:
