@@ -162,7 +162,7 @@ class TokenCursor:
         if tok.kind is not INT:
             self._fail(expected)
         self._advance()
-        return tok.value
+        return tok.int_value
 
     # names := '{' IDENT {',' IDENT} '}'
     def _braced_names(self) -> tuple[str, ...]:
@@ -195,7 +195,7 @@ class TokenCursor:
         texts: list[str] = []
         while self.toks[self.pos].kind is STRING:
             tok = self._advance()
-            values.append(tok.value)
+            values.append(tok.str_value)
             texts.append(tok.text)
         return "".join(values), " ".join(texts)
 

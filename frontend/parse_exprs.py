@@ -230,7 +230,7 @@ class ExpressionParsing(ParserBase):
             self._advance()
             self._advance()
             self.dimrefs += 1
-            return DimRef(self._span(start), tok.value)
+            return DimRef(self._span(start), tok.int_value)
         expr = self._inner_expression()
         self._expect(")")
         return expr
@@ -295,8 +295,8 @@ class ExpressionParsing(ParserBase):
             self._advance()
             text = "-" + number.text
             if number.kind is INT:
-                return IntLit(self._span(start), -number.value, text, int_suffix(text))
-            return FloatLit(self._span(start), -number.value, text, text[-1] in "fF")
+                return IntLit(self._span(start), -number.int_value, text, int_suffix(text))
+            return FloatLit(self._span(start), -number.float_value, text, text[-1] in "fF")
         self._fail("an expression (Croqtile has no unary minus: write `0 - x`)")
 
     # primary := '__to' '<' (elem_type | STRING {STRING}) '>' '(' expr ')'

@@ -247,10 +247,10 @@ class _Parser(DeclarationParsing, StatementParsing, ParallelParsing, DmaParsing,
             return Ident(tok.span, tok.text)
         if kind is INT:
             self._advance()
-            return IntLit(tok.span, tok.value, tok.text, int_suffix(tok.text))
+            return IntLit(tok.span, tok.int_value, tok.text, int_suffix(tok.text))
         if kind is FLOAT:
             self._advance()
-            return FloatLit(tok.span, tok.value, tok.text, tok.text[-1] in "fF")
+            return FloatLit(tok.span, tok.float_value, tok.text, tok.text[-1] in "fF")
         if kind is STRING:
             value, text = self._strings()
             return StrLit(self._span(tok.span.start), value, text)

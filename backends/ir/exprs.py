@@ -4,6 +4,8 @@ threads when it has tensor axes; ``value`` folds what the checker computed stati
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import BoundedTupleType, BoundedType, ScalarType, SymKind
@@ -26,7 +28,8 @@ class Expressions(KernelState):
         if info is not None and info.static is not None and (
                 is_int_type(info.type) or isinstance(info.type, BoundedType)):
             return self.sym(info.static)
-        method = getattr(self, "_e_" + type(e).__name__, None)
+        method: Callable[[ast.Expr], ir.Expr] | None = getattr(
+            self, "_e_" + type(e).__name__, None)
         if method is None:
             raise unsupported(e.span, describe(e))
         return method(e)

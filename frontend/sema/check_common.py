@@ -6,7 +6,7 @@ small functions over symbols, types and expressions, the walk's context and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import syntax as ast
 from ..diagnostics import Reporter
@@ -152,7 +152,7 @@ class CheckerBase:
 
     if TYPE_CHECKING:
         # checker.py
-        def _error(self, code: str, span: Span, **fields: object) -> None: ...
+        def _error(self, code: str, span: Span, **fields: Any) -> None: ...
         def _declare(self, sym: Symbol) -> Symbol: ...
         def _declare_poisoned(self, name: str, span: Span) -> None: ...
         def _lookup(self, name: str) -> Symbol | None: ...

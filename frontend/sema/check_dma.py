@@ -98,8 +98,10 @@ class DmaChecks(CheckerBase):
             return
         value = 128
         if swiz and swiz[0].args:
-            static = self._fn().exprs.get(id(swiz[0].args[0]))
-            value = static.static.value if static and static.static is not None else 128
+            info_arg = self._fn().exprs.get(id(swiz[0].args[0]))
+            known = info_arg.static if info_arg is not None else None
+            # (a swizzle known only when the kernel runs is not compared: 0, as unswizzled)
+            value = (known.value or 0) if known is not None else 128
         self.swizzles[info.root] = value if swiz else 0
 
     def _tma_rules(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:

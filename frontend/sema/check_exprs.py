@@ -126,9 +126,10 @@ class ExprChecks(CheckerBase):
         if isinstance(t, ErrorType):
             return ERROR
         if isinstance(t, FragType) and self.apply_depth:
-            t = self._accumulator_elements(t.symbol)
-            if t is None:
+            elements = self._accumulator_elements(t.symbol)
+            if elements is None:
                 return ExprInfo(ScalarType(dtypes.F32))  # (shape known in the second walk)
+            t = elements
         if not isinstance(t, DataType):
             self._error("CQ0213", e.span, name=expr_text(e.base), kind=t.describe(),
                         usage="with .at(...) outside an 'apply' block" if isinstance(
@@ -575,7 +576,7 @@ def _symbol_info(sym: Symbol) -> ExprInfo:
         return ExprInfo(FragType(sym))
     if kind is SymKind.EVENT:
         return ExprInfo(EventType(sym, len(sym.array_dims)))
-    return ExprInfo(_INT)
+    raise AssertionError(f"unhandled symbol kind {kind}")
 
 
 def _shape_of(t: Type) -> tuple[Sym, ...] | None:

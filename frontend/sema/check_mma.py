@@ -35,12 +35,12 @@ class MmaChecks(CheckerBase):
         elem = self._elem(stmt.elem, stmt.span) if stmt.elem else None
         if stmt.declares:
             name = _target_name(stmt.target)
-            sym = Symbol(name, SymKind.FRAG, stmt.target.span, elem=elem, frag_role="acc",
+            acc = Symbol(name, SymKind.FRAG, stmt.target.span, elem=elem, frag_role="acc",
                          mutable=True, decl_node=stmt,
                          shape=self.acc_shapes.get(stmt.target.span))
-            self._declare(sym)
-            self._note_decl(stmt, sym)
-            self._fn().frags[id(stmt)] = sym
+            self._declare(acc)
+            self._note_decl(stmt, acc)
+            self._fn().frags[id(stmt)] = acc
             return
         sym = self._frag_ref(stmt.target)
         if sym is None:

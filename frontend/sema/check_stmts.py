@@ -446,7 +446,7 @@ class StatementChecks(CheckerBase):
                 return self._range_of(sym)
         if isinstance(expr, ast.Binary) and expr.op in ("+", "-", "*"):
             (a, b), (c, d) = self._index_range(expr.lhs), self._index_range(expr.rhs)
-            if None in (a, b, c, d):
+            if a is None or b is None or c is None or d is None:
                 return None, None
             if expr.op == "+":
                 return a + c, b + d

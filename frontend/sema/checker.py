@@ -13,7 +13,8 @@ events), ``check_views`` (views and extents), ``check_mma`` (tensor-core stateme
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from .. import syntax as ast
 from ..diagnostics import Reporter
@@ -139,7 +140,8 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
         self._fn().runtime_checks.append(
             RuntimeCheck(lhs, op, rhs, f"{what} ({loc.filename}:{loc.line})"))
     # ------------------------------------------------------------------ helpers
-    def _error(self, code: str, span: Span, **fields: object) -> None:
+    def _error(self, code: str, span: Span, **fields: Any) -> None:
+        """Report ``code`` at ``span``; ``fields`` fill its message (and may give a hint)."""
         self.reporter.report(code, span, **fields)
 
     def _declare(self, sym: Symbol) -> Symbol:
@@ -317,7 +319,8 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
 
     # ------------------------------------------------------------------ expressions
     def _expr(self, expr: ast.Expr) -> ExprInfo:
-        method = getattr(self, "_expr_" + type(expr).__name__, None)
+        method: Callable[[ast.Expr], ExprInfo] | None = getattr(
+            self, "_expr_" + type(expr).__name__, None)
         info = ERROR if method is None else method(expr)
         self._fn().exprs[id(expr)] = info
         return info

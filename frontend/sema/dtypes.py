@@ -180,7 +180,7 @@ def exact_in(value: float, elem: ElemType) -> bool:
         return True
     try:
         if elem.name == "f16":
-            return struct.unpack("<e", struct.pack("<e", value))[0] == value
+            return bool(struct.unpack("<e", struct.pack("<e", value))[0] == value)
         single = struct.unpack("<f", struct.pack("<f", value))[0]
     except (OverflowError, struct.error):
         return False
