@@ -34,7 +34,8 @@ class LRU(Generic[K, V]):
     used, after which ``on_evict(key, value)`` runs (outside the lock)."""
 
     def __init__(self, size: int, on_evict: Callable[[K, V], None] | None = None) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        checked: object = size  # (checked as any object: callers need not be type-checked)
+        if isinstance(checked, bool) or not isinstance(checked, int) or checked < 1:
             raise ValueError(f"cache size {size!r}: expected a positive integer")
         self.maxsize = size
         self.hits = 0

@@ -148,7 +148,7 @@ def _constant(kl: KernelState, expr: ast.Expr) -> int:
 
 
 def _copy_into_select(kl: KernelState, stmt: ast.DmaStmt, dst: ast.SelectExpr,
-                      source: Region | Tile, future) -> None:
+                      source: Region | Tile, future: Symbol | None) -> None:
     """``f = dma.copy src => select(k, bufA, bufB)``: the copy lands in one of several
     same-typed buffers. Reads go through ``f``, which forwards to the source. With a
     constant ``k`` the chosen buffer holds the copy; otherwise reading the buffers by name
@@ -181,7 +181,7 @@ def _option_slot(kl: KernelState, option: ast.Expr) -> BufferSlot | Region | Til
     return kl.resolve_view(option, write=True)
 
 
-def _future_symbol(kl: KernelState, stmt: ast.DmaStmt):
+def _future_symbol(kl: KernelState, stmt: ast.DmaStmt) -> Symbol | None:
     for sym in kl.fn.decls.get(id(stmt), []):
         if sym.kind is SymKind.FUTURE:
             return sym
@@ -233,6 +233,7 @@ def chosen_data(kl: KernelState, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
     picked element by element."""
     contents = [_choice_content(kl, option) for option in expr.options]
     first = kl.env[kl.fn.refs[id(expr.options[0])]]
+    assert isinstance(first, Buffer)  # (_choice_content took every option for a buffer)
     index = kl.fn.exprs[id(expr.index)].static
     if index is not None and index.value is not None:
         return Buffer(sym, first.shape, first.elem, contents[index.value])

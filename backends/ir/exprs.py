@@ -139,15 +139,16 @@ class Expressions(KernelState):
     def _stepped(self, e: ast.Unary | ast.Postfix) -> ir.Expr:
         """``++x`` / ``x--`` inside an expression: ``x`` is updated first; the value is the
         new one (prefix) or the one before (postfix, kept in a variable of its own)."""
-        if not isinstance(e.operand, ast.Ident):
+        operand = e.operand
+        if not isinstance(operand, ast.Ident):
             raise unsupported(e.span, f"the operator '{e.op}' on this operand")
         before = None
         if isinstance(e, ast.Postfix):
-            value = self.value(e.operand)
-            before = ir.Var(value.axes, value.dtype, self.fresh(f"{e.operand.name}_before"))
+            value = self.value(operand)
+            before = ir.Var(value.axes, value.dtype, self.fresh(f"{operand.name}_before"))
             self.emit(ir.Let(e.span, before.name, value))
-        self.update(e.operand, e.op, e)  # type: ignore[arg-type]
-        return before if before is not None else self.value(e.operand)
+        self.update(operand, e.op, e)  # type: ignore[arg-type]  # state.py declares ast.Stmt; the rule (assign.py) takes any node
+        return before if before is not None else self.value(operand)
 
     def _e_Postfix(self, e: ast.Postfix) -> ir.Expr:
         return self._stepped(e)

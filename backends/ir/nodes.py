@@ -11,8 +11,8 @@ broadcasts by name (the code generator inserts ``[:, None]``-style expansions).
 from __future__ import annotations
 
 import dataclasses
-
 import enum
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ...frontend.source import Span
@@ -495,7 +495,7 @@ FP8 = (DType.F8E4, DType.F8E5)
 CPU_ROUNDED = (DType.BF16, *FP8)
 
 
-def nodes_of(body: list[Stmt]):
+def nodes_of(body: Sequence[Stmt | Expr]) -> Iterator[object]:
     """Every IR node under ``body`` (statements, expressions and what they hold)."""
     stack: list[object] = list(body)
     seen: set[int] = set()

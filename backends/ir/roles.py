@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import Symbol, SymKind
+from ...frontend.sema.model import LoopInfo, Symbol, SymKind
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
@@ -263,7 +263,7 @@ def _role(kl: KernelState, number: int, node: ast.InThreads) -> Role | None:
                                      "(which warps run it), not by a value shared by the "
                                      "whole block")
     stmts = list(node.body.stmts)
-    loops = [i for i, s in enumerate(stmts) if isinstance(s, ast.Foreach)
+    loops = [(i, s) for i, s in enumerate(stmts) if isinstance(s, ast.Foreach)
              and _has_events(kl, s.body) and not _is_release_loop(kl, s)]
     for stmt in stmts:
         if not isinstance(stmt, ast.Foreach) and not _is_event_stmt(kl, stmt) and \
@@ -271,20 +271,20 @@ def _role(kl: KernelState, number: int, node: ast.InThreads) -> Role | None:
                 any(_is_event_stmt(kl, s) for s in iter_stmts(_as_block(stmt))):
             raise _shape(stmt.span, "events inside nested control flow of a role")
     if len(loops) > 1:
-        raise _shape(stmts[loops[1]].span, "a role may have one loop that waits or "
+        raise _shape(loops[1][1].span, "a role may have one loop that waits or "
                                            "triggers events")
     guarded = [s for s in stmts if _is_guarded_release(kl, s)]
-    if guarded and (not loops or stmts.index(guarded[0]) > loops[0]):
+    if guarded and (not loops or stmts.index(guarded[0]) > loops[0][0]):
         raise _shape(guarded[0].span, "a release under `if (i == 0)` must come before the "
                                       "role's pipelined loop")
     if not loops:
         return Role(number, node, mask, narrowed, stmts, None, [])
-    at = loops[0]
-    return Role(number, node, mask, narrowed, stmts[:at], stmts[at],  # type: ignore[arg-type]
-                stmts[at + 1:])
+    at, loop = loops[0]
+    return Role(number, node, mask, narrowed, stmts[:at], loop, stmts[at + 1:])
 
 
-def _narrowed(kl: KernelState, node: ast.InThreads):
+def _narrowed(kl: KernelState,
+              node: ast.InThreads) -> tuple[Symbol, Bounded, ir.Axis, Bounded] | None:
     """A role chosen by a range of one parallel index (``wg == 0``, ``wg > 0``,
     ``wg >= 1 && wg < 3``) gets that range as an axis of its own: inside the role the
     index is ``lo + i`` over ``hi - lo`` lanes. Its MMAs then fuse over exactly its
@@ -583,7 +583,7 @@ def _pipeline(kl: KernelState, roles: list[Role]) -> None:
     leave_loop(kl, name, stop, None)
 
 
-def _loop_info(kl: KernelState, role: Role):
+def _loop_info(kl: KernelState, role: Role) -> LoopInfo:
     assert role.loop is not None
     loops = kl.fn.loops[id(role.loop)]
     if len(loops) != 1 or len(loops[0].vars) != 1 or loops[0].lower or loops[0].upper \
@@ -629,10 +629,11 @@ def _loop_body(kl: KernelState, role: Role) -> list[_Sync]:
     """Lower one role's loop body (events dropped), recording where its events are."""
     syncs: list[_Sync] = []
     touched = False
-    for stmt in role.loop.body.stmts:  # type: ignore[union-attr]
-        if _is_event_stmt(kl, stmt):
+    assert role.loop is not None  # (only roles with a pipelined loop come here)
+    for stmt in role.loop.body.stmts:
+        if isinstance(stmt, (ast.WaitStmt, ast.TriggerStmt)) and _is_event_stmt(kl, stmt):
             kind = "wait" if isinstance(stmt, ast.WaitStmt) else "trigger"
-            for target in stmt.targets:  # type: ignore[attr-defined]
+            for target in stmt.targets:
                 ref = event_ref(kl, target)
                 if ref is not None:
                     syncs.append(_Sync(kind, ref, touched))

@@ -16,7 +16,7 @@ the K axis of a dot, not relabelled, not in an atomic, print or assertion.
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Callable
+from typing import Any, Callable
 
 from . import build as b
 from . import nodes as ir
@@ -97,7 +97,7 @@ class _Split:
     def scalar(self, s: ir.Stmt) -> ir.Stmt:
         """A statement whose expressions do not have the axis, kept once (``expr``
         refuses one that hides the axis inside, such as a reduction along it)."""
-        changes = {}
+        changes: dict[str, Any] = {}  # field -> its new value (of that field's type)
         for f in fields(s):
             value = getattr(s, f.name)
             if isinstance(value, ir.Expr):
@@ -138,7 +138,7 @@ class _Split:
             return replace(e, axes=axes, desc=desc, offsets=offsets, dims=self.dims(e.dims, i))
         if isinstance(e, ir.Collapsed):
             raise NotSplit("an unmerged MMA slice involves the axis")
-        changes: dict[str, object] = {"axes": axes}
+        changes: dict[str, Any] = {"axes": axes}  # field -> its new value (of its type)
         for f in fields(e):
             if f.name in ("axes", "dtype"):
                 continue
@@ -193,8 +193,8 @@ def split_axis(body: list[ir.Stmt], axis: ir.Axis,
     if sizes is None:
         raise NotSplit(f"{axis.extent} is not the sum of two powers of two of at least "
                        f"{DOT_MIN}")
-    pieces = [(make_axis(axis, sizes[0]), b.const(0)),
-              (make_axis(axis, sizes[1]), b.const(sizes[0]))]
+    pieces: list[tuple[ir.Axis, ir.Expr]] = [(make_axis(axis, sizes[0]), b.const(0)),
+                                             (make_axis(axis, sizes[1]), b.const(sizes[0]))]
     return _Split(axis, pieces, piece_desc).body(body), [p for p, _ in pieces]
 
 
@@ -229,6 +229,7 @@ def pointer_paths(stmts: list[ir.Stmt], padded: Callable[[ir.Axis], bool]) -> li
         for attr in ("body", "then", "other"):
             inner = getattr(s, attr, None)
             if isinstance(inner, list):
-                s = replace(s, **{attr: pointer_paths(inner, padded)})
+                changed: dict[str, Any] = {attr: pointer_paths(inner, padded)}
+                s = replace(s, **changed)
         out.append(s)
     return out

@@ -140,6 +140,7 @@ class KernelWriter:
             ptr = self.pointer(stmt.pointer, axes)
             value = self.expr(stmt.value, axes)
             if stmt.op == "cas":  # no broadcasting here: the operands take the pointer's shape
+                assert stmt.cmp is not None  # (a compare-and-swap has its compare value)
                 sizes = ", ".join(str(a.size) for a in axes)
                 cmp, value = (f"tl.zeros([{sizes}], tl.{x.dtype.value}) + ({self.expr(x, axes)})"
                               if axes else self.expr(x, axes) for x in (stmt.cmp, stmt.value))

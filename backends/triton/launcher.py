@@ -319,15 +319,16 @@ def _failed_check(message: str, names: tuple[str, ...], tb: Any) -> str:
             break
     found: list[str] = []
     kernel_frame = next((f for f in reversed(frames) if any(n in f.f_locals for n in names)), None)
-    for name in names if kernel_frame is not None and failing is not None else ():
-        value = kernel_frame.f_locals.get(name)  # type: ignore[union-attr]
-        handle = getattr(value, "handle", value)
-        data = np.asarray(getattr(handle, "data", handle))
-        try:
-            bad = np.broadcast_to(data, failing.shape)[failing] if failing.ndim else data
-        except ValueError:  # (a variable over fewer axes than the condition)
-            continue
-        found.extend(str(v) for v in np.unique(bad.ravel())[:8])
+    if kernel_frame is not None and failing is not None:
+        for name in names:
+            value = kernel_frame.f_locals.get(name)
+            handle = getattr(value, "handle", value)
+            data = np.asarray(getattr(handle, "data", handle))
+            try:
+                bad = np.broadcast_to(data, failing.shape)[failing] if failing.ndim else data
+            except ValueError:  # (a variable over fewer axes than the condition)
+                continue
+            found.extend(str(v) for v in np.unique(bad.ravel())[:8])
     if not found:
         return message
     return f"{message}; offending value(s): {', '.join(dict.fromkeys(found))}"
@@ -418,7 +419,8 @@ _DESCRIPTORS: LRU[tuple[Any, ...], Any] = LRU(_MAX_DESCRIPTORS)
 def _tensor_descriptor() -> type:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    return TensorDescriptor
+    descriptor: type = TensorDescriptor  # (Triton has no type information)
+    return descriptor
 
 
 @functools.cache
@@ -432,7 +434,8 @@ def _runtime() -> tuple[Any, Any]:
 
 
 def _current_device() -> int:
-    return _runtime()[1].active.get_current_device()
+    device: int = _runtime()[1].active.get_current_device()  # (Triton is untyped)
+    return device
 
 
 def _select_device(index: int) -> Any:
@@ -493,8 +496,8 @@ class _Described:
         ``wrap_handle_tensordesc``), the launcher below it; None for any other."""
         inner = getattr(run, "launch", None)
         code, cells = getattr(inner, "__code__", None), getattr(inner, "__closure__", None)
-        if code is None or not cells or getattr(run, "global_scratch_size", 1) \
-                or getattr(run, "profile_scratch_size", 1):
+        if code is None or not cells or bool(getattr(run, "global_scratch_size", 1)) \
+                or bool(getattr(run, "profile_scratch_size", 1)):
             return None
         try:
             free = dict(zip(code.co_freevars, (cell.cell_contents for cell in cells)))
@@ -597,14 +600,14 @@ class _interpreting:
             finally:
                 scope.restore()
 
-        JITFunction.__call__ = call  # type: ignore[method-assign]
+        JITFunction.__call__ = call
 
     def __exit__(self, *exc: object) -> None:
         from triton.runtime.jit import JITFunction
 
         from triton.runtime.interpreter import interpreter_builder
 
-        JITFunction.__call__ = self.saved  # type: ignore[method-assign]
+        JITFunction.__call__ = self.saved
         interpreter_builder.options = self.options
 
 
