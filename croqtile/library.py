@@ -185,8 +185,8 @@ def schema_of(compiled: CompiledFunction) -> str:
         parts.append(f"{kind} {param.name}")
     result = {"data": "Tensor", "void": "()"}.get(checked.returns)
     if result is None:  # a scalar, computed from the sizes when compiling
-        elem = getattr(checked.ret_type, "elem", None)
-        result = "float" if elem is not None and elem.is_float else "SymInt"
+        ret = checked.ret_type
+        result = "float" if ret is not None and ret.elem.is_float else "SymInt"
     return f"({', '.join(parts)}) -> {result}"
 
 

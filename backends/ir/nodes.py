@@ -15,6 +15,7 @@ import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ...frontend.sema.model import RuntimeCheck
 from ...frontend.source import Span
 from ...frontend.sema.symbolic import Sym
 
@@ -484,7 +485,7 @@ class Function:
     dims: list[str]  # symbolic dimension names in binding order
     kernels: list[Kernel]
     clone_inputs: list[str] = field(default_factory=list)
-    checks: list[object] = field(default_factory=list)  # RuntimeChecks tested before launch
+    checks: list[RuntimeCheck] = field(default_factory=list)  # tested before the launches
     layout: Layout = Layout()
     # ``layout.copied`` parameters the function writes in place: copied back after it ran
     copy_back: list[str] = field(default_factory=list)

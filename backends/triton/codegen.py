@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...frontend.parser import recursion_headroom
+from ...frontend.sema.model import RuntimeCheck
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from ..ir import nodes as ir
@@ -30,7 +31,7 @@ class Artifact:
     returns: str
     num_warps: tuple[int, ...]
     num_stages: tuple[int, ...]
-    checks: tuple[object, ...] = ()  # conditions on dimensions tested before the host code
+    checks: tuple[RuntimeCheck, ...] = ()  # conditions on dimensions tested before the host code
     # per kernel: Triton signature of each parameter ("*fp16", "i32", "fp32", "constexpr")
     signatures: tuple[dict[str, str], ...] = ()
 
