@@ -20,6 +20,7 @@ import contextlib
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from .diagnostics import Reporter
 from .lexer import gc_paused, lex
@@ -41,6 +42,9 @@ from .syntax import (
 from .tokens import (
     CALL_BUILTINS, COMPOUND_OPERATORS, LIB_CALL_PREFIX, SCALAR_TYPES, STORAGES, Token,
 )
+
+if TYPE_CHECKING:
+    from .regions import Region
 
 
 __all__ = [
@@ -95,7 +99,8 @@ def parse_function(text: str, start: int, end: int, reporter: Reporter) -> Funct
                          MAX_FUNCTION_TOKENS)[0]
 
 
-def parse_program(text: str, regions: Sequence[object], reporter: Reporter) -> Program:
+def parse_program(text: str, regions: Sequence[Region | tuple[int, int]],
+                  reporter: Reporter) -> Program:
     """Parse every ``__co__`` function; ``regions`` are ``(start, end)`` pairs or objects
     with ``start`` / ``end`` attributes (``regions.Region``). Past MAX_PROGRAM_TOKENS in
     all, the function that overflows is reported (CQ0117) and the rest is not parsed."""
@@ -163,13 +168,10 @@ def parse_expr_text(text: str, reporter: Reporter) -> Expr:
         return expr
 
 
-def _region_bounds(region: object) -> tuple[int, int]:
-    start = getattr(region, "start", None)
-    end = getattr(region, "end", None)
-    if isinstance(start, int) and isinstance(end, int):
-        return start, end
-    first, second = region[0], region[1]  # type: ignore[index]
-    return first, second
+def _region_bounds(region: Region | tuple[int, int]) -> tuple[int, int]:
+    if isinstance(region, tuple):
+        return region[0], region[1]
+    return region.start, region.end
 
 
 # ----------------------------------------------------------------------------------------

@@ -153,17 +153,17 @@ def _copy_into_select(kl: KernelState, stmt: ast.DmaStmt, dst: ast.SelectExpr,
     same-typed buffers. Reads go through ``f``, which forwards to the source. With a
     constant ``k`` the chosen buffer holds the copy; otherwise reading the buffers by name
     afterwards would depend on ``k`` at run time, so they are left empty."""
-    slots = [_option_slot(kl, option) for option in dst.options]
-    if not all(isinstance(slot, BufferSlot) and not slot.buffer.owned for slot in slots):
+    options = [_option_slot(kl, option) for option in dst.options]
+    slots = [slot for slot in options if isinstance(slot, BufferSlot) and not slot.buffer.owned]
+    if len(slots) != len(options):
         raise unsupported(dst.span, "a select of destinations that are not shared or local "
                                     "buffers")
     index = kl.fn.exprs[id(dst.index)].static
     chosen = index.value if index is not None else None
     slot = slots[chosen or 0]
-    assert isinstance(slot, BufferSlot)
     content = _fill_buffer(slot, source, stmt)
     for other in slots:
-        other.buffer.content = None  # type: ignore[union-attr]
+        other.buffer.content = None
     if chosen is not None:
         slot.buffer.content = content
         scratch.settle(kl, slot.buffer, stmt.span)

@@ -147,7 +147,7 @@ class Expressions(KernelState):
             value = self.value(operand)
             before = ir.Var(value.axes, value.dtype, self.fresh(f"{operand.name}_before"))
             self.emit(ir.Let(e.span, before.name, value))
-        self.update(operand, e.op, e)  # type: ignore[arg-type]  # state.py declares ast.Stmt; the rule (assign.py) takes any node
+        self.update(operand, e.op, e)  # type: ignore[arg-type]  # state.py's update: ast.Stmt
         return before if before is not None else self.value(operand)
 
     def _e_Postfix(self, e: ast.Postfix) -> ir.Expr:
@@ -188,10 +188,12 @@ class Expressions(KernelState):
 
     def _e_SizeOf(self, e: ast.SizeOf) -> ir.Expr:
         """``|n|`` of an integer computed at run time: n (shapes are folded earlier)."""
-        info = self.fn.exprs.get(id(e.operand)) if e.operand is not None else None
-        if info is None or not (is_int_type(info.type) or isinstance(info.type, BoundedType)):
+        operand = e.operand
+        info = self.fn.exprs.get(id(operand)) if operand is not None else None
+        if operand is None or info is None or not (
+                is_int_type(info.type) or isinstance(info.type, BoundedType)):
             raise unsupported(e.span, "'|...|' of this operand")
-        return self.value(e.operand)  # type: ignore[arg-type]
+        return self.value(operand)
 
     def _e_Cast(self, e: ast.Cast) -> ir.Expr:
         elem = dtypes.cast_target(e.target, e.quoted)

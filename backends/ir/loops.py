@@ -416,7 +416,9 @@ def _lower_accumulation(kl: KernelState, stmt: ast.Foreach,
                         sequential: list[tuple[Symbol, LoopInfo, int]],
                         loops: tuple[LoopInfo, ...], item: ast.Assign) -> None:
     _bind_tuples(kl, loops)
-    source, index, elem = kl.element(item.target)  # type: ignore[arg-type]
+    target = item.target
+    assert isinstance(target, ast.ElemAccess)  # (_promotable takes element targets only)
+    source, index, elem = kl.element(target)
     if not isinstance(source, Region):
         raise unsupported(item.target.span, "accumulating into a register-resident buffer")
     kl.fl.written.add(source.tensor.name)

@@ -111,7 +111,8 @@ def _element(kl: KernelState, array: FragArray, expr: ast.Expr) -> Acc:
         indices.insert(0, expr.index)
         expr = expr.base
     values = [kl.value(i) for i in indices]
-    dynamic = not all(isinstance(v, ir.Const) for v in values)
+    constants = [v for v in values if isinstance(v, ir.Const)]
+    dynamic = len(constants) != len(values)
     if dynamic:
         if any(not _kernel_invariant(kl, v) for v in values):
             raise unsupported(indices[0].span, "a fragment selected by an index that changes "
@@ -120,7 +121,7 @@ def _element(kl: KernelState, array: FragArray, expr: ast.Expr) -> Acc:
         key: object = tuple(b.key(v) for v in values)
         slot = tuple(0 for _ in values)
     else:
-        slot = tuple(int(v.value) for v in values)  # type: ignore[attr-defined]
+        slot = tuple(int(v.value) for v in constants)
         key = slot
     if array.dynamic is not None and (array.dynamic != dynamic or (dynamic and key not in
                                                                    array.elements)):

@@ -70,7 +70,7 @@ class _Split:
             exprs = [s.pointer, s.value] + ([s.mask] if s.mask is not None else [])
             if not any(x in e.axes for e in exprs):
                 return [self.scalar(s)]
-            return [ir.Store(s.span, self.expr(s.pointer, i), self.expr(s.value, i),  # type: ignore[arg-type]
+            return [ir.Store(s.span, self.pointer(s.pointer, i), self.expr(s.value, i),
                              None if s.mask is None else self.expr(s.mask, i))
                     for i in range(len(self.pieces))]
         if isinstance(s, ir.DescStore):
@@ -107,6 +107,12 @@ class _Split:
         return replace(s, **changes) if changes else s
 
     # ---------------------------------------------------------------- expressions
+    def pointer(self, p: ir.Pointer, i: int) -> ir.Pointer:
+        """``p`` for piece ``i`` (``expr`` rebuilds a pointer as a pointer)."""
+        rebuilt = self.expr(p, i)
+        assert isinstance(rebuilt, ir.Pointer)
+        return rebuilt
+
     def expr(self, e: ir.Expr, i: int) -> ir.Expr:
         """``e`` for piece ``i`` (unchanged when it does not involve the axis)."""
         x = self.axis

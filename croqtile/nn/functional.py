@@ -219,7 +219,9 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     # dense is copied
     args = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
     if attn_mask is not None:
-        mb, mh = _mask_shape(attn_mask, b, h, length, keys)  # type: ignore[misc]
+        mask_shape = _mask_shape(attn_mask, b, h, length, keys)
+        assert mask_shape is not None  # (uncovered_attention took the mask)
+        mb, mh = mask_shape
         mask = attn_mask
         if mask.dtype == torch.bool:  # (True: take part)
             mask = torch.zeros(mask.shape, dtype=acc, device=q.device).masked_fill(
