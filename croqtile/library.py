@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -57,6 +57,9 @@ from .frontend.sema import dtypes
 from .frontend.sema.effects import written_parameters
 from .frontend.sema.symbolic import Sym
 
+if TYPE_CHECKING:
+    from .traced import TracedCall
+
 Call = Callable[..., Any]
 
 
@@ -68,7 +71,7 @@ class _Operator:
     schema: str
     impl: Call
     fake: Call
-    traced: Any = None  # a croqtile.traced.TracedCall
+    traced: TracedCall | None = None
 
 
 # torch.library.Library objects must stay alive for their registrations to hold
@@ -77,7 +80,7 @@ _OPERATORS: dict[tuple[str, str], _Operator] = {}
 
 
 def register(namespace: str, compiled: CompiledFunction, impl: Call,
-             traced: Any = None) -> Any:
+             traced: TracedCall | None = None) -> Any:
     """Register ``compiled`` (whose call is ``impl``) as ``torch.ops.<namespace>.<name>``
     and return that operator. ``traced`` (a ``croqtile.traced.TracedCall``, or None for
     an opaque operator) is what the operator decomposes into while torch traces it."""
@@ -110,7 +113,7 @@ def register(namespace: str, compiled: CompiledFunction, impl: Call,
     return getattr(getattr(torch.ops, namespace), name)
 
 
-def retrace(namespace: str, name: str, traced: Any) -> None:
+def retrace(namespace: str, name: str, traced: TracedCall | None) -> None:
     """Make the registered operator ``torch.ops.<namespace>.<name>`` decompose under
     tracing into ``traced`` (a ``croqtile.traced.TracedCall`` of another compilation of
     the same function, e.g. with tensor descriptors made in the kernel where the eager

@@ -19,7 +19,7 @@ launches its kernels, or runs them in Triton's interpreter) for:
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -32,12 +32,15 @@ from .frontend.sema import dtypes
 from .frontend.sema.model import RuntimeCheck
 from .module import Function
 
+if TYPE_CHECKING:
+    from .tuning import TunedFunction
+
 # device types whose traced calls decompose into kernel launches (tests add "cpu", with
 # Triton's interpreter standing in for the compiled kernels)
 DECOMPOSED_DEVICES = frozenset({"cuda"})
 
 
-def opaque_reason(function: Any) -> str | None:
+def opaque_reason(function: Function | TunedFunction) -> str | None:
     """Why the operator of ``function`` cannot decompose into its kernels under tracing,
     or None when it can (known before its kernels are loaded; see also
     ``TracedCall.reason``)."""
@@ -137,11 +140,11 @@ class TracedCall:
         return self._host
 
 
-def traced_call(function: Any, stages: Callable[[Any, int], int] | None = None
-                ) -> TracedCall | None:
+def traced_call(function: Function | TunedFunction,
+                stages: Callable[[Any, int], int] | None = None) -> TracedCall | None:
     """The decomposition of ``function``'s operator, None when it stays opaque for a
     reason known now (``opaque_reason``); ``stages`` as ``TracedCall`` takes it."""
-    if opaque_reason(function) is not None:
+    if not isinstance(function, Function) or opaque_reason(function) is not None:
         return None
     return TracedCall(function, stages)
 

@@ -328,7 +328,7 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def linear_tiles(rows: Any, out_features: int, element: str, kind: str,
+def linear_tiles(rows: int | torch.SymInt, out_features: int, element: str, kind: str,
                  device: torch.device) -> str:
     """The tile shape of a linear of ``rows`` x ``out_features`` outputs: "skinny" for at
     most SKINNY_ROWS rows, "narrow" when its GEMM_TILES grid has fewer tiles than the

@@ -4,6 +4,7 @@ optional fused activation) and RMS normalisation kernel."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Callable, TypeVar
 
 import torch
@@ -21,7 +22,7 @@ class Linear(torch.nn.Linear):
     ``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``) fused into the GEMM."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
-                 activation: str | None = None, device: Any = None,
+                 activation: str | None = None, device: torch.types.Device = None,
                  dtype: torch.dtype | None = None) -> None:
         functional.linear_activation(activation)  # (refused before allocating anything)
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
@@ -61,7 +62,7 @@ class RMSNorm(torch.nn.RMSNorm):
                                training=norm.training)
 
     @classmethod
-    def with_weight(cls, weight: torch.nn.Parameter | None, normalized_shape: Any,
+    def with_weight(cls, weight: torch.nn.Parameter | None, normalized_shape: int | Sequence[int],
                     eps: float | None, *, training: bool = False) -> RMSNorm:
         """A ``croqtile.nn.RMSNorm`` over ``normalized_shape`` whose weight is ``weight``
         itself (a parameter, shared with its owner; None: no weight)."""
