@@ -16,7 +16,7 @@ from ...frontend.source import Span
 from ..ir import nodes as ir
 from ..ir.errors import LoweringError
 
-LocateFn = Callable[[object], str | None]
+LocateFn = Callable[[Span], str | None]
 
 
 @dataclass(frozen=True)
