@@ -37,4 +37,4 @@ typecheck: setup
 	  $(TYPECHECK)/mypy.out; exit $$rc
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build .mypy_cache *.egg-info

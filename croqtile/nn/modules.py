@@ -31,8 +31,8 @@ class Linear(torch.nn.Linear):
     @classmethod
     def of(cls: type[_LinearT], linear: torch.nn.Linear, *,
            activation: str | None = None) -> _LinearT:
-        """A ``croqtile.nn.Linear`` (of this class) holding ``linear``'s parameters (the same tensors:
-        device, dtype and values kept), with ``activation``."""
+        """A ``croqtile.nn.Linear`` (of this class) holding ``linear``'s parameters (the
+        same tensors: device, dtype and values kept), with ``activation``."""
         # built on the meta device (nothing allocated or initialised), then given the
         # original parameters themselves
         new = cls(linear.in_features, linear.out_features, linear.bias is not None,
