@@ -1,14 +1,18 @@
 # Two commands for a fresh Linux machine with Python 3.10+:
 #   make run   - set up .venv, then compile and run the seed Hopper GEMM and print a report
-#   make test  - set up .venv, then run the whole test suite
+#   make test  - set up .venv, type-check the package, then run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # Versions CI installs, pinned so that the CPU tests exercise the Triton of the GPU image
 # (triton 3.6). torch 2.13.0 installs as a CPU build; triton 3.6's interpreter needs numpy<2.4.
-PINS   := torch==2.13.0 triton==3.6.0 numpy==2.3.5 parso==0.8.7 pytest==9.2.0
+PINS   := torch==2.13.0 triton==3.6.0 numpy==2.3.5 parso==0.8.7 pytest==9.2.0 mypy==2.4.1
+# frontend/ and backends/ install as croqtile.frontend and croqtile.backends (the package-dir
+# mapping in pyproject.toml), which mypy cannot map by itself: the type check reads the package
+# through a tree of links in build/ that puts them in place, then names the checkout's files.
+TYPECHECK := build/typecheck
 
-.PHONY: run test setup clean
+.PHONY: run test typecheck setup clean
 
 setup: $(VENV)/.installed
 
@@ -22,8 +26,15 @@ $(VENV)/.installed: pyproject.toml setup.cfg Makefile
 run: setup
 	$(PY) bench/seed_gemm.py
 
-test: setup
+test: setup typecheck
 	$(PY) -m pytest -q tests
 
+typecheck: setup
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/croqtile
+	ln -s $(CURDIR)/croqtile/* $(CURDIR)/frontend $(CURDIR)/backends $(TYPECHECK)/croqtile/
+	$(PY) -m mypy > $(TYPECHECK)/mypy.out; rc=$$?; sed -e 's#^$(TYPECHECK)/croqtile/frontend/#frontend/#' \
+	  -e 's#^$(TYPECHECK)/croqtile/backends/#backends/#' -e 's#^$(TYPECHECK)/croqtile/#croqtile/#' \
+	  $(TYPECHECK)/mypy.out; exit $$rc
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build .mypy_cache *.egg-info

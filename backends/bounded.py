@@ -8,15 +8,24 @@ take the table's lock. The hit and miss counts are statistics, not synchronised.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Generic, Hashable, Iterator, TypeVar
+from typing import Callable, Generic, Hashable, Iterator, TypeVar, overload
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+D = TypeVar("D")
 
-_MISSING = object()
+
+class _Missing(enum.Enum):
+    """The marker of an absent entry (an enum member, so that type checkers narrow it)."""
+
+    MISSING = enum.auto()
+
+
+_MISSING = _Missing.MISSING
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,8 @@ class LRU(Generic[K, V]):
     used, after which ``on_evict(key, value)`` runs (outside the lock)."""
 
     def __init__(self, size: int, on_evict: Callable[[K, V], None] | None = None) -> None:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        checked: object = size  # (checked as any object: callers need not be type-checked)
+        if isinstance(checked, bool) or not isinstance(checked, int) or checked < 1:
             raise ValueError(f"cache size {size!r}: expected a positive integer")
         self.maxsize = size
         self.hits = 0
@@ -43,7 +53,12 @@ class LRU(Generic[K, V]):
         self._lock = threading.Lock()
         self._on_evict = on_evict
 
-    def get(self, key: K, default: V | None = None) -> V | None:
+    @overload
+    def get(self, key: K) -> V | None: ...
+    @overload
+    def get(self, key: K, default: D) -> V | D: ...
+
+    def get(self, key: K, default: object = None) -> object:
         """The value of ``key`` (now the most recently used), else ``default``."""
         value = self._items.get(key, _MISSING)
         if value is _MISSING:
@@ -54,7 +69,7 @@ class LRU(Generic[K, V]):
             self._items.move_to_end(key)
         except KeyError:  # (evicted by another thread since the read: the value stands)
             pass
-        return value  # type: ignore[return-value]
+        return value
 
     def peek(self, key: K, default: V | None = None) -> V | None:
         """The value of ``key`` without counting a hit or a miss or reordering."""
@@ -75,7 +90,7 @@ class LRU(Generic[K, V]):
         """The value of ``key``, or ``value`` stored for it when there was none."""
         found = self._items.get(key, _MISSING)
         if found is not _MISSING:
-            return found  # type: ignore[return-value]
+            return found
         self[key] = value
         return value
 
@@ -98,10 +113,10 @@ class LRU(Generic[K, V]):
         return key in self._items
 
     def __getitem__(self, key: K) -> V:
-        value = self.get(key, _MISSING)  # type: ignore[arg-type]
+        value = self.get(key, _MISSING)
         if value is _MISSING:
             raise KeyError(key)
-        return value  # type: ignore[return-value]
+        return value
 
     def __len__(self) -> int:
         return len(self._items)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
@@ -58,6 +58,9 @@ from .frontend.sema import dtypes
 from .frontend.sema.effects import written_parameters
 from .frontend.sema.symbolic import Sym
 
+if TYPE_CHECKING:
+    from .traced import TracedCall
+
 Call = Callable[..., Any]
 
 
@@ -69,7 +72,7 @@ class _Operator:
     schema: str
     impl: Call
     fake: Call
-    traced: Any = None  # a croqtile.traced.TracedCall
+    traced: TracedCall | None = None
 
 
 # torch.library.Library objects must stay alive for their registrations to hold
@@ -78,7 +81,7 @@ _OPERATORS: dict[tuple[str, str], _Operator] = {}
 
 
 def register(namespace: str, compiled: CompiledFunction, impl: Call,
-             traced: Any = None) -> Any:
+             traced: TracedCall | None = None) -> Any:
     """Register ``compiled`` (whose call is ``impl``) as ``torch.ops.<namespace>.<name>``
     and return that operator. ``traced`` (a ``croqtile.traced.TracedCall``, or None for
     an opaque operator) is what the operator decomposes into while torch traces it."""
@@ -111,7 +114,7 @@ def register(namespace: str, compiled: CompiledFunction, impl: Call,
     return getattr(getattr(torch.ops, namespace), name)
 
 
-def retrace(namespace: str, name: str, traced: Any) -> None:
+def retrace(namespace: str, name: str, traced: TracedCall | None) -> None:
     """Make the registered operator ``torch.ops.<namespace>.<name>`` decompose under
     tracing into ``traced`` (a ``croqtile.traced.TracedCall`` of another compilation of
     the same function, e.g. with tensor descriptors made in the kernel where the eager
@@ -186,8 +189,8 @@ def schema_of(compiled: CompiledFunction) -> str:
         parts.append(f"{kind} {param.name}")
     result = {"data": "Tensor", "void": "()"}.get(checked.returns)
     if result is None:  # a scalar, computed from the sizes when compiling
-        elem = getattr(checked.ret_type, "elem", None)
-        result = "float" if elem is not None and elem.is_float else "SymInt"
+        ret = checked.ret_type
+        result = "float" if ret is not None and ret.elem.is_float else "SymInt"
     return f"({', '.join(parts)}) -> {result}"
 
 

@@ -29,7 +29,8 @@ def resolve_size(option: int | None) -> int:
     """The size of a function's tables: the ``cache_size=`` option, else
     ``CROQTILE_CACHE_SIZE``, else ``DEFAULT_CACHE_SIZE``."""
     if option is not None:
-        if isinstance(option, bool) or not isinstance(option, int) or option < 1:
+        checked: object = option  # (checked as any object: callers need not be type-checked)
+        if isinstance(checked, bool) or not isinstance(checked, int) or checked < 1:
             raise ValueError(f"compile option cache_size={option!r}: expected a positive "
                              "integer (entries kept per table)")
         return option

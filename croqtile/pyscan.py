@@ -204,14 +204,14 @@ class _Scanner:
         a function-level import is taken as file-wide, which is close enough for a linter)."""
         bound = {"croqtile": "croqtile"}
         for node in _walk(self.module):
-            if node.type == "import_name":
+            if isinstance(node, tree.ImportName):
                 for name, path in zip(node.get_defined_names(), node.get_paths()):
                     dotted = ".".join(p.value for p in path)
                     # `import croqtile.api` binds `croqtile`; `import croqtile.api as a` binds a.
                     target = path[0].value if name is path[0] else dotted
                     if dotted.split(".")[0] == "croqtile":
                         bound[name.value] = target
-            elif node.type == "import_from" and node.level == 0:
+            elif isinstance(node, tree.ImportFrom) and node.level == 0:
                 module = ".".join(n.value for n in node.get_from_names())
                 if module not in _MODULES:
                     continue
@@ -224,7 +224,7 @@ class _Scanner:
     def compile_calls(self) -> Iterator[tree.PythonNode]:
         """The argument trailers ``( ... )`` of every call of croqtile's compile."""
         for node in _walk(self.module):
-            if node.type not in ("atom_expr", "power"):
+            if node.type not in ("atom_expr", "power") or not isinstance(node, tree.BaseNode):
                 continue
             children = [c for c in node.children if not (c.type == "keyword" and c.value == "await")]
             if not children or children[0].type != "name":
@@ -285,12 +285,12 @@ class _Scanner:
         """The literal node that ``node`` stands for: itself, unparenthesised, or the value
         of the name it refers to; None when it is not a static value."""
         for _ in range(_MAX_NAME_HOPS):
-            while node is not None and node.type == "atom" and len(node.children) == 3 \
-                    and node.children[0] == "(":
+            while isinstance(node, tree.BaseNode) and node.type == "atom" \
+                    and len(node.children) == 3 and node.children[0] == "(":
                 node = node.children[1]
             if node is None:
                 return None
-            if node.type == "name":
+            if isinstance(node, tree.Name):
                 node = self._value_of(node)
                 continue
             if node.type in ("string", "strings"):
@@ -310,13 +310,14 @@ class _Scanner:
     # --- decoding -------------------------------------------------------------------------
 
     def _decode(self, node: NodeOrLeaf) -> tuple[str, tuple[Piece, ...], bool] | None:
-        leaves = [node] if node.type == "string" else list(node.children)
-        if any(leaf.type != "string" for leaf in leaves):
+        leaves = list(node.children) if isinstance(node, tree.BaseNode) else [node]
+        strings = [leaf for leaf in leaves if isinstance(leaf, tree.Leaf) and leaf.type == "string"]
+        if len(strings) != len(leaves):
             return None  # an f-string part: not static text
         text_parts: list[str] = []
         pieces: list[Piece] = []
         exact = True
-        for leaf in leaves:
+        for leaf in strings:
             decoded = _decode_leaf(leaf.value, self.file_offset(leaf.start_pos),
                                    sum(map(len, text_parts)))
             if decoded is None:
@@ -425,7 +426,8 @@ _SCOPES = ("funcdef", "classdef", "lambdef", "file_input")
 def _scope_of(name: tree.Name) -> tree.BaseNode:
     """The scope a definition binds in (a def's or class's own name binds outside it)."""
     node = name.parent
-    if node is not None and node.type in ("funcdef", "classdef") and node.name is name:
+    if node is not None and node.type in ("funcdef", "classdef") and \
+            isinstance(node, (tree.Function, tree.Class)) and node.name is name:
         node = node.parent
     while node is not None and node.type not in _SCOPES:
         node = node.parent
@@ -455,5 +457,6 @@ def _assigned_value(name: tree.Name) -> NodeOrLeaf | None:
         return ann[3] if len(ann) == 4 else None
     targets, ops = children[:-1:2], children[1::2]
     if all(op == "=" for op in ops) and any(t is name for t in targets):
-        return children[-1]
+        value: NodeOrLeaf = children[-1]
+        return value
     return None

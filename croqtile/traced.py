@@ -18,7 +18,8 @@ launches its kernels, or runs them in Triton's interpreter) for:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -28,14 +29,18 @@ from .backends.triton.traced import TracedTensor, TracingLaunch, traced_host
 from .binding import mixed_devices
 from .errors import ArgumentError
 from .frontend.sema import dtypes
+from .frontend.sema.model import RuntimeCheck
 from .module import Function
+
+if TYPE_CHECKING:
+    from .tuning import TunedFunction
 
 # device types whose traced calls decompose into kernel launches (tests add "cpu", with
 # Triton's interpreter standing in for the compiled kernels)
 DECOMPOSED_DEVICES = frozenset({"cuda"})
 
 
-def opaque_reason(function: Any) -> str | None:
+def opaque_reason(function: Function | TunedFunction) -> str | None:
     """Why the operator of ``function`` cannot decompose into its kernels under tracing,
     or None when it can (known before its kernels are loaded; see also
     ``TracedCall.reason``)."""
@@ -104,7 +109,7 @@ class TracedCall:
         if self._reason is not None:
             return []
         artifact, host = self._loaded()
-        scope = host.__globals__  # type: ignore[attr-defined]
+        scope = host.__globals__
         return [scope[name] for name in artifact.kernels]
 
     def decomposes(self, args: tuple[Any, ...]) -> bool:
@@ -134,11 +139,11 @@ class TracedCall:
         return self._host
 
 
-def traced_call(function: Any, stages: Callable[[Any, int], int] | None = None
-                ) -> TracedCall | None:
+def traced_call(function: Function | TunedFunction,
+                stages: Callable[[Any, int], int] | None = None) -> TracedCall | None:
     """The decomposition of ``function``'s operator, None when it stays opaque for a
     reason known now (``opaque_reason``); ``stages`` as ``TracedCall`` takes it."""
-    if opaque_reason(function) is not None:
+    if not isinstance(function, Function) or opaque_reason(function) is not None:
         return None
     return TracedCall(function, stages)
 
@@ -182,24 +187,29 @@ def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
         for d, (want, size) in enumerate(zip(param.dims, arg.shape)):
             where = f"{name}(): parameter '{param.name}', dimension {d}"
             if want.value is not None:
-                _check(size == want.value, lambda w=where, v=want.value: f"{w}: expected {v}")
+                _check(size == want.value, functools.partial("{}: expected {}".format, where,
+                                                             want.value))
                 continue
             names = sorted(want.free_vars())
             if len(names) != 1:
                 continue
             dim = names[0]
             if dim in dims:
-                _check(size == dims[dim], lambda w=where, n=dim: (
-                    f"{w} ({n}): must equal the size bound by {origin[n]}"))
+                _check(size == dims[dim], functools.partial(
+                    "{} ({}): must equal the size bound by {}".format, where, dim, origin[dim]))
             else:
-                _check(size > 0, lambda w=where, n=dim: f"{w} ({n}) must be positive")
+                _check(size > 0, functools.partial("{} ({}) must be positive".format, where, dim))
                 dims[dim], origin[dim] = size, f"'{param.name}'"
     for check in artifact.checks:
-        holds = check.holds(dims)  # type: ignore[attr-defined]
+        holds = check.holds(dims)
         if holds is not None:
-            _check(holds, lambda c=check: f"{name}(): {c.message(dims)}")  # type: ignore
+            _check(holds, functools.partial(_check_message, name, check, dims))
     assert device is not None, f"{name}: a traced call without tensors does not decompose"
     return device, dims
+
+
+def _check_message(name: str, check: RuntimeCheck, dims: dict[str, Any]) -> str:
+    return f"{name}(): {check.message(dims)}"
 
 
 def _check(condition: Any, message: Callable[[], str]) -> None:

@@ -45,7 +45,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -57,6 +57,10 @@ from .lru import DEFAULT_CACHE_SIZE, LRU, CacheInfo
 from .tile_defines import TileProbe
 from .tuning_space import (MODES, Config, Plan, Space, Tunables, default_space, search_space,
                            shape_bucket, source_defines)
+
+if TYPE_CHECKING:
+    from .driver import CompiledFunction
+    from .module import Function
 
 __all__ = ["MODES", "Config", "Space", "Tunables", "TunedFunction", "SearchTimer", "TuneReport",
            "make_tuned", "search_space", "shape_bucket", "source_defines"]
@@ -191,13 +195,13 @@ def same_result(got: torch.Tensor, want: torch.Tensor) -> bool:
         return False
     a, b = torch.nan_to_num(a), torch.nan_to_num(b)
     scale = b.norm().item()
-    return (a - b).norm().item() <= 1e-2 * max(scale, 1e-30)
+    return bool((a - b).norm().item() <= 1e-2 * max(scale, 1e-30))
 
 
 # ------------------------------------------------------------------------------ the function
 
 
-Compiler = Callable[[Config], Any]  # a config -> a croqtile Function (raises CompileError)
+Compiler = Callable[[Config], "Function"]  # a config -> its function (raises CompileError)
 
 
 @dataclass
@@ -249,7 +253,7 @@ class TunedFunction:
         self._text = text
         self._compiler = compiler
         self._fixed = dict(fixed)
-        self._functions: dict[Config, Any] = {}
+        self._functions: dict[Config, Function] = {}
         self._choices: dict[tuple[Any, ...], Config] = {}
         self._default = Config()
         self._last: Config | None = None
@@ -285,7 +289,7 @@ class TunedFunction:
         return self._function(self._default).specialize_on
 
     @property
-    def compiled(self) -> Any:
+    def compiled(self) -> CompiledFunction:
         """The untuned configuration's compiled function (parameters, checked form)."""
         return self._function(self._default).compiled
 
@@ -330,7 +334,7 @@ class TunedFunction:
         return f"<croqtile.TunedFunction {self.name} autotune={self.mode!r}>"
 
     # ----------------------------------------------------------- the search
-    def _function(self, config: Config) -> Any:
+    def _function(self, config: Config) -> Function:
         fn = self._functions.get(config)
         if fn is None:
             with self._making:
@@ -394,7 +398,8 @@ class TunedFunction:
         timed: list[tuple[Config, float]] = []
         seen: set[Config] = set()
         rounds = iter(space.rounds())
-        candidates = [self._default]  # first: the reference, and the untuned speed
+        # first: the reference, and the untuned speed
+        candidates: list[Config] | None = [self._default]
         while candidates is not None:
             for config in candidates:
                 if config in seen:
@@ -463,18 +468,18 @@ class TunedFunction:
         if default is None:
             report.decision = "the fastest finalist by median (the default did not run)"
             return
-        mine = medians[close.index(default)]
-        report.default_ms = mine
+        default_median = medians[close.index(default)]
+        report.default_ms = default_median
         if report.best == self._default:
             report.decision = "the default: the fastest by median in the final round"
-        elif report.best_ms > mine * (1 - _DEFAULT_EDGE):
+        elif report.best_ms > default_median * (1 - _DEFAULT_EDGE):
             report.decision = (f"the default: the fastest finalist ({report.best.describe()}, "
                                f"{report.best_ms:.4g} ms) was not {_DEFAULT_EDGE:.0%} faster "
                                "by median in the final round")
-            report.best, report.best_ms = self._default, mine
+            report.best, report.best_ms = self._default, default_median
         else:
-            report.decision = (f"{mine / report.best_ms:.3f}x the default's speed by median in "
-                               "the final round")
+            report.decision = (f"{default_median / report.best_ms:.3f}x the default's speed by "
+                               "median in the final round")
 
     def _try(self, config: Config, args: Sequence[Any], timer: Timer,
              reference: list[torch.Tensor] | None,

@@ -357,7 +357,7 @@ def default_space(mode: str, probe: TileProbe, function: str, bucket: Mapping[st
     tiles = probe.output_tiles(function, {}, bucket)
     few = tiles is not None and tiles < sms
     # a grid over half the SMs: three-quarter tiles may fill one wave (tile_values)
-    near_wave = few and 2 * tiles >= sms
+    near_wave = tiles is not None and tiles < sms and 2 * tiles >= sms
     searched = []
     defined = probe.tile_defines(function)
     for tile in defined:

@@ -111,6 +111,7 @@ def _lex(text: str, start: int, end: int, reporter: Reporter, limit: int | None)
         if limit is not None and steps > limit and m.lastgroup != "end":
             return tokens  # truncated: no EOF token
         group = m.lastgroup
+        assert group is not None  # every alternative of _TOKEN_RE is a named group
         tstart = m.start(group)
         tend = m.end()
         if group == "name":
@@ -166,11 +167,11 @@ def _number(literal: str, start: int, end: int, reporter: Reporter) -> Token:
     if "." in literal:
         m = _FLOAT_RE.fullmatch(literal)
         if m is not None:
-            value = float(literal[:-1] if m.group(1) else literal)
-            if math.isinf(value):
+            number = float(literal[:-1] if m.group(1) else literal)
+            if math.isinf(number):
                 reporter.report("CQ0104", span, text=_clip(literal), what="a 64-bit float")
                 return Token(TokenKind.FLOAT, "0.0", span, 0.0)
-            return Token(TokenKind.FLOAT, literal, span, value)
+            return Token(TokenKind.FLOAT, literal, span, number)
     elif _INT_RE.fullmatch(literal):
         digits = literal.rstrip("uUlL")
         value = int(digits, 0) if len(digits) <= _MAX_INT_CHARS else None

@@ -1,14 +1,16 @@
 """What the parser's parts share: the nesting limit, the token kinds, the two errors that
-unwind a parse, and ``TokenCursor``, the mixin that moves over tokens and reports syntax
-errors.
+unwind a parse, ``TokenCursor``, the mixin that moves over tokens and reports syntax
+errors, and ``ParserBase``, the typed base of every part of the grammar.
 """
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
+from .diagnostics import Reporter
 from .source import Span
-from .syntax import Node
+from .syntax import Attribute, Block, Expr, Ident, MdspanDecl, Node, Parallel, SelectExpr, \
+    SpannedDecl, Stmt, View
 from .tokens import ELEM_TYPES, Token, TokenKind, canonical_elem, describe
 
 # Nesting limit for expressions and blocks. Deeper input is reported (CQ0115), not parsed:
@@ -39,6 +41,19 @@ class TooDeep(Exception):
 class TokenCursor:
     """Mixin of ``_Parser``: the token cursor, syntax-error reporting and the small
     pieces (names, integer constants, strings) that every part of the grammar reads."""
+
+    # The parse state (``_Parser.__init__`` sets it).
+    text: str            # the preprocessed source the token spans point into
+    toks: list[Token]    # owned: `_split` rewrites entries in place
+    pos: int             # index of the current token
+    reporter: Reporter
+    prev_end: int        # end offset of the last consumed token
+    depth: int           # nesting of expressions and blocks (MAX_DEPTH)
+    too_deep_reported: bool
+    eof_reported: bool
+    no_pipe: bool        # inside `|...|`: a `|` closes the sizeof
+    dimref_ok: bool      # inside derivation brackets: `(0)` is a DimRef
+    dimrefs: int         # DimRefs made directly in the current brackets
 
     # --- tokens -----------------------------------------------------------------------
 
@@ -147,7 +162,7 @@ class TokenCursor:
         if tok.kind is not INT:
             self._fail(expected)
         self._advance()
-        return tok.value
+        return tok.int_value
 
     # names := '{' IDENT {',' IDENT} '}'
     def _braced_names(self) -> tuple[str, ...]:
@@ -180,7 +195,7 @@ class TokenCursor:
         texts: list[str] = []
         while self.toks[self.pos].kind is STRING:
             tok = self._advance()
-            values.append(tok.value)
+            values.append(tok.str_value)
             texts.append(tok.text)
         return "".join(values), " ".join(texts)
 
@@ -194,6 +209,55 @@ class TokenCursor:
             self._fail("an element type")
         self._advance()
         return canonical_elem(tok.text)
+
+
+class ParserBase(TokenCursor):
+    """The base of every part of the grammar (``parse_decls``, ``parse_stmts``, ...): the
+    token cursor, and the rules one part calls in another. ``_Parser`` combines the parts,
+    whose methods come first in its method order and define these rules; the declarations
+    here exist for the type checker only."""
+
+    if TYPE_CHECKING:
+        # parser.py
+        def statement(self) -> Stmt: ...
+        def _primary(self) -> Expr: ...
+
+        # parse_decls.py
+        def _spanned_decl_rest(self, start: int, storage: str | None, elem: str,
+                               frag: bool = False) -> SpannedDecl: ...
+        def _array_dims(self) -> tuple[Expr, ...]: ...
+        def _mdspan_body(self, start: int, rank: int | None, keyword: bool) -> MdspanDecl: ...
+        def _assignments(self, start: int, target: Expr) -> Stmt: ...
+
+        # parse_stmts.py
+        def _body(self) -> Block: ...
+        def _block(self) -> Block: ...
+        def _template_args(self) -> tuple[Expr, ...]: ...
+
+        # parse_parallel.py
+        def _parallel_stmt(self, start: int | None = None,
+                           attrs: tuple[Attribute, ...] = ()) -> Parallel: ...
+        def _level_word(self) -> tuple[str, str | None]: ...
+        def _paren_expr(self) -> Expr: ...
+        def _inner_expression(self) -> Expr: ...
+
+        # parse_dma.py
+        def _dma(self, start: int, future: str | None) -> Stmt: ...
+        def _view(self) -> View: ...
+
+        # parse_mma.py
+        def _mma(self, start: int, target: Ident | None,
+                 schedule: Attribute | None = None) -> Stmt: ...
+
+        # parse_exprs.py
+        def expression(self) -> Expr: ...
+        def _binary(self, min_level: int) -> Expr: ...
+        def _postfix(self) -> Expr: ...
+        def _derivation_items(self, open_: str, close: str) -> tuple[tuple[Expr, ...], int]: ...
+        def _select_expr(self) -> SelectExpr: ...
+        def _expr_list(self) -> tuple[Expr, ...]: ...
+        def _paren_list(self, allow_empty: bool = False) -> tuple[Expr, ...]: ...
+        def _braced_list(self) -> tuple[Expr, ...]: ...
 
 
 def int_suffix(text: str) -> str:

@@ -4,7 +4,7 @@ declarations and assignment (spec 4.3).
 
 from __future__ import annotations
 
-from .parse_common import EOF, NAME, ParseError
+from .parse_common import EOF, NAME, ParseError, ParserBase
 from .source import Span
 from .syntax import (
     AnonDim, Assign, AssignStmt, Binary, BufferMap, DeclVar, Derive, ElemAccess, EventDecl,
@@ -16,7 +16,7 @@ from .tokens import (
 )
 
 
-class DeclarationParsing:
+class DeclarationParsing(ParserBase):
     """Mixin of ``_Parser``: functions, parameters, declarations and assignment."""
 
     # ------------------------------------------------------------------------------------

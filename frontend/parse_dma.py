@@ -4,6 +4,7 @@ modifiers and attributes, destinations and views.
 
 from __future__ import annotations
 
+from .parse_common import ParserBase
 from .syntax import (
     DmaAny, DmaAttr, DmaStmt, ElemAccess, Expr, Ident, Index, Member, PadConfig, Stmt,
     StorageDest, View,
@@ -16,7 +17,7 @@ _DMA_ATTRS = frozenset({
 })
 
 
-class DmaParsing:
+class DmaParsing(ParserBase):
     """Mixin of ``_Parser``: the ``dma`` / ``tma`` statements."""
 
     # ------------------------------------------------------------------------------------

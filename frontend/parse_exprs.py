@@ -4,7 +4,9 @@ indexing, derivations, view operations) and the primaries other than the dispatc
 
 from __future__ import annotations
 
-from .parse_common import DOT, FLOAT, INT, MAX_DEPTH, PUNCT, ParseError, STRING, int_suffix
+from .parse_common import (
+    DOT, FLOAT, INT, MAX_DEPTH, PUNCT, STRING, ParseError, ParserBase, int_suffix,
+)
 from .source import Span
 from .syntax import (
     Binary, BoundOf, CallExpr, Cast, Derive, DimRef, ElemAccess, Expr, ExternCall, FloatLit,
@@ -19,7 +21,7 @@ _VIEW_OPS = frozenset({".chunkat", ".chunk", ".subspan", ".modspan", ".view", ".
 _MEMBERS = frozenset({".span", ".data", ".mdata"})
 
 
-class ExpressionParsing:
+class ExpressionParsing(ParserBase):
     """Mixin of ``_Parser``: expressions below the primary dispatch, and expression lists."""
 
     # ------------------------------------------------------------------------------------
@@ -228,7 +230,7 @@ class ExpressionParsing:
             self._advance()
             self._advance()
             self.dimrefs += 1
-            return DimRef(self._span(start), tok.value)
+            return DimRef(self._span(start), tok.int_value)
         expr = self._inner_expression()
         self._expect(")")
         return expr
@@ -293,8 +295,8 @@ class ExpressionParsing:
             self._advance()
             text = "-" + number.text
             if number.kind is INT:
-                return IntLit(self._span(start), -number.value, text, int_suffix(text))
-            return FloatLit(self._span(start), -number.value, text, text[-1] in "fF")
+                return IntLit(self._span(start), -number.int_value, text, int_suffix(text))
+            return FloatLit(self._span(start), -number.float_value, text, text[-1] in "fF")
         self._fail("an expression (Croqtile has no unary minus: write `0 - x`)")
 
     # primary := '__to' '<' (elem_type | STRING {STRING}) '>' '(' expr ')'

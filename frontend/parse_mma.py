@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from .parse_common import ParserBase
 from .syntax import (
     Attribute, Expr, FragDecl, Ident, Index, MmaCommit, MmaExec, MmaFill, MmaLoad, MmaScale,
     MmaStore, Stmt,
@@ -11,7 +12,7 @@ from .syntax import (
 from .tokens import ADDITIVE_LEVEL, ELEM_TYPES, canonical_elem, describe
 
 
-class MmaParsing:
+class MmaParsing(ParserBase):
     """Mixin of ``_Parser``: the ``mma`` statements and fragments."""
 
     # ------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from .parse_common import ParserBase
 from .syntax import (
     Apply, Attribute, Expr, Foreach, Ident, If, InThreads, LoopSuffix, Parallel, ParallelLevel,
     RangeItem, While, With, Within,
@@ -11,7 +12,7 @@ from .syntax import (
 from .tokens import LEVELS
 
 
-class ParallelParsing:
+class ParallelParsing(ParserBase):
     """Mixin of ``_Parser``: parallel levels, loops and conditionals."""
 
     # ------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ their own modules: blocks and error recovery, name-initial statements, jumps,
 
 from __future__ import annotations
 
-from .parse_common import EOF, KEYWORD, NAME, PUNCT, ParseError
+from .parse_common import EOF, KEYWORD, NAME, PUNCT, ParseError, ParserBase
 from .syntax import (
     AsmStmt, AssertStmt, Attribute, Block, BreakStmt, CallExpr, ContinueStmt, CppStmt, ElemAccess,
     Empty, Expr, ExprStmt, Ident, Index, Postfix, PrintStmt, ReturnStmt, Stmt, SwapStmt, SyncStmt,
@@ -14,7 +14,7 @@ from .syntax import (
 from .tokens import ADDITIVE_LEVEL, SCALAR_TYPES, STORAGES, Token, canonical_elem, describe
 
 
-class StatementParsing:
+class StatementParsing(ParserBase):
     """Mixin of ``_Parser``: blocks, recovery and the statements outside declarations,
     parallel constructs, DMA and MMA."""
 

@@ -20,12 +20,13 @@ import contextlib
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from .diagnostics import Reporter
 from .lexer import gc_paused, lex
 from .parse_common import (
     EOF, FLOAT, INT, KEYWORD, MAX_DEPTH, NAME, PUNCT, ParseError, SEPARATOR_WORDS, STRING,
-    TokenCursor, TooDeep, int_suffix,
+    TooDeep, int_suffix,
 )
 from .parse_decls import DeclarationParsing
 from .parse_dma import DmaParsing
@@ -41,6 +42,9 @@ from .syntax import (
 from .tokens import (
     CALL_BUILTINS, COMPOUND_OPERATORS, LIB_CALL_PREFIX, SCALAR_TYPES, STORAGES, Token,
 )
+
+if TYPE_CHECKING:
+    from .regions import Region
 
 
 __all__ = [
@@ -95,7 +99,8 @@ def parse_function(text: str, start: int, end: int, reporter: Reporter) -> Funct
                          MAX_FUNCTION_TOKENS)[0]
 
 
-def parse_program(text: str, regions: Sequence[object], reporter: Reporter) -> Program:
+def parse_program(text: str, regions: Sequence[Region | tuple[int, int]],
+                  reporter: Reporter) -> Program:
     """Parse every ``__co__`` function; ``regions`` are ``(start, end)`` pairs or objects
     with ``start`` / ``end`` attributes (``regions.Region``). Past MAX_PROGRAM_TOKENS in
     all, the function that overflows is reported (CQ0117) and the rest is not parsed."""
@@ -163,13 +168,10 @@ def parse_expr_text(text: str, reporter: Reporter) -> Expr:
         return expr
 
 
-def _region_bounds(region: object) -> tuple[int, int]:
-    start = getattr(region, "start", None)
-    end = getattr(region, "end", None)
-    if isinstance(start, int) and isinstance(end, int):
-        return start, end
-    first, second = region[0], region[1]  # type: ignore[index]
-    return first, second
+def _region_bounds(region: Region | tuple[int, int]) -> tuple[int, int]:
+    if isinstance(region, tuple):
+        return region[0], region[1]
+    return region.start, region.end
 
 
 # ----------------------------------------------------------------------------------------
@@ -178,7 +180,7 @@ def _region_bounds(region: object) -> tuple[int, int]:
 
 
 class _Parser(DeclarationParsing, StatementParsing, ParallelParsing, DmaParsing, MmaParsing,
-              ExpressionParsing, TokenCursor):
+              ExpressionParsing):
     def __init__(self, text: str, tokens: list[Token], reporter: Reporter) -> None:
         self.text = text
         self.toks = tokens  # owned: `_split` rewrites entries in place
@@ -247,10 +249,10 @@ class _Parser(DeclarationParsing, StatementParsing, ParallelParsing, DmaParsing,
             return Ident(tok.span, tok.text)
         if kind is INT:
             self._advance()
-            return IntLit(tok.span, tok.value, tok.text, int_suffix(tok.text))
+            return IntLit(tok.span, tok.int_value, tok.text, int_suffix(tok.text))
         if kind is FLOAT:
             self._advance()
-            return FloatLit(tok.span, tok.value, tok.text, tok.text[-1] in "fF")
+            return FloatLit(tok.span, tok.float_value, tok.text, tok.text[-1] in "fF")
         if kind is STRING:
             value, text = self._strings()
             return StrLit(self._span(tok.span.start), value, text)

@@ -9,11 +9,13 @@ import decimal
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from .pp_macros import Tok, make_macro, tok_span
-from .pp_output import IntrinsicPragma
+from .diagnostics import Reporter
+from .pp_macros import Macro, Tok, make_macro, tok_span
+from .pp_output import IntrinsicPragma, Output
 from .pp_scanner import BLANK_KINDS, Scanner
-from .source import LineDirective, Span
+from .source import LineDirective, Source, Span
 
 # `#line N`: ASCII digits that fit C's limit (2147483647); isdigit() would take '²' and
 # int() refuses more than 4300 digits.
@@ -34,6 +36,25 @@ class Cond:
 class DirectiveHandling:
     """Mixin of ``_Preprocessor``: directive lines, ``#if`` groups, ``#define`` /
     ``#undef``, ``#pragma`` and ``#line``."""
+
+    # The preprocessor's state (``_Preprocessor.__init__`` sets it).
+    source: Source
+    text: str
+    scanner: Scanner
+    reporter: Reporter
+    macros: dict[str, Macro]
+    pinned: set[str]  # names given in `defines`: the source cannot change them
+    pushed: dict[str, list[Macro | None]]  # #pragma push_macro stacks
+    conds: list[Cond]
+    active: bool
+    out: Output
+
+    if TYPE_CHECKING:
+        # defined by ``_Preprocessor`` (preprocessor.py)
+        def check_comment(self, start: int, end: int) -> None: ...
+        def _flush(self, upto: int) -> None: ...
+        def _drop(self, start: int, end: int) -> None: ...
+        def _condition(self, args: list[Tok], span: Span) -> bool: ...
 
     # --- directives ------------------------------------------------------------------------
 

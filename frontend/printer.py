@@ -230,7 +230,8 @@ class _Printer:
     """Statements print as lists of lines; ``indent`` counts levels."""
 
     def stmt(self, stmt: ast.Stmt, indent: int) -> list[str]:
-        method = getattr(self, "_stmt_" + type(stmt).__name__)
+        method: Callable[[ast.Stmt, int], list[str]] = getattr(
+            self, "_stmt_" + type(stmt).__name__)
         return method(stmt, indent)
 
     def body(self, head: str, block: ast.Block, indent: int) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
 
 from .source import Span
 
@@ -27,7 +26,25 @@ class Token:
     kind: TokenKind
     text: str
     span: Span
-    value: Any = None
+    value: int | float | str | None = None
+
+    @property
+    def int_value(self) -> int:
+        """The value of an INT token."""
+        assert isinstance(self.value, int), self
+        return self.value
+
+    @property
+    def float_value(self) -> float:
+        """The value of a FLOAT token."""
+        assert isinstance(self.value, float), self
+        return self.value
+
+    @property
+    def str_value(self) -> str:
+        """The decoded text of a STRING token."""
+        assert isinstance(self.value, str), self
+        return self.value
 
 
 def describe(token: Token) -> str:

@@ -19,8 +19,13 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeAlias
 
 KERNEL_DIR = Path(__file__).resolve().parent
+
+# A kernel argument for `Kernel.launch`: a ctypes value, or the address of an argument held
+# elsewhere (a tensor map).
+KernelArg: TypeAlias = "ctypes._SimpleCData[Any] | int"
 
 
 class CudaError(RuntimeError):
@@ -179,7 +184,7 @@ class Kernel:
                f"asking how many clusters of {self.name} fit")
         return count.value
 
-    def launch(self, blocks: int, stream: int, params: list[ctypes._SimpleCData | int]) -> None:
+    def launch(self, blocks: int, stream: int, params: list[KernelArg]) -> None:
         """Launch on `blocks` blocks. A `params` entry that is an int is the address of
         an argument held elsewhere (a tensor map); the others are ctypes values."""
         addresses = [p if isinstance(p, int) else ctypes.addressof(p) for p in params]

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from ..bounded import LRU
-from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build, kernel_text
+from .driver import (TENSOR_MAP_BF16, TENSOR_MAP_F16, KernelArg, Module, TensorMap, build,
+                     kernel_text)
 
 SOURCE = "gemm_sm90.cu"
 ARCH = "90a"
@@ -146,9 +147,9 @@ class HopperGemm:
         map_a = self._map(a, self.block_rows)
         map_b = self._map(b, width // CLUSTER)
         map_c = self._map(out, WARPGROUP_ROWS)
-        params = [map_a.address, map_b.address, map_c.address,
-                  ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k),
-                  ctypes.c_uint64(self._table(m, n, width))]
+        params: list[KernelArg] = [map_a.address, map_b.address, map_c.address,
+                                   ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k),
+                                   ctypes.c_uint64(self._table(m, n, width))]
         stream = torch.cuda.current_stream(a.device).cuda_stream
         blocks = CLUSTER * min(self.clusters, cluster_tiles(m, n, width, self.block_rows))
         self.kernels[a.dtype, width].launch(blocks, stream, params)

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from . import tcgen05
-from .driver import TENSOR_MAP_BF16, TENSOR_MAP_F16, Module, TensorMap, build_text, kernel_text
+from .driver import (TENSOR_MAP_BF16, TENSOR_MAP_F16, KernelArg, Module, TensorMap, build_text,
+                     kernel_text)
 
 BODY = "gemm_sm100.cu"
 ARCH = "100a"
@@ -225,7 +226,7 @@ class BlackwellGemm:
         map_c = TensorMap(out.data_ptr(), _TYPES[config.output][1], m, n, n * 2, 32, 64)
         rows = 128 * config.cta_group
         tiles = -(-m // rows) * -(-n // config.tile_n)
-        params = [map_a.address, map_b.address, map_c.address,
-                  ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+        params: list[KernelArg] = [map_a.address, map_b.address, map_c.address,
+                                   ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
         stream = torch.cuda.current_stream(a.device).cuda_stream
         self.kernel.launch(tiles * config.cta_group, stream, params)

@@ -32,8 +32,8 @@ from typing import Sequence
 
 import torch
 
-from .driver import (SWIZZLE_64B, SWIZZLE_128B, TENSOR_MAP_BF16, TENSOR_MAP_F16, Module,
-                     TensorMap, build, kernel_text)
+from .driver import (SWIZZLE_64B, SWIZZLE_128B, TENSOR_MAP_BF16, TENSOR_MAP_F16, KernelArg,
+                     Module, TensorMap, build, kernel_text)
 
 SOURCE = "gemm_sp_sm90.cu"
 ARCH = "90a"
@@ -174,9 +174,9 @@ class SparseHopperGemm:
         map_b = self._map(b, TILE_N // CLUSTER, TILE_K, SWIZZLE_128B)
         map_c = self._map(out, WARPGROUP_ROWS, 64, SWIZZLE_128B)
         reordered = self.metadata(meta, k)
-        params = [map_a.address, map_b.address, map_c.address,
-                  ctypes.c_uint64(reordered.data_ptr()),
-                  ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
+        params: list[KernelArg] = [map_a.address, map_b.address, map_c.address,
+                                   ctypes.c_uint64(reordered.data_ptr()),
+                                   ctypes.c_int(m), ctypes.c_int(n), ctypes.c_int(k)]
         tiles = -(-m // (CLUSTER * TILE_M)) * -(-n // TILE_N)
         stream = torch.cuda.current_stream(packed.device).cuda_stream
         self.kernels[packed.dtype].launch(CLUSTER * min(self.clusters, tiles), stream, params)

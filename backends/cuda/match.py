@@ -59,7 +59,9 @@ def match_gemm(fn: ir.Function) -> GemmPlan:
     """The plan of ``fn`` when it is a plain GEMM; raises ``NotAGemm`` otherwise."""
     kernel, tile, body, tiles, acc_at = _frame(fn)
     acc, k_loop, cast, store = body[acc_at:]
-    assert isinstance(acc, ir.Let)
+    assert isinstance(acc, ir.Let)  # (_frame found the zeroed accumulator there)
+    if not isinstance(k_loop, ir.For):
+        raise NotAGemm("the accumulator is not followed by a loop over K")
     loads = _k_loop(k_loop, acc.name)
     lhs, rhs = (_desc(kernel, loads[name].desc) for name in ("a", "b"))
     out_desc, out_offsets, value = _store(store)
@@ -95,7 +97,9 @@ def match_gemm(fn: ir.Function) -> GemmPlan:
     if -1 in positions or len(set(positions)) != 3 or any(
             fn.params[i].storage != "global" or fn.params[i].kind != "tensor" for i in positions):
         raise NotAGemm("the operands are not three distinct global tensor parameters")
-    return GemmPlan(*positions, dtype={**_TYPES, **_FP8}[operand], output=_TYPES[output])
+    lhs_at, rhs_at, out_at = positions
+    return GemmPlan(lhs_at, rhs_at, out_at, dtype={**_TYPES, **_FP8}[operand],
+                    output=_TYPES[output])
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,9 @@ def match_sparse_gemm(fn: ir.Function) -> SparseGemmPlan:
     rhs tile at (block_n * TN, k * TK) and accumulates A @ rhs^T. Raises ``NotAGemm``."""
     kernel, tile, body, tiles, acc_at = _frame(fn)
     acc, k_loop, cast, store = body[acc_at:]
-    assert isinstance(acc, ir.Let) and isinstance(k_loop, ir.For)
+    assert isinstance(acc, ir.Let)  # (_frame found the zeroed accumulator there)
+    if not isinstance(k_loop, ir.For):
+        raise NotAGemm("the accumulator is not followed by a loop over K")
     sparse, b_load, dot = _sparse_k_loop(k_loop, acc.name)
     rhs = _desc(kernel, b_load.desc)
     out_desc, out_offsets, value = _store(store)
@@ -167,7 +173,8 @@ def match_sparse_gemm(fn: ir.Function) -> SparseGemmPlan:
     if -1 in positions or len(set(positions)) != 4 or any(
             fn.params[i].storage != "global" or fn.params[i].kind != "tensor" for i in positions):
         raise NotAGemm("the operands are not four distinct global tensor parameters")
-    return SparseGemmPlan(*positions, dtype=_TYPES[dtype])
+    packed_at, meta_at, rhs_at, out_at = positions
+    return SparseGemmPlan(packed_at, meta_at, rhs_at, out_at, dtype=_TYPES[dtype])
 
 
 def _sparse_k_loop(loop: ir.For, acc: str) -> tuple[dict, ir.DescLoad, ir.Dot]:
@@ -177,26 +184,25 @@ def _sparse_k_loop(loop: ir.For, acc: str) -> tuple[dict, ir.DescLoad, ir.Dot]:
     the rhs load and the product."""
     body = [s for s in loop.body if not _on_cpu_only(s)]
     names = ["sp_meta", "sp_nib", "sp_a0", "sp_a1", "a_dense"]
-    lets = body[:5]
-    if len(body) != 7 or any(not (isinstance(s, ir.Let) and s.name.startswith(name))
-                             for s, name in zip(lets, names)):
+    lets = [s for s in body[:5] if isinstance(s, ir.Let)]
+    if len(body) != 7 or len(lets) != 5 or any(not s.name.startswith(name)
+                                               for s, name in zip(lets, names)):
         raise NotSparse("the K loop is not a sparse A tile rebuilt from its metadata, a tile "
                         "load and one product")
-    meta, nibble, a0, a1, dense = lets  # type: ignore[misc]
+    meta, nibble, a0, a1, dense = lets
     branch, product = body[5:]
     b_let = branch.then[0] if isinstance(branch, ir.Branch) and len(branch.then) == 1 else None
     if not (isinstance(b_let, ir.Let) and isinstance(b_let.value, ir.DescLoad)):
         raise NotAGemm("the rhs operand of the K loop is not a tile load")
     dot = product.value if isinstance(product, ir.Let) else None
-    if not (isinstance(dot, ir.Dot) and product.name == acc and _is_var(dot.acc, acc)
-            and _is_var(dot.a, dense.name) and _is_var(dot.b, b_let.name)
+    if not (isinstance(product, ir.Let) and isinstance(dot, ir.Dot) and product.name == acc
+            and _is_var(dot.acc, acc) and _is_var(dot.a, dense.name) and _is_var(dot.b, b_let.name)
             and dot.dtype is ir.DType.F32 and b_let.value.dims == (dot.n, dot.k)
             and not any(axis.padded for axis in (dot.m, dot.n, dot.k))):
         raise NotAGemm("the K loop does not accumulate A_dense @ rhs_tile^T in f32 over "
                        "whole tiles")
-    loads = [s.value for s in (meta, a0, a1)]
-    if not all(isinstance(v, ir.Load) and v.other == 0 for v in loads) or \
-            loads[1].pointer.base != loads[2].pointer.base:
+    loads = [s.value for s in (meta, a0, a1) if isinstance(s.value, ir.Load) and s.value.other == 0]
+    if len(loads) != 3 or loads[1].pointer.base != loads[2].pointer.base:
         raise NotAGemm("the sparse A tile is not loaded from one packed tensor")
     names_map = {meta.name: "META", nibble.name: "NIB", a0.name: "A0", a1.name: "A1"}
     text = [_sparse_text(s.value, names_map) for s in lets]
@@ -301,9 +307,10 @@ def _grouped_order(lets: list[ir.Stmt], tile: str, m: Sym, n: Sym, tm: int,
                    tn: int) -> tuple[str, str]:
     """The names of block_m and block_n, checked to be the lowering's grouped order of
     the tile number (a one-to-one map of the tiles)."""
-    if len(lets) != 5 or not all(isinstance(s, ir.Let) for s in lets):
+    let_stmts = [s for s in lets if isinstance(s, ir.Let)]
+    if len(lets) != 5 or len(let_stmts) != 5:
         raise NotAGemm("the tile indices are not the grouped order of the tile number")
-    width, first, rows, block_m, block_n = lets  # type: ignore[misc]
+    width, first, rows, block_m, block_n = let_stmts
     value = width.value
     group = value.lhs.value if isinstance(value, ir.Binary) and isinstance(value.lhs, ir.Const) \
         else None
@@ -340,8 +347,8 @@ def _k_loop(stmt: ir.Stmt, acc: str) -> dict[str, ir.DescLoad]:
             raise NotAGemm("an operand of the K loop is not a tile load")
         loads[let.name] = let.value
     dot = product.value if isinstance(product, ir.Let) else None
-    if not (isinstance(dot, ir.Dot) and product.name == acc and _is_var(dot.acc, acc)
-            and isinstance(dot.a, ir.Var) and isinstance(dot.b, ir.Var)
+    if not (isinstance(product, ir.Let) and isinstance(dot, ir.Dot) and product.name == acc
+            and _is_var(dot.acc, acc) and isinstance(dot.a, ir.Var) and isinstance(dot.b, ir.Var)
             and {dot.a.name, dot.b.name} == set(loads) and dot.a.name != dot.b.name
             and dot.dtype is ir.DType.F32):
         raise NotAGemm("the K loop does not accumulate the product of its two tiles in f32")

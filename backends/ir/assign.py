@@ -88,7 +88,8 @@ class Assignments(KernelState):
         for item in stmt.items:
             self._assign(stmt, item, declared)
 
-    def _assign(self, stmt: ast.AssignStmt, item: ast.Assign, declared: dict[str, Symbol]) -> None:
+    def _assign(self, stmt: ast.Node, item: ast.Assign, declared: dict[str, Symbol]) -> None:
+        """``item`` of the statement ``stmt`` (an assignment, or the node of an ``x++``)."""
         target = item.target
         if isinstance(target, ast.Ident):
             sym = self.fn.refs.get(id(target))
@@ -136,15 +137,16 @@ class Assignments(KernelState):
         else:
             self.known.pop(name, None)
 
-    def update(self, target: ast.Ident, op: str, stmt: ast.Stmt) -> None:
-        """``x++`` / ``x--`` of a mutable scalar, as its own statement."""
+    def update(self, target: ast.Ident, op: str, stmt: ast.Node) -> None:
+        """``x++`` / ``x--`` of a mutable scalar, as its own statement (``stmt``: the node
+        it is part of)."""
         one = ast.IntLit(target.span, 1, "1")
         self._assign(stmt, ast.Assign(target.span, target, "+=" if op == "++" else "-=", one),
-                     {})  # type: ignore[arg-type]
+                     {})
 
     def _declare_value(self, sym: Symbol, value: ast.Expr, span: Span) -> None:
         if sym.kind is SymKind.VIEW:
-            self.env[sym] = self.resolve_view_read(value)  # type: ignore[arg-type]
+            self.env[sym] = self.resolve_view_read(value)
             return
         if sym.kind in (SymKind.FUTURE, SymKind.DATA) and isinstance(value, ast.SelectExpr):
             if scratch.element_written(self, sym):
@@ -166,7 +168,7 @@ class Assignments(KernelState):
             return rhs
         return self.arith(op[:-1], current, rhs, elem)
 
-    def _store_element(self, stmt: ast.AssignStmt, target: ast.ElemAccess, item: ast.Assign) -> None:
+    def _store_element(self, stmt: ast.Node, target: ast.ElemAccess, item: ast.Assign) -> None:
         register = self._apply_target(target)
         if register is not None:
             apply.store_element(self, register, target, item, stmt.span)
@@ -229,7 +231,8 @@ class Assignments(KernelState):
             return None
         sym = self.fn.refs.get(id(target.base))
         value = self.env.get(sym) if sym is not None else None
-        if isinstance(value, Acc) or (isinstance(value, Buffer) and sym.storage == "local"
+        if isinstance(value, Acc) or (isinstance(value, Buffer) and sym is not None
+                                      and sym.storage == "local"
                                       and not isinstance(value.content, Region)):
             return sym
         return None

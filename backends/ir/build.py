@@ -4,6 +4,7 @@ affine index expressions can be split into per-axis coefficients (``linearize``)
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from typing import Any, overload
 
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.symbolic import Sym
@@ -99,8 +100,16 @@ def mul(a: ir.Expr, b: ir.Expr) -> ir.Expr:
     return binary("*", a, b)
 
 
+@overload
+def and_(a: ir.Expr, b: ir.Expr | None) -> ir.Expr: ...
+@overload
+def and_(a: ir.Expr | None, b: ir.Expr) -> ir.Expr: ...
+@overload
+def and_(a: ir.Expr | None, b: ir.Expr | None) -> ir.Expr | None: ...
+
+
 def and_(a: ir.Expr | None, b: ir.Expr | None) -> ir.Expr | None:
-    """Conjunction of masks; a term already present is not repeated."""
+    """Conjunction of masks (None: no mask); a term already present is not repeated."""
     if a is None:
         return b
     if b is None:
@@ -279,7 +288,7 @@ def substitute(e: ir.Expr, name: str, value: ir.Expr) -> ir.Expr:
         if lhs is e.lhs and rhs is e.rhs:
             return e
         return binary(e.op, lhs, rhs, e.dtype)
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # field -> its new value (of that field's type)
     for f in fields(e):
         if f.name in ("axes", "dtype"):
             continue

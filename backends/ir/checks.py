@@ -115,7 +115,6 @@ def _assert_within(kl: KernelState, value: ir.Expr, low: ir.Expr, high: ir.Expr,
                    span: Span) -> None:
     named = kl.let("dbg_index", value, span)
     cond = b.and_(b.binary(">=", named, low, b.I1), b.binary("<", named, high, b.I1))
-    assert cond is not None
     values = (named.name,) if isinstance(named, ir.Var) else ()
     kl.emit(ir.Assert(span, cond, message, kl.guarded(padding_mask(cond.axes)),
                       located=True, values=values))

@@ -6,6 +6,8 @@ branching (spec 5.2)."""
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from ...frontend import syntax as ast
 from ...frontend.sema.model import Level, SymKind
 from . import checks, instances, roles
@@ -365,7 +367,8 @@ def lane_guard(cond: ir.Expr) -> ir.Expr | None:
     return b.binary(">" if strict else ">=", top, b.const(0, top.dtype), b.I1)
 
 
-def _is_role(stmt: ast.Stmt) -> bool:
+def _is_role(stmt: ast.Stmt) -> TypeGuard[ast.InThreads]:
+    """An ``inthreads.async`` block: a role of a warp-specialised kernel."""
     return isinstance(stmt, ast.InThreads) and stmt.is_async
 
 

@@ -82,7 +82,7 @@ def _shape(fn: CheckedFunction, expr: ast.Expr) -> tuple[Sym, ...] | None:
     """The shape of the tile a store or copy writes from (a fragment, a buffer or a view)."""
     view = fn.views.get(id(expr))
     if view is not None:
-        return tuple(view.type.shape) if view.type.shape is not None else None
+        return tuple(view.type.shape)
     if isinstance(expr, ast.Member) and expr.member == "data":
         expr = expr.obj
     sym = fn.refs.get(id(expr)) if isinstance(expr, ast.Ident) else None

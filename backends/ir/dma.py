@@ -148,22 +148,22 @@ def _constant(kl: KernelState, expr: ast.Expr) -> int:
 
 
 def _copy_into_select(kl: KernelState, stmt: ast.DmaStmt, dst: ast.SelectExpr,
-                      source: Region | Tile, future) -> None:
+                      source: Region | Tile, future: Symbol | None) -> None:
     """``f = dma.copy src => select(k, bufA, bufB)``: the copy lands in one of several
     same-typed buffers. Reads go through ``f``, which forwards to the source. With a
     constant ``k`` the chosen buffer holds the copy; otherwise reading the buffers by name
     afterwards would depend on ``k`` at run time, so they are left empty."""
-    slots = [_option_slot(kl, option) for option in dst.options]
-    if not all(isinstance(slot, BufferSlot) and not slot.buffer.owned for slot in slots):
+    options = [_option_slot(kl, option) for option in dst.options]
+    slots = [slot for slot in options if isinstance(slot, BufferSlot) and not slot.buffer.owned]
+    if len(slots) != len(options):
         raise unsupported(dst.span, "a select of destinations that are not shared or local "
                                     "buffers")
     index = kl.fn.exprs[id(dst.index)].static
     chosen = index.value if index is not None else None
     slot = slots[chosen or 0]
-    assert isinstance(slot, BufferSlot)
     content = _fill_buffer(slot, source, stmt)
     for other in slots:
-        other.buffer.content = None  # type: ignore[union-attr]
+        other.buffer.content = None
     if chosen is not None:
         slot.buffer.content = content
         scratch.settle(kl, slot.buffer, stmt.span)
@@ -181,7 +181,7 @@ def _option_slot(kl: KernelState, option: ast.Expr) -> BufferSlot | Region | Til
     return kl.resolve_view(option, write=True)
 
 
-def _future_symbol(kl: KernelState, stmt: ast.DmaStmt):
+def _future_symbol(kl: KernelState, stmt: ast.DmaStmt) -> Symbol | None:
     for sym in kl.fn.decls.get(id(stmt), []):
         if sym.kind is SymKind.FUTURE:
             return sym
@@ -233,6 +233,7 @@ def chosen_data(kl: KernelState, sym: Symbol, expr: ast.SelectExpr) -> Buffer:
     picked element by element."""
     contents = [_choice_content(kl, option) for option in expr.options]
     first = kl.env[kl.fn.refs[id(expr.options[0])]]
+    assert isinstance(first, Buffer)  # (_choice_content took every option for a buffer)
     index = kl.fn.exprs[id(expr.index)].static
     if index is not None and index.value is not None:
         return Buffer(sym, first.shape, first.elem, contents[index.value])

@@ -3,16 +3,18 @@ span to report it at and the message fields. The driver turns it into a diagnost
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 
 
 class LoweringError(Exception):
-    def __init__(self, code: str, span: Span, **fields: object) -> None:
+    def __init__(self, code: str, span: Span, **fields: Any) -> None:
         super().__init__(code)
         self.code = code
         self.span = span
-        self.fields = fields
+        self.fields = fields  # the keyword arguments of ``Reporter.report`` (and a hint)
 
 
 def unsupported(span: Span, construct: str, hint: str | None = None) -> LoweringError:

@@ -4,6 +4,8 @@ threads when it has tensor axes; ``value`` folds what the checker computed stati
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import BoundedTupleType, BoundedType, ScalarType, SymKind
@@ -26,7 +28,8 @@ class Expressions(KernelState):
         if info is not None and info.static is not None and (
                 is_int_type(info.type) or isinstance(info.type, BoundedType)):
             return self.sym(info.static)
-        method = getattr(self, "_e_" + type(e).__name__, None)
+        method: Callable[[ast.Expr], ir.Expr] | None = getattr(
+            self, "_e_" + type(e).__name__, None)
         if method is None:
             raise unsupported(e.span, describe(e))
         return method(e)
@@ -136,15 +139,16 @@ class Expressions(KernelState):
     def _stepped(self, e: ast.Unary | ast.Postfix) -> ir.Expr:
         """``++x`` / ``x--`` inside an expression: ``x`` is updated first; the value is the
         new one (prefix) or the one before (postfix, kept in a variable of its own)."""
-        if not isinstance(e.operand, ast.Ident):
+        operand = e.operand
+        if not isinstance(operand, ast.Ident):
             raise unsupported(e.span, f"the operator '{e.op}' on this operand")
         before = None
         if isinstance(e, ast.Postfix):
-            value = self.value(e.operand)
-            before = ir.Var(value.axes, value.dtype, self.fresh(f"{e.operand.name}_before"))
+            value = self.value(operand)
+            before = ir.Var(value.axes, value.dtype, self.fresh(f"{operand.name}_before"))
             self.emit(ir.Let(e.span, before.name, value))
-        self.update(e.operand, e.op, e)  # type: ignore[arg-type]
-        return before if before is not None else self.value(e.operand)
+        self.update(operand, e.op, e)  # type: ignore[arg-type]  # state.py's update: ast.Stmt
+        return before if before is not None else self.value(operand)
 
     def _e_Postfix(self, e: ast.Postfix) -> ir.Expr:
         return self._stepped(e)
@@ -184,10 +188,12 @@ class Expressions(KernelState):
 
     def _e_SizeOf(self, e: ast.SizeOf) -> ir.Expr:
         """``|n|`` of an integer computed at run time: n (shapes are folded earlier)."""
-        info = self.fn.exprs.get(id(e.operand)) if e.operand is not None else None
-        if info is None or not (is_int_type(info.type) or isinstance(info.type, BoundedType)):
+        operand = e.operand
+        info = self.fn.exprs.get(id(operand)) if operand is not None else None
+        if operand is None or info is None or not (
+                is_int_type(info.type) or isinstance(info.type, BoundedType)):
             raise unsupported(e.span, "'|...|' of this operand")
-        return self.value(e.operand)  # type: ignore[arg-type]
+        return self.value(operand)
 
     def _e_Cast(self, e: ast.Cast) -> ir.Expr:
         elem = dtypes.cast_target(e.target, e.quoted)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ...frontend import syntax as ast
 from ...frontend.sema.model import Level, Symbol
+from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
@@ -140,7 +141,7 @@ def _lower_side_by_side(kl: KernelState, stmt: ast.Parallel, fused: FusedRows) -
         kl.fused = None
 
 
-def refuse_mixing(kl: KernelState, axes: tuple[ir.Axis, ...], span, what: str) -> None:
+def refuse_mixing(kl: KernelState, axes: tuple[ir.Axis, ...], span: Span, what: str) -> None:
     """Raise when ``what`` would combine the rows of different fused instances (the
     kernel is then lowered with the instances in turn)."""
     if kl.fused is not None and kl.fused.axis in axes:

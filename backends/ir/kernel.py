@@ -4,12 +4,14 @@ row-major, grouped or persistent), stream-K and split-tile passes, warps and sta
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from ...frontend import syntax as ast
 from ...frontend.sema.levels import threads_per_block
 from ...frontend.sema.model import Level, LevelInfo
 from ...frontend.sema.symbolic import Sym
+from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
 from . import split_tiles, stream_k
@@ -28,15 +30,22 @@ class KernelAssembly(KernelState):
                 self.stmt(stmt)
                 self.emit(ir.Barrier(stmt.span))  # the next statement sees every write
             return self._kernel((Sym(1),))
-        levels = list(self.fn.parallels[id(self.root)])
+        root = self.root
+        assert root is not None  # (only the host's view probe has no root; it makes no kernel)
+        levels = list(self.fn.parallels[id(root)])
         grid: tuple[Sym, ...] = (Sym(1),)
         if levels and levels[0].level is Level.BLOCK:
             grid = self._program_ids(levels.pop(0))
         self.grid = grid
         with self.nested_levels(levels):
-            self.bodies.add(id(self.root.body))
-            self.block(self.root.body)
+            self.bodies.add(id(root.body))
+            self.block(root.body)
         return self._kernel(grid)
+
+    def _root_span(self) -> Span:
+        """Where the kernel is in the source: its ``: block`` parallel (or host block)."""
+        assert self.root is not None  # (only the host's view probe has no root)
+        return self.root.span
 
     def _kernel(self, grid: tuple[Sym, ...]) -> ir.Kernel:
         body = self._split_tiles(self.scopes[0])
@@ -51,7 +60,7 @@ class KernelAssembly(KernelState):
         for name in self.flags:
             params.append(ir.KernelParam(name, ir.ParamKind.FLAG))
         return ir.Kernel(self.name, params, grid, sorted(self.axes.values(), key=lambda a: a.order),
-                         body, self._num_warps(), self._num_stages(), self.root.span,
+                         body, self._num_warps(), self._num_stages(), self._root_span(),
                          dict(self.flags), self.persistent_tiles, self.fl.options.epilogue_split,
                          self.stream_k_floats)
 
@@ -145,15 +154,16 @@ class KernelAssembly(KernelState):
             body = _specialized(body)
         for option in ("stream_k", "halve_last_wave"):
             if getattr(options, option) and self.has_dot and not persistent:
-                raise LoweringError("CQ0705", self.root.span, option=option,
+                raise LoweringError("CQ0705", self._root_span(), option=option,
                                     reason="it needs a persistent launch (persistent=False)")
         if options.stream_k and options.halve_last_wave and self.has_dot:
-            raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+            raise LoweringError("CQ0705", self._root_span(), option="halve_last_wave",
                                 reason="stream_k already shares out the last wave")
         if not (grouped or persistent or len(bounds) > 3):
-            ids = [ir.Let(None, name, ir.Call((), b.I32, "program_id", (b.const(i),)))
-                   for i, name in enumerate(self.block_names)]
-            return ids + self._walked_back(names) + body, bounds
+            direct: list[ir.Stmt] = [
+                ir.Let(None, name, ir.Call((), b.I32, "program_id", (b.const(i),)))
+                for i, name in enumerate(self.block_names)]
+            return direct + self._walked_back(names) + body, bounds
         total = Sym(1)
         for bound in bounds:
             total = total * bound
@@ -168,7 +178,7 @@ class KernelAssembly(KernelState):
         self.params[programs] = ir.KernelParam(programs, ir.ParamKind.INT, ir.DType.I32,
                                                ir.PROGRAMS)
         self.persistent_tiles = total
-        loop = ir.For(self.root.span, tile, program, b.sym(total), ids + body,
+        loop = ir.For(self._root_span(), tile, program, b.sym(total), ids + body,
                       step=b.var(programs), flatten=options.flatten,
                       warp_specialize=options.warp_specialize)
         if options.stream_k and self.has_dot:
@@ -205,7 +215,7 @@ class KernelAssembly(KernelState):
         try:
             stmts, floats = stream_k.split_last_wave(loop, names, outer)
         except stream_k.NotSplittable as exc:
-            raise LoweringError("CQ0705", self.root.span, option="stream_k",
+            raise LoweringError("CQ0705", self._root_span(), option="stream_k",
                                 reason=str(exc)) from None
         self.params[names.workspace] = ir.KernelParam(names.workspace, ir.ParamKind.POINTER,
                                                       ir.DType.F32, ir.WORKSPACE)
@@ -236,7 +246,7 @@ class KernelAssembly(KernelState):
         try:
             body = split_tiles.one_piece(loop.body, axis, piece, offset, self._piece_desc)
         except split_tiles.NotSplit as exc:
-            raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+            raise LoweringError("CQ0705", self._root_span(), option="halve_last_wave",
                                 reason=f"the tile's {axis.size}-wide output axis cannot be "
                                        f"halved: {exc}") from None
         self.axes[object()] = piece
@@ -267,14 +277,14 @@ class KernelAssembly(KernelState):
         dots = {id(n): n for n in ir.nodes_of(body) if isinstance(n, ir.Dot)}
         outputs = {(d.m.name, d.n.name) for d in dots.values()}
         if len(outputs) != 1:
-            raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+            raise LoweringError("CQ0705", self._root_span(), option="halve_last_wave",
                                 reason="the tile body has no single matrix product")
         dot = next(iter(dots.values()))
         for axis in sorted((dot.n, dot.m), key=lambda a: -a.size):
             if not axis.padded and axis.size >= 2 * split_tiles.DOT_MIN \
                     and not split_tiles.uses_axis(self.prologue, axis):
                 return axis
-        raise LoweringError("CQ0705", self.root.span, option="halve_last_wave",
+        raise LoweringError("CQ0705", self._root_span(), option="halve_last_wave",
                             reason=f"the {dot.m.size} x {dot.n.size} output tile has no "
                                    "unpadded axis of at least 32 to halve")
 
@@ -363,7 +373,7 @@ def _streamed_bytes(body: list[ir.Stmt]) -> int:
     return total
 
 
-def _own_nodes(body: list[ir.Stmt]):
+def _own_nodes(body: list[ir.Stmt]) -> Iterator[object]:
     """The IR nodes under ``body`` outside the loops nested in it."""
     for stmt in body:
         if isinstance(stmt, ir.For):

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields
 
 from ...frontend import syntax as ast
@@ -118,7 +119,8 @@ def _bind_tuples(kl: KernelState, loops: tuple[LoopInfo, ...]) -> None:
 
 
 def _emit_loops(kl: KernelState, sequential: list[tuple[Symbol, LoopInfo, int]],
-                loops: tuple[LoopInfo, ...], body, stmt: ast.Foreach) -> None:
+                loops: tuple[LoopInfo, ...], body: Callable[[], None],
+                stmt: ast.Foreach) -> None:
     """Nested ``for`` loops over the sequential variables, then the body."""
     if not sequential:
         _bind_tuples(kl, loops)
@@ -132,15 +134,16 @@ def _emit_loops(kl: KernelState, sequential: list[tuple[Symbol, LoopInfo, int]],
     runtime = loop.dynamic[i] if i < len(loop.dynamic) else None
     if runtime is not None:  # `foreach y in X`: X trips (bound: the static bound of X)
         stop = kl.value(runtime)
-    if loop.lower and loop.lower[i] is not None:
-        start = kl.value(loop.lower[i])
-    if loop.upper and loop.upper[i] is not None:
-        stop = b.add(stop, kl.value(loop.upper[i]))
-    step = None
-    if loop.step and loop.step[i] is not None:
-        step = kl.value(loop.step[i])
+    lower = loop.lower[i] if loop.lower else None
+    upper = loop.upper[i] if loop.upper else None
+    step_expr = loop.step[i] if loop.step else None
+    if lower is not None:
+        start = kl.value(lower)
+    if upper is not None:
+        stop = b.add(stop, kl.value(upper))
+    step = kl.value(step_expr) if step_expr is not None else None
     high = bound.value - 1 if bound.value is not None else None
-    if (loop.upper and loop.upper[i] is not None) or (loop.lower and loop.lower[i] is not None):
+    if upper is not None or lower is not None:
         high = None  # (a runtime trip count stays below the bound: `high` holds)
     kl.env[sym] = Bounded(b.var(name, high=high), bound)
     with kl.nested(binds=(name,)) as inner:
@@ -234,7 +237,8 @@ def _vectorizable(kl: KernelState, stmt: ast.Foreach,
         for sym, bound in zip(loop.vars, loop.bounds):
             if bound.value is None or bound.value > 1024:
                 continue
-            if all(any(_injective(kl, idx, sym) for idx in item.target.indices)
+            if all(isinstance(item.target, ast.ElemAccess)
+                   and any(_injective(kl, idx, sym) for idx in item.target.indices)
                    for item in targets):
                 chosen.add(sym)
     return chosen
@@ -296,7 +300,7 @@ def _own_elements(kl: KernelState, targets: list[ast.Assign], local: set[Symbol]
         if not isinstance(node, ast.ElemAccess):
             continue
         root = _root(kl, node)
-        if root not in roots:
+        if root is None or root not in roots:
             continue
         if any(_references(kl, idx, sym) for idx in node.indices for sym in local):
             keys.setdefault(root, set()).add(object())  # (never equal to another access)
@@ -412,7 +416,9 @@ def _lower_accumulation(kl: KernelState, stmt: ast.Foreach,
                         sequential: list[tuple[Symbol, LoopInfo, int]],
                         loops: tuple[LoopInfo, ...], item: ast.Assign) -> None:
     _bind_tuples(kl, loops)
-    source, index, elem = kl.element(item.target)  # type: ignore[arg-type]
+    target = item.target
+    assert isinstance(target, ast.ElemAccess)  # (_promotable takes element targets only)
+    source, index, elem = kl.element(target)
     if not isinstance(source, Region):
         raise unsupported(item.target.span, "accumulating into a register-resident buffer")
     kl.fl.written.add(source.tensor.name)

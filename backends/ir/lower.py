@@ -20,7 +20,7 @@ from ...frontend import syntax as ast
 from ...frontend.parser import recursion_headroom
 from ...frontend.sema import dtypes
 from ...frontend.sema.levels import is_device_scope
-from ...frontend.sema.model import CheckedFunction, Symbol, SymKind
+from ...frontend.sema.model import CheckedFunction, ExprInfo, Symbol, SymKind
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import apply, builtins, dma, loops, mma
@@ -119,10 +119,10 @@ class FunctionLowering(FunctionState):
                     raise unsupported(stmt.span, "returning a scalar computed at run time")
                 self.body.append(ir.HostReturn(None, info.static))
                 return
-            sym = self.fn.returned
-            self.body.append(ir.HostReturn(sym.name if sym is not None else None))
-            if sym is not None and sym.is_param:
-                self.written.add(sym.name)  # returning a parameter returns a copy
+            returned = self.fn.returned
+            self.body.append(ir.HostReturn(returned.name if returned is not None else None))
+            if returned is not None and returned.is_param:
+                self.written.add(returned.name)  # returning a parameter returns a copy
             return
         if isinstance(stmt, ast.ScalarDecl):
             for item, sym in zip(stmt.items, self.fn.decls.get(id(stmt), [])):
@@ -131,8 +131,8 @@ class FunctionLowering(FunctionState):
         decls = self.fn.decls.get(id(stmt), [])
         if isinstance(stmt, ast.AssignStmt) and decls and all(
                 s.kind is SymKind.SCALAR for s in decls):  # `n = cdiv(SEQ, 64);`
-            for item, sym in zip(stmt.items, decls):
-                self._host_scalar(sym, item.value, stmt.span)
+            for assign, sym in zip(stmt.items, decls):
+                self._host_scalar(sym, assign.value, stmt.span)
             return
         if isinstance(stmt, (ast.MdspanDecl, ast.ItupleDecl)):
             return  # compile-time values: the checker folded their uses
@@ -200,7 +200,7 @@ class FunctionLowering(FunctionState):
         """``l = lhs.span_as(6, 64);`` on the host: a view the kernels read through. It
         is resolved as a kernel would resolve it; views that need run-time values (which
         the host does not compute) are rejected."""
-        probe = KernelLowering(self, None, "host")  # type: ignore[arg-type]
+        probe = KernelLowering(self, None, "host")
         for item, sym in zip(stmt.items, decls):
             view = probe.resolve_view_read(item.value)
             if probe.scopes[0] or not isinstance(view, Region):
@@ -265,14 +265,14 @@ def _declared_global(fn: CheckedFunction, sym: Symbol) -> bool:
     return False
 
 
-def _literal_value(expr: ast.Expr | None, info: object) -> float | int | None:
+def _literal_value(expr: ast.Expr | None, info: ExprInfo | None) -> float | int | None:
     if isinstance(expr, ast.IntLit):
         return expr.value
     if isinstance(expr, ast.FloatLit):
         return expr.value
     if isinstance(expr, ast.BoolLit):
         return int(expr.value)
-    static = getattr(info, "static", None)
+    static = info.static if info is not None else None
     if static is not None and static.is_const:
         return static.value
     return None

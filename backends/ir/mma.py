@@ -111,7 +111,8 @@ def _element(kl: KernelState, array: FragArray, expr: ast.Expr) -> Acc:
         indices.insert(0, expr.index)
         expr = expr.base
     values = [kl.value(i) for i in indices]
-    dynamic = not all(isinstance(v, ir.Const) for v in values)
+    constants = [v for v in values if isinstance(v, ir.Const)]
+    dynamic = len(constants) != len(values)
     if dynamic:
         if any(not _kernel_invariant(kl, v) for v in values):
             raise unsupported(indices[0].span, "a fragment selected by an index that changes "
@@ -120,7 +121,7 @@ def _element(kl: KernelState, array: FragArray, expr: ast.Expr) -> Acc:
         key: object = tuple(b.key(v) for v in values)
         slot = tuple(0 for _ in values)
     else:
-        slot = tuple(int(v.value) for v in values)  # type: ignore[attr-defined]
+        slot = tuple(int(v.value) for v in constants)
         key = slot
     if array.dynamic is not None and (array.dynamic != dynamic or (dynamic and key not in
                                                                    array.elements)):
@@ -227,7 +228,7 @@ def _load_accumulator(kl: KernelState, stmt: ast.MmaLoad, sym: Symbol) -> None:
     _start(kl, acc, stmt.span, with_value=False)
 
 
-def _operand(kl: KernelState, expr: ast.Expr) -> Region:
+def _operand(kl: KernelState, expr: ast.Expr) -> Region | Tile:
     if isinstance(expr, ast.View) and not expr.ops and isinstance(expr.base, ast.Ident):
         sym = kl.fn.refs.get(id(expr.base))
         value = kl.env.get(sym) if sym is not None else None
@@ -268,8 +269,9 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     a_m, a_k = (0, 1) if stmt.layout_a == "row" else (1, 0)
     b_n, b_k = (0, 1) if stmt.layout_b == "row" else (1, 0)
     sparse_ = stmt.kind == "sp"
-    if sparse_:  # 2:4 sparse: A is packed, half of K (spec 5.8)
-        a = sparse.packed_region(a, stmt.a, "operand")
+    packed = sparse.packed_region(a, stmt.a, "operand") if sparse_ else None
+    if packed is not None:  # 2:4 sparse: A is packed, half of K (spec 5.8)
+        a = packed
     em, ek = _static(_extent(a, a_m), stmt.a), _static(_extent(a, a_k), stmt.a)
     ek = 2 * ek if sparse_ else ek
     en = _static(_extent(bb, b_n), stmt.b)
@@ -297,9 +299,9 @@ def lower_exec(kl: KernelState, stmt: ast.MmaExec) -> None:
     a_dims = (layout.m, k_axis) if a_m == 0 else (k_axis, layout.m)
     b_dims = (layout.n, k_axis) if b_n == 0 else (k_axis, layout.n)
     # the fused operand tiles: every instance's slice together, masked elements read as 0
-    if sparse_:
+    if packed is not None:
         meta = sparse.packed_region(_operand(kl, stmt.extra[0]), stmt.extra[0], "metadata")
-        a_tile = sparse.dense_operand(kl, a, meta, a_m, lin_am, lin_ak, lin_bk, layout.m,
+        a_tile = sparse.dense_operand(kl, packed, meta, a_m, lin_am, lin_ak, lin_bk, layout.m,
                                       k_axis, stmt)
     else:
         a_tile = _operand_tile(kl, a, {a_m: lin_am.rest, a_k: lin_ak.rest}, a_dims, stmt.a,
@@ -578,11 +580,13 @@ def start_layout(kl: KernelState, acc: Acc, span: Span) -> AccLayout:
     if shape is None or len(shape) != 2:
         raise unsupported(span, "an accumulator whose shape no MMA gives")
     m, n = (static_extent(d, span) for d in shape)
+    decl = acc.symbol.decl_node
+    assert decl is not None  # (its mma.fill or frag declaration made the accumulator)
     rows = kl.fused
     if rows is not None and acc.symbol in rows.locals and m == rows.rows:
         # an accumulator of each side-by-side instance: its rows lie along the fused axis
-        return _layout(kl, acc, (), (), m, n, rows.axis.extent, n, acc.symbol.decl_node, True)
-    return _layout(kl, acc, (), (), m, n, m, n, acc.symbol.decl_node)
+        return _layout(kl, acc, (), (), m, n, rows.axis.extent, n, decl, True)
+    return _layout(kl, acc, (), (), m, n, m, n, decl)
 
 
 def _replace(origin: tuple[ir.Expr, ...], new: dict[int, ir.Expr]) -> tuple[ir.Expr, ...]:

@@ -11,10 +11,11 @@ broadcasts by name (the code generator inserts ``[:, None]``-style expansions).
 from __future__ import annotations
 
 import dataclasses
-
 import enum
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ...frontend.sema.model import RuntimeCheck
 from ...frontend.source import Span
 from ...frontend.sema.symbolic import Sym
 
@@ -484,7 +485,7 @@ class Function:
     dims: list[str]  # symbolic dimension names in binding order
     kernels: list[Kernel]
     clone_inputs: list[str] = field(default_factory=list)
-    checks: list[object] = field(default_factory=list)  # RuntimeChecks tested before launch
+    checks: list[RuntimeCheck] = field(default_factory=list)  # tested before the launches
     layout: Layout = Layout()
     # ``layout.copied`` parameters the function writes in place: copied back after it ran
     copy_back: list[str] = field(default_factory=list)
@@ -495,7 +496,7 @@ FP8 = (DType.F8E4, DType.F8E5)
 CPU_ROUNDED = (DType.BF16, *FP8)
 
 
-def nodes_of(body: list[Stmt]):
+def nodes_of(body: Sequence[Stmt | Expr]) -> Iterator[object]:
     """Every IR node under ``body`` (statements, expressions and what they hold)."""
     stack: list[object] = list(body)
     seen: set[int] = set()

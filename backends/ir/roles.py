@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import Symbol, SymKind
+from ...frontend.sema.model import LoopInfo, Symbol, SymKind
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
@@ -81,7 +81,7 @@ def event_ref(kl: KernelState, target: ast.Expr) -> EventRef | None:
         arg = target.indices[0]
         if isinstance(arg, ast.Postfix) and isinstance(arg.operand, ast.Ident):
             order = _known(kl, kl.value(arg.operand))  # the value before the update
-            kl.update(arg.operand, arg.op, target)  # type: ignore[arg-type]
+            kl.update(arg.operand, arg.op, target)  # type: ignore[arg-type]  # state.py's update: ast.Stmt
         else:
             order = _known(kl, kl.value(arg))
         return EventRef(sym, size, b.binary("%", order, b.const(size)), order, target.span)
@@ -263,7 +263,7 @@ def _role(kl: KernelState, number: int, node: ast.InThreads) -> Role | None:
                                      "(which warps run it), not by a value shared by the "
                                      "whole block")
     stmts = list(node.body.stmts)
-    loops = [i for i, s in enumerate(stmts) if isinstance(s, ast.Foreach)
+    loops = [(i, s) for i, s in enumerate(stmts) if isinstance(s, ast.Foreach)
              and _has_events(kl, s.body) and not _is_release_loop(kl, s)]
     for stmt in stmts:
         if not isinstance(stmt, ast.Foreach) and not _is_event_stmt(kl, stmt) and \
@@ -271,20 +271,20 @@ def _role(kl: KernelState, number: int, node: ast.InThreads) -> Role | None:
                 any(_is_event_stmt(kl, s) for s in iter_stmts(_as_block(stmt))):
             raise _shape(stmt.span, "events inside nested control flow of a role")
     if len(loops) > 1:
-        raise _shape(stmts[loops[1]].span, "a role may have one loop that waits or "
+        raise _shape(loops[1][1].span, "a role may have one loop that waits or "
                                            "triggers events")
     guarded = [s for s in stmts if _is_guarded_release(kl, s)]
-    if guarded and (not loops or stmts.index(guarded[0]) > loops[0]):
+    if guarded and (not loops or stmts.index(guarded[0]) > loops[0][0]):
         raise _shape(guarded[0].span, "a release under `if (i == 0)` must come before the "
                                       "role's pipelined loop")
     if not loops:
         return Role(number, node, mask, narrowed, stmts, None, [])
-    at = loops[0]
-    return Role(number, node, mask, narrowed, stmts[:at], stmts[at],  # type: ignore[arg-type]
-                stmts[at + 1:])
+    at, loop = loops[0]
+    return Role(number, node, mask, narrowed, stmts[:at], loop, stmts[at + 1:])
 
 
-def _narrowed(kl: KernelState, node: ast.InThreads):
+def _narrowed(kl: KernelState,
+              node: ast.InThreads) -> tuple[Symbol, Bounded, ir.Axis, Bounded] | None:
     """A role chosen by a range of one parallel index (``wg == 0``, ``wg > 0``,
     ``wg >= 1 && wg < 3``) gets that range as an axis of its own: inside the role the
     index is ``lo + i`` over ``hi - lo`` lanes. Its MMAs then fuse over exactly its
@@ -484,8 +484,9 @@ def _schedule(kl: KernelState, roles: list[Role], parts: list[list[ast.Stmt]],
                                        "(every role waits for another)")
 
 
-def _waits(kl: KernelState, stmt: ast.Stmt) -> list[EventRef]:
-    return [r for r in (event_ref(kl, t) for t in stmt.targets) if r is not None]  # type: ignore[attr-defined]
+def _waits(kl: KernelState, stmt: ast.WaitStmt | ast.TriggerStmt) -> list[EventRef]:
+    """The events a ``wait`` or ``trigger`` names."""
+    return [r for r in (event_ref(kl, t) for t in stmt.targets) if r is not None]
 
 
 def _step(kl: KernelState, ledger: Ledger, role: Role, stmt: ast.Stmt,
@@ -494,8 +495,8 @@ def _step(kl: KernelState, ledger: Ledger, role: Role, stmt: ast.Stmt,
     if isinstance(stmt, ast.Foreach) and _is_release_loop(kl, stmt):
         _release(kl, ledger, role, stmt)
         return True
-    if _is_guarded_release(kl, stmt):
-        for inner in stmt.then.stmts:  # type: ignore[attr-defined]
+    if isinstance(stmt, ast.If) and _is_guarded_release(kl, stmt):
+        for inner in stmt.then.stmts:
             if not isinstance(inner, ast.Empty):
                 _step(kl, ledger, role, inner, evaluated)
         return True
@@ -558,9 +559,9 @@ def _pipeline(kl: KernelState, roles: list[Role]) -> None:
     bound = infos[0].bounds[0]
     for role, info in zip(roles[1:], infos[1:]):
         if not info.bounds[0].provably_eq(bound):
-            raise _shape(role.loop.span, f"this loop runs over [{info.bounds[0]}], the first "  # type: ignore[union-attr]
-                                         f"role's over [{bound}]: the roles' loops must "
-                                         "have the same iteration space")
+            raise _shape(_loop(role).span, f"this loop runs over [{info.bounds[0]}], the first "
+                                           f"role's over [{bound}]: the roles' loops must "
+                                           "have the same iteration space")
     name = kl.fresh(infos[0].vars[0].name)
     var = b.var(name, high=bound.value - 1 if bound.value is not None else None)
     for info in infos:
@@ -583,13 +584,18 @@ def _pipeline(kl: KernelState, roles: list[Role]) -> None:
     leave_loop(kl, name, stop, None)
 
 
-def _loop_info(kl: KernelState, role: Role):
+def _loop(role: Role) -> ast.Foreach:
+    """The pipelined loop of a role that has one (the roles ``_pipeline`` orders)."""
     assert role.loop is not None
-    loops = kl.fn.loops[id(role.loop)]
+    return role.loop
+
+
+def _loop_info(kl: KernelState, role: Role) -> LoopInfo:
+    loops = kl.fn.loops[id(_loop(role))]
     if len(loops) != 1 or len(loops[0].vars) != 1 or loops[0].lower or loops[0].upper \
             or loops[0].step:
-        raise _shape(role.loop.span, "a pipelined loop must have one variable over a plain "
-                                     "bound, e.g. `foreach {k} in [cdiv(K, 64)]`")
+        raise _shape(_loop(role).span, "a pipelined loop must have one variable over a plain "
+                                       "bound, e.g. `foreach {k} in [cdiv(K, 64)]`")
     return loops[0]
 
 
@@ -597,7 +603,7 @@ def _producer_first(kl: KernelState, ledger: Ledger, roles: list[Role]) -> list[
     """The producer is the role whose loop waits for an event some slot of which is free
     now (released before the loop); the consumers wait for what it triggers."""
     def waits_free(role: Role) -> bool:
-        for stmt in role.loop.body.stmts:  # type: ignore[union-attr]
+        for stmt in _loop(role).body.stmts:
             if isinstance(stmt, ast.WaitStmt):
                 for sym in _event_syms(kl, stmt):
                     size = max(1, _size(sym))
@@ -607,13 +613,13 @@ def _producer_first(kl: KernelState, ledger: Ledger, roles: list[Role]) -> list[
 
     producers = [r for r in roles if waits_free(r)]
     if len(producers) != 1:
-        span = roles[0].loop.span  # type: ignore[union-attr]
+        span = _loop(roles[0]).span
         if not producers:
             raise _shape(span, "no role can start: release every slot of the ring before "
                                "the loops (`foreach {s} in [S] { trigger empty.at(s); }` in "
                                "each consumer) or declare the event `= ready`")
-        raise _shape(producers[1].loop.span, "more than one role waits for a free slot: "  # type: ignore[union-attr]
-                                             "one producer role fills the ring")
+        raise _shape(_loop(producers[1]).span, "more than one role waits for a free slot: "
+                                               "one producer role fills the ring")
     producer = producers[0]
     return [producer] + [r for r in roles if r is not producer]
 
@@ -629,10 +635,10 @@ def _loop_body(kl: KernelState, role: Role) -> list[_Sync]:
     """Lower one role's loop body (events dropped), recording where its events are."""
     syncs: list[_Sync] = []
     touched = False
-    for stmt in role.loop.body.stmts:  # type: ignore[union-attr]
-        if _is_event_stmt(kl, stmt):
+    for stmt in _loop(role).body.stmts:
+        if isinstance(stmt, (ast.WaitStmt, ast.TriggerStmt)) and _is_event_stmt(kl, stmt):
             kind = "wait" if isinstance(stmt, ast.WaitStmt) else "trigger"
-            for target in stmt.targets:  # type: ignore[attr-defined]
+            for target in stmt.targets:
                 ref = event_ref(kl, target)
                 if ref is not None:
                     syncs.append(_Sync(kind, ref, touched))
@@ -669,7 +675,7 @@ def _check_ring(kl: KernelState, ledger: Ledger, ordered: list[Role],
     is free exactly once and no slot of ``full`` is ready."""
     producer = ordered[0]
     psyncs = syncs[producer.number]
-    span = producer.loop.span  # type: ignore[union-attr]
+    span = _loop(producer).span
     empty = _only(psyncs, "wait", span, "the producer")
     full = _only(psyncs, "trigger", span, "the producer")
     if empty.ref.symbol is full.ref.symbol:
@@ -689,7 +695,7 @@ def _check_ring(kl: KernelState, ledger: Ledger, ordered: list[Role],
         if consumer is producer:
             continue
         csyncs = syncs[consumer.number]
-        cspan = consumer.loop.span  # type: ignore[union-attr]
+        cspan = _loop(consumer).span
         wait = _only(csyncs, "wait", cspan, "a consumer")
         release = _only(csyncs, "trigger", cspan, "a consumer")
         if wait.ref.symbol is not full.ref.symbol or release.ref.symbol is not \

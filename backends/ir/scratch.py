@@ -55,7 +55,7 @@ def element_written(kl: KernelState, sym: object) -> bool:
 
 
 def store_element(kl: KernelState, buffer: Buffer, target: ast.ElemAccess,
-                  item: ast.Assign, span: Span | None) -> None:
+                  item: ast.Assign, span: Span) -> None:
     """``buf.at(i...) op= value`` for a shared/local buffer."""
     index = kl.element_index(target)
     rhs = kl.value(item.value)  # once: it may hold an atomic
@@ -140,7 +140,7 @@ def _whole_axes(buffer: Buffer, index: list[ir.Expr]) -> tuple[ir.Axis, ...] | N
 
 
 def readable(kl: KernelState, buffer: Buffer, index: list[ir.Expr],
-             span: Span | None) -> Region | Tile:
+             span: Span) -> Region | Tile:
     """What an element read of ``buffer`` at ``index`` reads from: its register tile when
     the indices are the tile's axes or walk it the same way (``tile_over``), its scratch
     otherwise (a transposing or shifted read: the tile moves to scratch here)."""
@@ -176,7 +176,7 @@ def tile_over(tile: Tile, index: list[ir.Expr]) -> ir.Expr | None:
     return ir.Relabel(renamed, value.dtype, value)
 
 
-def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
+def settle(kl: KernelState, buffer: Buffer, span: Span) -> Buffer:
     """A buffer that a copy just filled: when the kernel writes its elements, it moves to
     scratch storage here, where its content is made. (Moving it at the first element
     write would move it on one path only when that write sits in a nested loop or
@@ -187,7 +187,7 @@ def settle(kl: KernelState, buffer: Buffer, span: Span | None) -> Buffer:
     return buffer
 
 
-def scratch(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
+def scratch(kl: KernelState, buffer: Buffer, span: Span) -> Region:
     """The buffer's scratch region, allocated (and filled with its current content) on
     first use. The content moves where it was made: in the current block, or -- for a
     register tile made in an enclosing block -- at the end of that block so far, that is
@@ -223,13 +223,13 @@ def _made_in_enclosing_block(kl: KernelState, buffer: Buffer) -> list[ir.Stmt] |
     return buffer.scope if all(kl.readable_at(depth, e) for e in exprs) else None
 
 
-def _move(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
+def _move(kl: KernelState, buffer: Buffer, span: Span) -> Region:
     """Allocate the buffer's scratch region here and store its current content into it."""
     content = buffer.content
     region = _allocate(kl, buffer, span)
     if content is not None:
         if isinstance(content, Region):
-            dims = tuple(kl.tile_axis(e, buffer.symbol.name, span or Span(0, 0))
+            dims = tuple(kl.tile_axis(e, buffer.symbol.name, span)
                          for e in buffer.shape)
             content = load_tile(kl, content, dims, span, f"{buffer.symbol.name}_tile")
         saved, kl.predicates = kl.predicates, []  # the whole content moves, on every lane
@@ -243,7 +243,7 @@ def _move(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
     return region
 
 
-def _allocate(kl: KernelState, buffer: Buffer, span: Span | None) -> Region:
+def _allocate(kl: KernelState, buffer: Buffer, span: Span) -> Region:
     """A host allocation of [programs, lanes..., shape...] and this program's slice."""
     elem = buffer.elem
     if elem.torch is None:  # pragma: no cover - declarations reject these earlier

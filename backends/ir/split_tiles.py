@@ -16,7 +16,7 @@ the K axis of a dot, not relabelled, not in an atomic, print or assertion.
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import Callable
+from typing import Any, Callable
 
 from . import build as b
 from . import nodes as ir
@@ -70,7 +70,7 @@ class _Split:
             exprs = [s.pointer, s.value] + ([s.mask] if s.mask is not None else [])
             if not any(x in e.axes for e in exprs):
                 return [self.scalar(s)]
-            return [ir.Store(s.span, self.expr(s.pointer, i), self.expr(s.value, i),  # type: ignore[arg-type]
+            return [ir.Store(s.span, self.pointer(s.pointer, i), self.expr(s.value, i),
                              None if s.mask is None else self.expr(s.mask, i))
                     for i in range(len(self.pieces))]
         if isinstance(s, ir.DescStore):
@@ -97,7 +97,7 @@ class _Split:
     def scalar(self, s: ir.Stmt) -> ir.Stmt:
         """A statement whose expressions do not have the axis, kept once (``expr``
         refuses one that hides the axis inside, such as a reduction along it)."""
-        changes = {}
+        changes: dict[str, Any] = {}  # field -> its new value (of that field's type)
         for f in fields(s):
             value = getattr(s, f.name)
             if isinstance(value, ir.Expr):
@@ -107,6 +107,12 @@ class _Split:
         return replace(s, **changes) if changes else s
 
     # ---------------------------------------------------------------- expressions
+    def pointer(self, p: ir.Pointer, i: int) -> ir.Pointer:
+        """``p`` for piece ``i`` (``expr`` rebuilds a pointer as a pointer)."""
+        rebuilt = self.expr(p, i)
+        assert isinstance(rebuilt, ir.Pointer)
+        return rebuilt
+
     def expr(self, e: ir.Expr, i: int) -> ir.Expr:
         """``e`` for piece ``i`` (unchanged when it does not involve the axis)."""
         x = self.axis
@@ -138,7 +144,7 @@ class _Split:
             return replace(e, axes=axes, desc=desc, offsets=offsets, dims=self.dims(e.dims, i))
         if isinstance(e, ir.Collapsed):
             raise NotSplit("an unmerged MMA slice involves the axis")
-        changes: dict[str, object] = {"axes": axes}
+        changes: dict[str, Any] = {"axes": axes}  # field -> its new value (of its type)
         for f in fields(e):
             if f.name in ("axes", "dtype"):
                 continue
@@ -193,8 +199,8 @@ def split_axis(body: list[ir.Stmt], axis: ir.Axis,
     if sizes is None:
         raise NotSplit(f"{axis.extent} is not the sum of two powers of two of at least "
                        f"{DOT_MIN}")
-    pieces = [(make_axis(axis, sizes[0]), b.const(0)),
-              (make_axis(axis, sizes[1]), b.const(sizes[0]))]
+    pieces: list[tuple[ir.Axis, ir.Expr]] = [(make_axis(axis, sizes[0]), b.const(0)),
+                                             (make_axis(axis, sizes[1]), b.const(sizes[0]))]
     return _Split(axis, pieces, piece_desc).body(body), [p for p, _ in pieces]
 
 
@@ -229,6 +235,7 @@ def pointer_paths(stmts: list[ir.Stmt], padded: Callable[[ir.Axis], bool]) -> li
         for attr in ("body", "then", "other"):
             inner = getattr(s, attr, None)
             if isinstance(inner, list):
-                s = replace(s, **{attr: pointer_paths(inner, padded)})
+                changed: dict[str, Any] = {attr: pointer_paths(inner, padded)}
+                s = replace(s, **changed)
         out.append(s)
     return out

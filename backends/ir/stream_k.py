@@ -202,9 +202,11 @@ def _rewrite(loop: ir.For, prefix: list[ir.Stmt], k_loop: ir.For, epilogue: list
     kept = b.var(v["kept"], ir.DType.I1) if keeps else b.const(False, ir.DType.I1)
     rank = b.var(v["rank"])
     sums = {acc.name: fresh(acc.name + "_sum") for acc in accs}
-    zeros = [ir.Let(span, sums[a.name], ir.Full(a.value.axes, ir.DType.F32, 0.0)) for a in accs]
-    own = [ir.Let(span, sums[a.name], b.cast(b.var(a.name, a.value.dtype, a.value.axes),
-                                             ir.DType.F32)) for a in accs]
+    zeros: list[ir.Stmt] = [ir.Let(span, sums[a.name], ir.Full(a.value.axes, ir.DType.F32, 0.0))
+                            for a in accs]
+    own: list[ir.Stmt] = [
+        ir.Let(span, sums[a.name], b.cast(b.var(a.name, a.value.dtype, a.value.axes), ir.DType.F32))
+        for a in accs]
     finish: list[ir.Stmt] = [
         ir.Let(span, v["tile_start"], b.mul(t, k_steps)),
         ir.Let(span, v["first"], owner(var["tile_start"])),

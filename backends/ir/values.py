@@ -9,6 +9,7 @@ Loads and stores of views, tiles and single elements are all built by ``access``
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.model import Symbol
@@ -104,7 +105,8 @@ class Region:
         origin[self.axis_of(view_dim)] = value
         return tuple(origin)
 
-    def _replace(self, **changes: object) -> Region:
+    def _replace(self, **changes: Any) -> Region:
+        """This region with the given fields replaced (each of its field's type)."""
         return replace(self, **changes)
 
     def shifted(self, offsets: list[ir.Expr], extents: tuple[Sym, ...]) -> Region:
@@ -180,7 +182,8 @@ class Region:
         """``dma.pad<low, high, 0, value>``: a bigger view whose border reads ``value``."""
         origin = list(self.origin)
         limits = list(self.limits)
-        lows = list(self.lows) if self.lows else [() for _ in self.origin]
+        lows: list[tuple[ir.Expr, ...]] = list(self.lows) if self.lows else [
+            () for _ in self.origin]
         extents = []
         for d, (lo, hi, extent) in enumerate(zip(low, high, self.extents)):
             t = self.axis_of(d)
@@ -251,7 +254,8 @@ class BufferArray:
     shape: tuple[Sym, ...]
     elem: ElemType
     count: int
-    slots: dict[tuple[object, ...], Buffer] = field(default_factory=dict)
+    # the structural key of each index (one per array dimension) -> its element
+    slots: dict[tuple[tuple[object, ...], ...], Buffer] = field(default_factory=dict)
 
 
 @dataclass

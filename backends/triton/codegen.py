@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ...frontend.parser import recursion_headroom
+from ...frontend.sema.model import RuntimeCheck
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from ..ir import nodes as ir
 from ..ir.errors import LoweringError
 
-LocateFn = Callable[[object], str | None]
+LocateFn = Callable[[Span], str | None]
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Artifact:
     returns: str
     num_warps: tuple[int, ...]
     num_stages: tuple[int, ...]
-    checks: tuple[object, ...] = ()  # conditions on dimensions tested before the host code
+    checks: tuple[RuntimeCheck, ...] = ()  # conditions on dimensions tested before the host code
     # per kernel: Triton signature of each parameter ("*fp16", "i32", "fp32", "constexpr")
     signatures: tuple[dict[str, str], ...] = ()
 
@@ -140,6 +141,7 @@ class KernelWriter:
             ptr = self.pointer(stmt.pointer, axes)
             value = self.expr(stmt.value, axes)
             if stmt.op == "cas":  # no broadcasting here: the operands take the pointer's shape
+                assert stmt.cmp is not None  # (a compare-and-swap has its compare value)
                 sizes = ", ".join(str(a.size) for a in axes)
                 cmp, value = (f"tl.zeros([{sizes}], tl.{x.dtype.value}) + ({self.expr(x, axes)})"
                               if axes else self.expr(x, axes) for x in (stmt.cmp, stmt.value))

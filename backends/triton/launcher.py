@@ -15,10 +15,16 @@ from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeAlias
 
 from ..bounded import LRU, TableInfo
 from .codegen import CHECKED_VALUES, Artifact
+
+if TYPE_CHECKING:  # (torch is imported when first needed: loading a module needs no torch)
+    import torch
+
+# a device as torch.device() takes it: a device, "cuda:1", or a CUDA device index
+DeviceLike: TypeAlias = "torch.device | str | int"
 
 # entries per table of a launcher when its function gives no size (croqtile.lru's default)
 DEFAULT_SIZE = 256
@@ -207,12 +213,13 @@ class Launcher:
         plan = state.plan if state is not None and state.kernel is kernel else None
         return plan[0] if plan is not None else num_stages
 
-    def sm_count(self, device: Any) -> int:
+    def sm_count(self, device: DeviceLike) -> int:
         """Streaming multiprocessors of ``device`` (persistent grids size themselves by
         it); 4 for a CPU device, where Triton's interpreter runs the programs."""
         return sm_count(device)
 
-    def stream_k_buffers(self, device: Any, floats: int, counters: int) -> tuple[Any, Any]:
+    def stream_k_buffers(self, device: DeviceLike, floats: int,
+                         counters: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The f32 workspace and zeroed int32 counters of a stream-K launch (see
         ``stream_k_buffers`` below)."""
         return stream_k_buffers(device, floats, counters)
@@ -319,15 +326,16 @@ def _failed_check(message: str, names: tuple[str, ...], tb: Any) -> str:
             break
     found: list[str] = []
     kernel_frame = next((f for f in reversed(frames) if any(n in f.f_locals for n in names)), None)
-    for name in names if kernel_frame is not None and failing is not None else ():
-        value = kernel_frame.f_locals.get(name)  # type: ignore[union-attr]
-        handle = getattr(value, "handle", value)
-        data = np.asarray(getattr(handle, "data", handle))
-        try:
-            bad = np.broadcast_to(data, failing.shape)[failing] if failing.ndim else data
-        except ValueError:  # (a variable over fewer axes than the condition)
-            continue
-        found.extend(str(v) for v in np.unique(bad.ravel())[:8])
+    if kernel_frame is not None and failing is not None:
+        for name in names:
+            value = kernel_frame.f_locals.get(name)
+            handle = getattr(value, "handle", value)
+            data = np.asarray(getattr(handle, "data", handle))
+            try:
+                bad = np.broadcast_to(data, failing.shape)[failing] if failing.ndim else data
+            except ValueError:  # (a variable over fewer axes than the condition)
+                continue
+            found.extend(str(v) for v in np.unique(bad.ravel())[:8])
     if not found:
         return message
     return f"{message}; offending value(s): {', '.join(dict.fromkeys(found))}"
@@ -346,7 +354,7 @@ _SM_COUNTS: dict[int, int] = {}
 _CPU_SM_COUNT = 4  # programs the interpreter's "device" is treated as running at once
 
 
-def sm_count(device: Any) -> int:
+def sm_count(device: DeviceLike) -> int:
     """Streaming multiprocessors of a CUDA device, asked of the driver once per device
     index; ``_CPU_SM_COUNT`` for anything else."""
     import torch
@@ -354,7 +362,8 @@ def sm_count(device: Any) -> int:
     device = device if isinstance(device, torch.device) else torch.device(device)
     if device.type != "cuda":
         return _CPU_SM_COUNT
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    given: int | None = device.index  # (torch's type information omits None: "cuda")
+    index = given if given is not None else torch.cuda.current_device()
     count = _SM_COUNTS.get(index)
     if count is None:
         count = int(torch.cuda.get_device_properties(index).multi_processor_count)
@@ -418,7 +427,8 @@ _DESCRIPTORS: LRU[tuple[Any, ...], Any] = LRU(_MAX_DESCRIPTORS)
 def _tensor_descriptor() -> type:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    return TensorDescriptor
+    descriptor: type = TensorDescriptor  # (Triton has no type information)
+    return descriptor
 
 
 @functools.cache
@@ -432,17 +442,18 @@ def _runtime() -> tuple[Any, Any]:
 
 
 def _current_device() -> int:
-    return _runtime()[1].active.get_current_device()
+    device: int = _runtime()[1].active.get_current_device()  # (Triton is untyped)
+    return device
 
 
-def _select_device(index: int) -> Any:
+def _select_device(index: int) -> contextlib.AbstractContextManager[object]:
     """``torch.cuda.device(index)``: the block runs with that device current."""
     import torch
 
     return torch.cuda.device(index)
 
 
-def device_scope(device: Any) -> Any:
+def device_scope(device: object) -> contextlib.AbstractContextManager[object]:
     """A context in which the CUDA device of ``device`` is current (Triton compiles,
     launches and times kernels there, on its current stream); nothing to do for another
     device type, an unindexed device or the current device."""
@@ -493,8 +504,8 @@ class _Described:
         ``wrap_handle_tensordesc``), the launcher below it; None for any other."""
         inner = getattr(run, "launch", None)
         code, cells = getattr(inner, "__code__", None), getattr(inner, "__closure__", None)
-        if code is None or not cells or getattr(run, "global_scratch_size", 1) \
-                or getattr(run, "profile_scratch_size", 1):
+        if code is None or not cells or bool(getattr(run, "global_scratch_size", 1)) \
+                or bool(getattr(run, "profile_scratch_size", 1)):
             return None
         try:
             free = dict(zip(code.co_freevars, (cell.cell_contents for cell in cells)))
@@ -536,7 +547,8 @@ _DESCRIBED: LRU[int, tuple[Any, _Described | None]] = LRU(_MAX_DESCRIPTORS)
 _STREAM_K_BUFFERS: LRU[tuple[Any, int], tuple[Any, Any]] = LRU(64)
 
 
-def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]:
+def stream_k_buffers(device: DeviceLike, floats: int,
+                     counters: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Scratch for stream-K launches on ``device``: at least ``floats`` f32 (partial
     tiles, written before they are read) and ``counters`` int32 zeros. The kernel that
     completes a tile sets its counter back to zero, so GPU counters are cleared once,
@@ -549,7 +561,8 @@ def stream_k_buffers(device: Any, floats: int, counters: int) -> tuple[Any, Any]
     # (on the CPU, each thread has its own: the counters are cleared before a launch,
     # which must not happen while another thread's launch is counting)
     if device.type == "cuda":  # (Triton's raw-stream query: a C call, no Stream object)
-        index = device.index if device.index is not None else _current_device()
+        given: int | None = device.index  # (torch's type information omits None: "cuda")
+        index = given if given is not None else _current_device()
         stream = _runtime()[1].active.get_current_stream(index)
     else:
         stream = threading.get_ident()
@@ -597,14 +610,14 @@ class _interpreting:
             finally:
                 scope.restore()
 
-        JITFunction.__call__ = call  # type: ignore[method-assign]
+        JITFunction.__call__ = call
 
     def __exit__(self, *exc: object) -> None:
         from triton.runtime.jit import JITFunction
 
         from triton.runtime.interpreter import interpreter_builder
 
-        JITFunction.__call__ = self.saved  # type: ignore[method-assign]
+        JITFunction.__call__ = self.saved
         interpreter_builder.options = self.options
 
 

@@ -69,10 +69,10 @@ def traced_host(host: Callable[..., Any]) -> Callable[..., Any]:
     """The generated host function ``host`` for tracing: the same code, reading
     ``torch`` as ``_HostTorch``. It returns what ``host`` returns, a tensor it made as a
     ``TracedTensor``."""
-    scope = dict(host.__globals__)  # type: ignore[attr-defined]
+    scope = dict(host.__globals__)
     scope["torch"] = _HostTorch()
-    return types.FunctionType(host.__code__, scope, host.__name__,  # type: ignore[attr-defined]
-                              host.__defaults__, host.__closure__)  # type: ignore[attr-defined]
+    return types.FunctionType(host.__code__, scope, host.__name__, host.__defaults__,
+                              host.__closure__)
 
 
 class HostDescriptorNotTraceable(RuntimeError):

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from . import kernels
 
-_ACTIVATIONS = {
+_ACTIVATIONS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
     None: lambda t: t,
     "relu": F.relu,
     "gelu": F.gelu,
@@ -194,8 +194,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     dimensions run torch's."""
     if _batch_dims(q, k, v, attn_mask):
         lead = q.shape[:-3] if q.dim() > 3 else ()
-        flat = [t.reshape(-1, *t.shape[-3:]) for t in (q, k, v)]
-        out = scaled_dot_product_attention(*flat, attn_mask, dropout_p, is_causal, scale,
+        qf, kf, vf = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
+        out = scaled_dot_product_attention(qf, kf, vf, attn_mask, dropout_p, is_causal, scale,
                                            enable_gqa)
         return out.reshape(*lead, *out.shape[-3:]) if lead else out[0]
     if uncovered_attention(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa,
@@ -219,7 +219,9 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     # dense is copied
     args = [t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v)]
     if attn_mask is not None:
-        mb, mh = _mask_shape(attn_mask, b, h, length, keys)  # type: ignore[misc]
+        mask_shape = _mask_shape(attn_mask, b, h, length, keys)
+        assert mask_shape is not None  # (uncovered_attention took the mask)
+        mb, mh = mask_shape
         mask = attn_mask
         if mask.dtype == torch.bool:  # (True: take part)
             mask = torch.zeros(mask.shape, dtype=acc, device=q.device).masked_fill(

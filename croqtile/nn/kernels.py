@@ -203,7 +203,7 @@ def _eager_stages(eager: Function) -> Callable[[Any, int], int]:
     settled on (fewer than the codegen's when its pipeline ran out of shared memory,
     which descriptors made in the kernel do not change)."""
     _, host = eager.host()
-    scope = host.__globals__  # type: ignore[attr-defined]
+    scope = host.__globals__
 
     def stages(kernel: Any, num_stages: int) -> int:
         original = scope.get(getattr(getattr(kernel, "fn", None), "__name__", ""))
@@ -229,7 +229,7 @@ def function(name: str) -> Function:
     return _FUNCTIONS[name]
 
 
-def run(name: str, *args: Any) -> Any:
+def run(name: str, *args: Any) -> torch.Tensor:
     """``operator(name)(*args)``. An eager call that nothing needs to see as an operator
     calls the compiled function itself: torch's dispatch of a custom operator (its
     autograd wrapper, the redispatch to the device's implementation) costs more host time
@@ -238,9 +238,12 @@ def run(name: str, *args: Any) -> Any:
     mode waits for its host. The operator is called when torch.compile traces, when a
     gradient is wanted, under a torch dispatch mode, a functorch transform or forward-mode
     AD, and for tensor subclasses (fake and functional tensors)."""
+    result: torch.Tensor  # (every function of croqtile.nn returns a tensor)
     if torch.compiler.is_compiling() or not _direct(args):
-        return operator(name)(*args)
-    return _FUNCTIONS[name].call(*args)
+        result = operator(name)(*args)
+    else:
+        result = _FUNCTIONS[name].call(*args)
+    return result
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -293,7 +296,8 @@ def constant_result(fn: Callable[..., Any]) -> Callable[..., Any]:
     def constant(*args: Any) -> Any:
         return remembered(*args)
 
-    return torch.compiler.assume_constant_result(constant)
+    wrapped: Callable[..., Any] = torch.compiler.assume_constant_result(constant)
+    return wrapped
 
 
 # ---------------------------------------------------------------- linear
@@ -324,7 +328,7 @@ def sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def linear_tiles(rows: Any, out_features: int, element: str, kind: str,
+def linear_tiles(rows: int | torch.SymInt, out_features: int, element: str, kind: str,
                  device: torch.device) -> str:
     """The tile shape of a linear of ``rows`` x ``out_features`` outputs: "skinny" for at
     most SKINNY_ROWS rows, "narrow" when its GEMM_TILES grid has fewer tiles than the
@@ -358,9 +362,12 @@ def linear_grad_op(element: str, activation: str, bias: bool, kind: str,
         "linear_", "linear_grad_", 1))
 
 
-_SHAPES = {"wide": (GEMM_TILES, LINEAR_OPTIONS),
-           "narrow": (NARROW_GEMM_TILES, {"gpu": NARROW_LINEAR_OPTIONS}),
-           "skinny": (SKINNY_GEMM_TILES, {"gpu": SKINNY_LINEAR_OPTIONS})}
+_SHAPES: dict[str, tuple[dict[tuple[str, str], tuple[int, int, int]],
+                         dict[str, tuple[tuple[str, Any], ...]]]] = {
+    "wide": (GEMM_TILES, LINEAR_OPTIONS),
+    "narrow": (NARROW_GEMM_TILES, {"gpu": NARROW_LINEAR_OPTIONS}),
+    "skinny": (SKINNY_GEMM_TILES, {"gpu": SKINNY_LINEAR_OPTIONS}),
+}
 
 
 @constant_result

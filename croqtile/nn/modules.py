@@ -4,11 +4,15 @@ optional fused activation) and RMS normalisation kernel."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Callable, TypeVar
 
 import torch
 
 from . import functional
+
+
+_LinearT = TypeVar("_LinearT", bound="Linear")
 
 
 class Linear(torch.nn.Linear):
@@ -18,16 +22,17 @@ class Linear(torch.nn.Linear):
     ``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``) fused into the GEMM."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, *,
-                 activation: str | None = None, device: Any = None,
+                 activation: str | None = None, device: torch.types.Device = None,
                  dtype: torch.dtype | None = None) -> None:
         functional.linear_activation(activation)  # (refused before allocating anything)
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.activation = activation
 
     @classmethod
-    def of(cls, linear: torch.nn.Linear, *, activation: str | None = None) -> Linear:
-        """A ``croqtile.nn.Linear`` holding ``linear``'s parameters (the same tensors:
-        device, dtype and values kept), with ``activation``."""
+    def of(cls: type[_LinearT], linear: torch.nn.Linear, *,
+           activation: str | None = None) -> _LinearT:
+        """A ``croqtile.nn.Linear`` (of this class) holding ``linear``'s parameters (the
+        same tensors: device, dtype and values kept), with ``activation``."""
         # built on the meta device (nothing allocated or initialised), then given the
         # original parameters themselves
         new = cls(linear.in_features, linear.out_features, linear.bias is not None,
@@ -57,10 +62,10 @@ class RMSNorm(torch.nn.RMSNorm):
                                training=norm.training)
 
     @classmethod
-    def with_weight(cls, weight: torch.Tensor | None, normalized_shape: Any,
+    def with_weight(cls, weight: torch.nn.Parameter | None, normalized_shape: int | Sequence[int],
                     eps: float | None, *, training: bool = False) -> RMSNorm:
         """A ``croqtile.nn.RMSNorm`` over ``normalized_shape`` whose weight is ``weight``
-        itself (None: no weight)."""
+        itself (a parameter, shared with its owner; None: no weight)."""
         new = cls(normalized_shape, eps, elementwise_affine=weight is not None,
                   device="meta", dtype=None if weight is None else weight.dtype)
         if weight is not None:
@@ -73,7 +78,8 @@ class RMSNorm(torch.nn.RMSNorm):
 
 
 # torch's modules that ``convert`` replaces, and how
-_CONVERSIONS: dict[type, Any] = {torch.nn.Linear: Linear.of, torch.nn.RMSNorm: RMSNorm.of}
+_CONVERSIONS: dict[type, Callable[[Any], torch.nn.Module]] = {
+    torch.nn.Linear: Linear.of, torch.nn.RMSNorm: RMSNorm.of}
 
 
 def convert(model: torch.nn.Module) -> torch.nn.Module:

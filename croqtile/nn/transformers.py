@@ -109,17 +109,23 @@ def activation_of(module: torch.nn.Module) -> str | None:
     return None
 
 
-def _gated_parts(module: torch.nn.Module) -> tuple[torch.nn.Linear, str] | None:
-    """``(gate_proj, activation)`` of a gated MLP whose ``act_fn`` computes one of
-    ``ACTIVATIONS`` and whose ``gate_proj`` has none of its own; None for other modules."""
-    gate, act = getattr(module, "gate_proj", None), getattr(module, "act_fn", None)
-    parts = [gate] + [getattr(module, n, None) for n in ("up_proj", "down_proj")]
-    if not all(isinstance(p, torch.nn.Linear) for p in parts):
+# a gated MLP's gate, up and down projections and its activation (_gated_parts)
+GatedParts = tuple[torch.nn.Linear, torch.nn.Linear, torch.nn.Linear, str]
+
+
+def _gated_parts(module: torch.nn.Module) -> GatedParts | None:
+    """``(gate_proj, up_proj, down_proj, activation)`` of a gated MLP whose ``act_fn``
+    computes one of ``ACTIVATIONS`` and whose ``gate_proj`` has none of its own; None for
+    other modules."""
+    gate, up, down = (getattr(module, n, None) for n in ("gate_proj", "up_proj", "down_proj"))
+    act = getattr(module, "act_fn", None)
+    if not (isinstance(gate, torch.nn.Linear) and isinstance(up, torch.nn.Linear)
+            and isinstance(down, torch.nn.Linear)):
         return None
     if type(gate) not in (torch.nn.Linear, Linear) or getattr(gate, "activation", None):
         return None
     name = activation_of(act) if isinstance(act, torch.nn.Module) else None
-    return None if name is None else (gate, name)  # type: ignore[return-value]
+    return None if name is None else (gate, up, down, name)
 
 
 def _probe(linear: torch.nn.Linear) -> torch.Tensor:
@@ -133,10 +139,17 @@ def _random_like(width: int, like: torch.Tensor) -> torch.Tensor:
                        dtype=torch.float32).to(device=like.device, dtype=like.dtype)
 
 
+def _bias(linear: torch.nn.Linear) -> torch.Tensor | None:
+    """A linear layer's bias (torch's type information says it is always there; a layer
+    made with ``bias=False`` has None)."""
+    bias: torch.Tensor | None = linear.bias
+    return bias
+
+
 def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
     """Whether a module's output after a rewrite is its output before, up to rounding."""
     error = ((after.double() - before.double()).norm() / before.double().norm()).item()
-    return error <= _FUSED_TOLERANCE.get(before.dtype, 1e-4)
+    return bool(error <= _FUSED_TOLERANCE.get(before.dtype, 1e-4))
 
 
 def fuse_activations(model: torch.nn.Module) -> int:
@@ -152,7 +165,7 @@ def fuse_activations(model: torch.nn.Module) -> int:
         found = _gated_parts(module)
         if found is None:
             continue
-        gate, name = found
+        gate, _, _, name = found
         act, probe = module.act_fn, _probe(gate)
         with torch.no_grad():
             before = module(probe)
@@ -179,7 +192,8 @@ class GatedMLP(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = functional.gated_linear(x, self.gate_proj.weight, self.up_proj.weight,
                                          activation=self.activation)
-        return self.down_proj(hidden)
+        out: torch.Tensor = self.down_proj(hidden)
+        return out
 
     def extra_repr(self) -> str:
         return f"activation={self.activation!r}"
@@ -196,12 +210,12 @@ def fuse_mlps(model: torch.nn.Module) -> int:
     for parent in list(model.modules()):
         for child_name, child in list(parent.named_children()):
             found = _gated_parts(child)
-            if found is None or found[1] not in GATED:
+            if found is None or found[3] not in GATED:
                 continue
-            gate, name = found
-            if gate.bias is not None or child.up_proj.bias is not None:
+            gate, up, down, name = found
+            if _bias(gate) is not None or _bias(up) is not None:
                 continue
-            mlp = GatedMLP(gate, child.up_proj, child.down_proj, name)
+            mlp = GatedMLP(gate, up, down, name)
             fused += _swap_if_same(parent, child_name, mlp, _probe(gate))
     return fused
 
@@ -242,8 +256,11 @@ class FusedProjection(Linear):
     wanted, tracing, a different input, or parameters no longer views of the fused
     matrix (after ``.to()``; fuse after moving the model)."""
 
+    _fused: _Fused  # set by fuse_qkv
+    _index: int  # which of the parts: 0 (the query projection), 1 or 2
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        fused: _Fused = self._fused  # type: ignore[assignment]
+        fused = self._fused
         if not self._shares(fused, x):
             return super().forward(x)
         start, stop = fused.bounds[self._index]
@@ -278,15 +295,17 @@ def _qkv_parts(module: torch.nn.Module) -> list[torch.nn.Linear] | None:
     """``[q_proj, k_proj, v_proj]`` of an attention layer whose three projections are
     linear layers without activations, over the same input width, dtype and device, all
     with a bias or none; None for other modules."""
-    parts = [getattr(module, name, None) for name in ("q_proj", "k_proj", "v_proj")]
-    if not all(type(p) in (torch.nn.Linear, Linear) for p in parts):
+    found = [getattr(module, name, None) for name in ("q_proj", "k_proj", "v_proj")]
+    parts = [p for p in found if isinstance(p, torch.nn.Linear) and type(p) in (torch.nn.Linear,
+                                                                               Linear)]
+    if len(parts) != len(found):
         return None
     first = parts[0]
     same = all(p.in_features == first.in_features and p.weight.dtype == first.weight.dtype
                and p.weight.device == first.weight.device
                and (p.bias is None) == (first.bias is None)
                and getattr(p, "activation", None) is None for p in parts)
-    return parts if same else None  # type: ignore[return-value]
+    return parts if same else None
 
 
 def fuse_qkv(model: torch.nn.Module) -> int:
@@ -306,8 +325,9 @@ def fuse_qkv(model: torch.nn.Module) -> int:
         with torch.no_grad():
             before = [p(probe) for p in parts]
             weight = torch.cat([p.weight.detach() for p in parts])
-            bias = None if parts[0].bias is None else torch.cat([p.bias.detach()
-                                                                  for p in parts])
+            biases = [_bias(p) for p in parts]
+            bias = torch.cat([b.detach() for b in biases if b is not None]) \
+                if biases[0] is not None else None
         ends = torch.tensor([p.out_features for p in parts]).cumsum(0).tolist()
         bounds = [(end - p.out_features, end) for p, end in zip(parts, ends)]
         shared = _Fused(weight, bias, bounds)

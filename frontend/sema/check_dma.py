@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from .. import syntax as ast
-from .check_common import ErrorType, element_count, expr_text, idents, with_article
+from .check_common import (CheckerBase, ErrorType, element_count, expr_text, idents,
+                           with_article)
 from .model import DataType, EventType, FutureType, Level, Symbol, SymKind
 from .symbolic import shape_text
 
@@ -13,7 +14,7 @@ from .symbolic import shape_text
 _STATE = ("is_async", "assigned_depth", "elem", "shape", "storage")
 
 
-class DmaChecks:
+class DmaChecks(CheckerBase):
     """Mixin of ``Checker``: DMA / TMA copies, futures and events."""
 
     def _stmt_DmaStmt(self, stmt: ast.DmaStmt) -> None:
@@ -97,8 +98,10 @@ class DmaChecks:
             return
         value = 128
         if swiz and swiz[0].args:
-            static = self._fn().exprs.get(id(swiz[0].args[0]))
-            value = static.static.value if static and static.static is not None else 128
+            info_arg = self._fn().exprs.get(id(swiz[0].args[0]))
+            known = info_arg.static if info_arg is not None else None
+            # (a swizzle known only when the kernel runs is not compared: 0, as unswizzled)
+            value = (known.value or 0) if known is not None else 128
         self.swizzles[info.root] = value if swiz else 0
 
     def _tma_rules(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from .. import syntax as ast
 from . import dtypes
-from .check_common import (COMPARE, ERROR, ErrorType, expr_text, is_intlike, scalar_elem, type_word,
-                           with_article)
+from .check_common import (COMPARE, ERROR, CheckerBase, ErrorType, expr_text, is_intlike,
+                           scalar_elem, type_word, with_article)
 from .model import (BoundedTupleType, BoundedType, DataType, EventType, ExprInfo, FragType,
                     FutureType, Level, LoopInfo, ScalarType, ShapeType, StringType, Symbol, SymKind,
                     TupleType, Type)
@@ -37,7 +37,7 @@ _FLOAT_BUILTINS = {
 _FRAGMENT_CALLS = frozenset({"copy", "reduce_max", "reduce_sum"})
 
 
-class ExprChecks:
+class ExprChecks(CheckerBase):
     """Mixin of ``Checker``: one ``_expr_<Node>`` method per expression node."""
 
     def _expr_IntLit(self, e: ast.IntLit) -> ExprInfo:
@@ -126,9 +126,10 @@ class ExprChecks:
         if isinstance(t, ErrorType):
             return ERROR
         if isinstance(t, FragType) and self.apply_depth:
-            t = self._accumulator_elements(t.symbol)
-            if t is None:
+            elements = self._accumulator_elements(t.symbol)
+            if elements is None:
                 return ExprInfo(ScalarType(dtypes.F32))  # (shape known in the second walk)
+            t = elements
         if not isinstance(t, DataType):
             self._error("CQ0213", e.span, name=expr_text(e.base), kind=t.describe(),
                         usage="with .at(...) outside an 'apply' block" if isinstance(
@@ -575,7 +576,7 @@ def _symbol_info(sym: Symbol) -> ExprInfo:
         return ExprInfo(FragType(sym))
     if kind is SymKind.EVENT:
         return ExprInfo(EventType(sym, len(sym.array_dims)))
-    return ExprInfo(_INT)
+    raise AssertionError(f"unhandled symbol kind {kind}")
 
 
 def _shape_of(t: Type) -> tuple[Sym, ...] | None:

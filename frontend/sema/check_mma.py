@@ -7,7 +7,7 @@ from __future__ import annotations
 from .. import syntax as ast
 from ..source import Span
 from . import dtypes
-from .check_common import expr_text
+from .check_common import CheckerBase, expr_text
 from .dtypes import ElemType
 from .model import DataType, FutureType, Level, Symbol, SymKind
 from .rules_s5000 import MmaOperand
@@ -27,7 +27,7 @@ _MMA_OK = {
 }
 
 
-class MmaChecks:
+class MmaChecks(CheckerBase):
     """Mixin of ``Checker``: MMA statements and fragments."""
 
     def _stmt_MmaFill(self, stmt: ast.MmaFill) -> None:
@@ -35,12 +35,12 @@ class MmaChecks:
         elem = self._elem(stmt.elem, stmt.span) if stmt.elem else None
         if stmt.declares:
             name = _target_name(stmt.target)
-            sym = Symbol(name, SymKind.FRAG, stmt.target.span, elem=elem, frag_role="acc",
+            acc = Symbol(name, SymKind.FRAG, stmt.target.span, elem=elem, frag_role="acc",
                          mutable=True, decl_node=stmt,
                          shape=self.acc_shapes.get(stmt.target.span))
-            self._declare(sym)
-            self._note_decl(stmt, sym)
-            self._fn().frags[id(stmt)] = sym
+            self._declare(acc)
+            self._note_decl(stmt, acc)
+            self._fn().frags[id(stmt)] = acc
             return
         sym = self._frag_ref(stmt.target)
         if sym is None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 from .. import syntax as ast
 from ..source import Span
 from . import dtypes
-from .check_common import ErrorType, element_count, expr_text, is_intlike
+from .check_common import CheckerBase, ErrorType, element_count, expr_text, is_intlike
 from .dtypes import ElemType
 from .levels import DEVICE_NAMES, infer_levels, is_device_scope
 from .model import Level, LevelInfo, LoopInfo, ScalarType, ShapeType, Symbol, SymKind
 from .symbolic import Sym
 
 
-class ParallelChecks:
+class ParallelChecks(CheckerBase):
     """Mixin of ``Checker``: ``parallel``, ``sync``, ``foreach`` and ``with``."""
 
     def _stmt_Parallel(self, stmt: ast.Parallel) -> None:
@@ -207,7 +207,7 @@ class ParallelChecks:
             return [Sym(1)] * max(count, 1)
         if count and len(dims) != count:
             self._error("CQ0311", span, what="the bound list", expected=count, actual=len(dims))
-            dims = (list(dims) + [Sym(1)] * count)[:count]
+            return (list(dims) + [Sym(1)] * count)[:count]
         return list(dims)
 
     def _stmt_Foreach(self, stmt: ast.Foreach) -> None:
@@ -278,15 +278,16 @@ class ParallelChecks:
         if len(names) != len(bounds) and not (len(names) == 1 and not item.braced):
             self._error("CQ0311", item.span, what="the variable list", expected=len(bounds),
                         actual=len(names))
-        syms = []
+        syms: list[Symbol] = []
         if len(names) == 1 and not item.braced and len(bounds) > 1:
             # `foreach idx in [a, b]`: idx is a bounded ituple of rank 2
             members = tuple(Symbol(f"{names[0]}({i})", SymKind.BOUNDED, item.span,
                                    elem=dtypes.INT, bound=b, level=level)
                             for i, b in enumerate(bounds))
-            tup = Symbol(names[0], SymKind.BOUNDED_TUPLE, item.span, members=members, level=level)
-            self._declare(tup)
-            return LoopInfo(members, tuple(bounds), tup)
+            ituple = Symbol(names[0], SymKind.BOUNDED_TUPLE, item.span, members=members,
+                            level=level)
+            self._declare(ituple)
+            return LoopInfo(members, tuple(bounds), ituple)
         for name, bound in zip(names, bounds):
             if name == "_":
                 self._error("CQ0208", item.span, what="an iteration variable")
@@ -294,7 +295,7 @@ class ParallelChecks:
                          level=level)
             self._declare(sym)
             syms.append(sym)
-        tup = None
+        tup: Symbol | None = None
         if item.tuple_name == "_":
             self._error("CQ0208", item.span, what="a with variable" if level is Level.WITH
                         else "an iteration variable")

@@ -9,8 +9,8 @@ from dataclasses import replace
 from .. import syntax as ast
 from ..source import Span
 from . import dtypes
-from .check_common import (COMPARE, ErrorType, expr_text, idents, initialiser, type_word,
-                           with_article)
+from .check_common import (COMPARE, CheckerBase, ErrorType, expr_text, idents, initialiser,
+                           type_word, with_article)
 from .dtypes import ElemType
 from .model import (BoundedType, DataType, ExprInfo, FutureType, ScalarType, ShapeType, Symbol,
                     SymKind, TupleType)
@@ -21,7 +21,7 @@ from .symbolic import Sym, shape_text
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "=="}
 
 
-class StatementChecks:
+class StatementChecks(CheckerBase):
     """Mixin of ``Checker``: the statement rules outside parallel, DMA and MMA."""
 
     def _stmt_Block(self, stmt: ast.Block) -> None:
@@ -446,7 +446,7 @@ class StatementChecks:
                 return self._range_of(sym)
         if isinstance(expr, ast.Binary) and expr.op in ("+", "-", "*"):
             (a, b), (c, d) = self._index_range(expr.lhs), self._index_range(expr.rhs)
-            if None in (a, b, c, d):
+            if a is None or b is None or c is None or d is None:
                 return None, None
             if expr.op == "+":
                 return a + c, b + d

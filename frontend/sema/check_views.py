@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .. import syntax as ast
-from .check_common import ERROR, ErrorType, expr_text, initialiser, is_intlike, with_article
+from ..source import Span
+from .check_common import (ERROR, CheckerBase, ErrorType, expr_text, initialiser, is_intlike,
+                           with_article)
 from .model import (BoundedTupleType, BoundedType, DataType, ExprInfo, FutureType, IndexItem,
                     ScalarType, Symbol, SymKind, TupleType, ViewInfo, ViewStep)
 from .symbolic import Sym
@@ -19,7 +21,7 @@ from .views import (TileArg, ViewError, chunkat_step, span_as_step, squeeze_step
 _SHAPING_STEPS = frozenset({"subspan", "modspan", "view", "span_as"})
 
 
-class ViewChecks:
+class ViewChecks(CheckerBase):
     """Mixin of ``Checker``: view expressions, view steps and extents."""
 
     def _view_operand(self, expr: ast.Expr) -> DataType | None:
@@ -130,18 +132,18 @@ class ViewChecks:
     def _view_step(self, op: ast.ViewOp, shape: tuple[Sym, ...]) -> ViewStep | None:
         step = self._view_step_shape(op, shape)
         if step is not None and op.strides is not None:
-            step = self._strided(step, op)
+            step = self._strided(step, op.strides, op.span)
         if step is not None:
             self._check_view_step(step, shape)
         return step
 
-    def _strided(self, step: ViewStep, op: ast.ViewOp) -> ViewStep:
+    def _strided(self, step: ViewStep, exprs: tuple[ast.Expr, ...], span: Span) -> ViewStep:
         """``view(E : T)`` / ``subspan(E : T)``: one stride per extent, known when the
         kernel is compiled or from parameter sizes."""
-        if len(op.strides) != len(step.extents):
-            raise ViewError("CQ0311", op.span, what="strides", expected=len(step.extents),
-                            actual=len(op.strides))
-        strides = tuple(self._extent(s, "an element stride") for s in op.strides)
+        if len(exprs) != len(step.extents):
+            raise ViewError("CQ0311", span, what="strides", expected=len(step.extents),
+                            actual=len(exprs))
+        strides = tuple(self._extent(s, "an element stride") for s in exprs)
         return replace(step, strides=strides)
 
     def _check_view_step(self, step: ViewStep, shape: tuple[Sym, ...]) -> None:
@@ -159,9 +161,9 @@ class ViewChecks:
             if factor is not None and not step.ceil[d] and factor.provably_le(size) is None:
                 self._runtime_check(factor, "<=", size, f"the tiling factor of dimension {d} "
                                     "must not exceed the data size", step.span)
-            if d >= len(step.indices) or step.indices[d].expr is None or step.strides:
+            item = step.indices[d] if d < len(step.indices) else None
+            if item is None or item.expr is None or step.strides:
                 continue  # (a strided view's origin is not bounded by its parent's shape)
-            item = step.indices[d]
             info = self._fn().exprs.get(id(item.expr))
             if info is None or info.static is None or item.member is not None:
                 continue
@@ -192,8 +194,8 @@ class ViewChecks:
             fixed = op.step is not None or op.at is not None or op.kind == "modspan"
             extents, dynamic = self._view_extents(op.args, "a subspan extent", fixed)
             step = [self._static_int(s, "a step") for s in op.step] if op.step else None
-            at = self._index_items(op.at) if op.at is not None else None
-            return _with_dynamic(subspan_step(op.kind, shape, extents, step, at, op.span),
+            offsets = self._index_items(op.at) if op.at is not None else None
+            return _with_dynamic(subspan_step(op.kind, shape, extents, step, offsets, op.span),
                                  dynamic)
         if op.kind == "view":
             extents, dynamic = self._view_extents(op.args, "a view extent", False)

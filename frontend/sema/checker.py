@@ -13,15 +13,15 @@ events), ``check_views`` (views and extents), ``check_mma`` (tensor-core stateme
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from .. import syntax as ast
 from ..diagnostics import Reporter
 from ..parser import recursion_headroom
 from ..source import Span
 from . import dtypes
-from .check_common import ERROR
+from .check_common import ERROR, WalkContext
 from .check_dma import DmaChecks
 from .check_exprs import ExprChecks
 from .check_mma import MmaChecks
@@ -34,19 +34,6 @@ from .model import (CheckedFunction, CheckedProgram, DataType, ExprInfo, Level, 
 from .rules_s5000 import EngineRules
 from .symbolic import Sym
 from .targets import DEFAULT_TARGET, TARGETS, Target
-
-
-@dataclass
-class _Context:
-    """Where the walk is: host or device, enclosing parallel levels and loops."""
-
-    levels: list[LevelInfo] = field(default_factory=list)
-    loops: int = 0
-    level_of: dict[int, Level] = field(default_factory=dict)
-
-    @property
-    def on_device(self) -> bool:
-        return bool(self.levels)
 
 
 class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks, ExprChecks):
@@ -65,7 +52,7 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
         self.specialize = dict(specialize or {})
         self.scopes: list[dict[str, Symbol]] = []
         self.fn: CheckedFunction | None = None
-        self.ctx = _Context()
+        self.ctx = WalkContext()
         self._reset_function_state()
 
     def _reset_function_state(self) -> None:
@@ -108,7 +95,7 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
     def _check_function(self, node: ast.Function) -> CheckedFunction:
         self.shapes_pending = False
         self.scopes = [{}]
-        self.ctx = _Context()
+        self.ctx = WalkContext()
         self._reset_function_state()
         params: list[Symbol] = []
         dims: dict[str, Symbol] = {}
@@ -153,7 +140,8 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
         self._fn().runtime_checks.append(
             RuntimeCheck(lhs, op, rhs, f"{what} ({loc.filename}:{loc.line})"))
     # ------------------------------------------------------------------ helpers
-    def _error(self, code: str, span: Span, **fields: object) -> None:
+    def _error(self, code: str, span: Span, **fields: Any) -> None:
+        """Report ``code`` at ``span``; ``fields`` fill its message (and may give a hint)."""
         self.reporter.report(code, span, **fields)
 
     def _declare(self, sym: Symbol) -> Symbol:
@@ -331,7 +319,8 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
 
     # ------------------------------------------------------------------ expressions
     def _expr(self, expr: ast.Expr) -> ExprInfo:
-        method = getattr(self, "_expr_" + type(expr).__name__, None)
+        method: Callable[[ast.Expr], ExprInfo] | None = getattr(
+            self, "_expr_" + type(expr).__name__, None)
         info = ERROR if method is None else method(expr)
         self._fn().exprs[id(expr)] = info
         return info

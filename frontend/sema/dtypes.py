@@ -80,6 +80,7 @@ ELEM_TYPES: dict[str, ElemType] = {t.name: t for t in _TABLE}
 ELEM_TYPES["int"] = ElemType("int", 32, Kind.SINT, "int32", "int32")
 
 F32 = ELEM_TYPES["f32"]
+F16 = ELEM_TYPES["f16"]
 F64 = ELEM_TYPES["f64"]
 INT = ELEM_TYPES["int"]
 S32 = ELEM_TYPES["s32"]
@@ -180,7 +181,7 @@ def exact_in(value: float, elem: ElemType) -> bool:
         return True
     try:
         if elem.name == "f16":
-            return struct.unpack("<e", struct.pack("<e", value))[0] == value
+            return bool(struct.unpack("<e", struct.pack("<e", value))[0] == value)
         single = struct.unpack("<f", struct.pack("<f", value))[0]
     except (OverflowError, struct.error):
         return False

@@ -28,7 +28,9 @@ def written_parameters(fn: CheckedFunction) -> frozenset[str]:
                 unknown = True
             else:
                 written |= roots
-    in_place = {p.name for p in fn.node.params if p.storage == "global" or p.by_ref}
+    # (an unnamed parameter cannot be written: no statement can name it)
+    in_place = {p.name for p in fn.node.params
+                if p.name is not None and (p.storage == "global" or p.by_ref)}
     if unknown:
         return frozenset(in_place)
     return frozenset(s.name for s in written if s.is_param and s.name in in_place)

@@ -79,10 +79,10 @@ class EngineRules:
                                  entry=_type_entry(table, pair, matching, rows),
                                  hint=self._type_hint(warpgroup, pair, matching, rows))
             return
-        sizes = [d.value for d in tile]
-        if any(v is None for v in sizes):
+        sizes = [d.value for d in tile if d.value is not None]
+        if len(sizes) != len(tile):
             return  # a symbolic tile: checked again when the function is specialised
-        m, n, k = (int(v) for v in sizes)  # type: ignore[arg-type]
+        m, n, k = sizes
         pieces = [(row, s) for row in fitting for s in row.shapes
                   if m % s[0] == 0 and n % s[1] == 0 and k % s[2] == 0]
         if not pieces:

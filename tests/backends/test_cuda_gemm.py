@@ -57,6 +57,8 @@ NOT_GEMMS = {
                                      "rhs.subspan(TILE_N, TILE_K).at(block_n, 0)"),
     "store at the wrong tile": ("output.subspan(TILE_M, TILE_N).at(block_m, block_n)",
                                 "output.subspan(TILE_M, TILE_N).at(block_m, 0)"),
+    # (the sparse matcher once stopped at an assertion when no loop followed the accumulator)
+    "no K loop": ("foreach {iv_k} in [cdiv(K, TILE_K)] {", "iv_k = 0;\n    if (K > 0) {"),
 }
 
 
