@@ -7,7 +7,7 @@ The rules (tests/docs/README.md states them for writers):
   directory; it must exit 0, or with the status a trailing ``# exit status N`` names. Leading
   ``NAME=value`` words set environment variables for that command.
 - ``$ pip install ...`` is accepted without running when everything it installs is this
-  project (``.``, ``-e .``, ``croqtile``, ``croqtile[EXTRA]`` for an extra that
+  project (``.``, ``-e .``, ``.[EXTRA]``, ``croqtile``, ``croqtile[EXTRA]`` for an extra that
   pyproject.toml declares) or a package that pyproject.toml or the Makefile's pins name: the
   separate wheel-install test covers installing.
 - ``$ make TARGET...`` is accepted without running when every target exists in the Makefile:
@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 _EXIT = re.compile(r"\s+#\s*exit status (\d+)\s*$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_LOCAL = re.compile(r"^(\.)/?(?:\[([A-Za-z0-9_,.-]+)\])?$")  # the checkout: `.`, `.[extra]`
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[([A-Za-z0-9_,.-]+)\])?")
 
 
@@ -156,12 +157,11 @@ def _pip(args: list[str]) -> str:
             if arg not in ("-e", "--editable", "-U", "--upgrade", "--no-deps", "--quiet", "-q"):
                 return f"pip install: option {arg} is not accepted"
             continue
-        if arg in (".", "./"):
-            continue
-        match = _REQUIREMENT.match(arg)
+        local = _LOCAL.match(arg)
+        match = _REQUIREMENT.match(arg) if local is None else local
         if match is None:
             return f"pip install: cannot read {arg!r}"
-        name = _normal(match.group(1))
+        name = "croqtile" if local is not None else _normal(match.group(1))
         if name == "croqtile":
             wanted = set((match.group(2) or "").split(",")) - {""}
             if wanted - extras:

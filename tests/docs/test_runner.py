@@ -144,7 +144,8 @@ def test_triton_excerpt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_console_rules(tmp_path: Path) -> None:
     assert console.run("$ croqtile explain CQ0201\nCQ0201 (error)\n  message: ...\n", tmp_path) == 1
-    assert console.run("$ pip install 'croqtile[transformers]'\n$ make test\n"
+    assert console.run("$ pip install 'croqtile[transformers]'\n$ pip install -e '.[transformers]'\n"
+                       "$ make test\n"
                        "$ git clone https://example.org/croqtile.git\n$ cd croqtile\n",
                        tmp_path) == 0
     for text, words in [("$ croqtile explain CQ0201\nno such line\n", "is not in the output"),
@@ -153,6 +154,7 @@ def test_console_rules(tmp_path: Path) -> None:
                         ("$ make nothing\n", "no target nothing"),
                         ("$ pip install requests\n", "not a dependency"),
                         ("$ pip install croqtile[gui]\n", "no extra"),
+                        ("$ pip install .[gui]\n", "no extra"),
                         ("$ make test\nok\n", "can show no output"),
                         ("text first\n", "starts with")]:
         with pytest.raises(console.ConsoleError, match=words):
