@@ -85,10 +85,11 @@ class PageRun:
     def _croqtile(self, block: Block) -> None:
         import croqtile
 
-        saved = _FILE.match(block.first_line)
+        head = block.text.split("\n", 2)[:2]  # `// file:` and `// error:`, in either order
+        saved = next((m for m in map(_FILE.match, head) if m), None)
+        expected = next((m for m in map(_ERROR.match, head) if m), None)
         if saved is not None:
             (self.workdir / saved.group(1)).write_text(block.text, encoding="utf-8")
-        expected = _ERROR.match(block.first_line)
         # blank lines ahead of the program put the diagnostics at the page's lines
         source = "\n" * block.line + block.text
         try:

@@ -112,6 +112,9 @@ def test_croqtile_expected_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     (tmp_path / "work").rename(tmp_path / "old")
     _fails_at(tmp_path, monkeypatch, f"{FENCE}croqtile\n{wrong}{FENCE}\n", 1,
               "should fail with CQ0103")
+    saved = "// file: bad.co\n" + bad
+    _run(tmp_path / "old", monkeypatch, f"{FENCE}croqtile\n{saved}{FENCE}\n")
+    assert (tmp_path / "old" / "work" / "bad.co").read_text() == saved
     good = "// error: CQ0201\n" + PROGRAM
     (tmp_path / "work").rename(tmp_path / "old2")
     _fails_at(tmp_path, monkeypatch, f"{FENCE}croqtile\n{good}{FENCE}\n", 1,
