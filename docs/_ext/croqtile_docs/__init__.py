@@ -10,6 +10,7 @@ from sphinx.application import Sphinx
 
 from .cli_help import CliHelp, prefetch
 from .error_codes import replace_error_codes
+from .generated import setup_events
 from .lexer import CroqtileLexer
 from .options_table import OptionsTable
 
@@ -21,4 +22,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("croqtile-options", OptionsTable)
     app.connect("builder-inited", prefetch)
     app.connect("source-read", replace_error_codes)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    setup_events(app)  # generated pages are read again on every build
+    # env_version: raised when what the extension keeps in the environment changes
+    return {"version": "1", "env_version": 2, "parallel_read_safe": True,
+            "parallel_write_safe": True}

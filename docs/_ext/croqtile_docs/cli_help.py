@@ -12,6 +12,8 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
+from .generated import note
+
 # The subcommands whose help is started together when the build begins (each run imports
 # torch, so running them at once saves most of the wait); others run when a page asks.
 SUBCOMMANDS: tuple[str, ...] = ("", "check", "explain", "bench")
@@ -51,6 +53,7 @@ class CliHelp(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
+        note(self.env)
         subcommand = self.arguments[0] if self.arguments else ""
         try:
             text = help_text(subcommand)

@@ -18,6 +18,8 @@ from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.util.docutils import SphinxDirective
 
+from .generated import note
+
 HEADERS = ("Option", "Type", "Default", "Meaning")
 
 
@@ -75,6 +77,7 @@ class OptionsTable(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
+        note(self.env)
         try:
             table_rows = rows(find(self.arguments[0]))
         except (ImportError, AttributeError, TypeError, ValueError) as err:
