@@ -1,6 +1,7 @@
-"""Every page of the documentation runs: one test per Markdown page of README.md and docs/
-(the id is the page's path); a page with blocks marked ``# gpu`` runs whole in the GPU tier
-(a test marked ``gpu``) and without those blocks where there is no CUDA device."""
+"""Every page of the documentation runs: one test per Markdown page of README.md,
+CHANGELOG.md (included in the site) and docs/ (the id is the page's path); a page with
+blocks marked ``# gpu`` runs whole in the GPU tier (a test marked ``gpu``) and without
+those blocks where there is no CUDA device."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def pages() -> list[Path]:
-    """README.md and every Markdown page under docs/, build outputs aside."""
-    found = [ROOT / "README.md"]
+    """README.md, CHANGELOG.md and every Markdown page under docs/, build outputs aside."""
+    found = [ROOT / "README.md", ROOT / "CHANGELOG.md"]
     found += sorted(p for p in (ROOT / "docs").rglob("*.md")
                     if not {"_build", "build"} & set(p.relative_to(ROOT).parts))
     return found

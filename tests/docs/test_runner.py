@@ -147,8 +147,8 @@ def test_triton_excerpt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_console_rules(tmp_path: Path) -> None:
     assert console.run("$ croqtile explain CQ0201\nCQ0201 (error)\n  message: ...\n", tmp_path) == 1
-    assert console.run("$ pip install 'croqtile[transformers]'\n$ pip install -e '.[transformers]'\n"
-                       "$ make test\n"
+    assert console.run("$ pip install 'croqtile[transformers]'\n"
+                       "$ pip install -e '.[transformers]'\n$ make test\n"
                        "$ git clone https://example.org/croqtile.git\n$ cd croqtile\n",
                        tmp_path) == 0
     for text, words in [("$ croqtile explain CQ0201\nno such line\n", "is not in the output"),
