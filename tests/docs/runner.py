@@ -107,8 +107,8 @@ class PageRun:
                                   f"fails with {expected.group(1)}")
 
     def _python(self, block: Block) -> None:
-        code = compile("\n" * block.line + block.text, self.label, "exec")
         try:
+            code = compile("\n" * block.line + block.text, self.label, "exec")
             exec(code, self.namespace)
         except Exception:  # noqa: BLE001 - any error of the block fails the page
             self.fail(block.line, "python block failed:\n" + _traceback())

@@ -87,6 +87,10 @@ def test_python_failure_names_the_page_line(tmp_path: Path,
     assert 'File "page.md", line 5' in str(caught.value)
 
 
+def test_python_syntax_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fails_at(tmp_path, monkeypatch, f"{FENCE}python\nx = (\n{FENCE}\n", 1, "SyntaxError")
+
+
 def test_gpu_blocks_are_left_to_the_gpu_tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                              _own_stats: Stats) -> None:
     _run(tmp_path, monkeypatch, f"{FENCE}python\n# gpu\nraise SystemError\n{FENCE}\n")
