@@ -1,11 +1,12 @@
-"""The error-code reference: ``ERRORS.md``, generated from the registry of codes
-(``frontend/codes.py``) and the examples (``frontend/code_examples.py``).
+"""The error-code reference, rendered as Markdown from the registry of codes
+(``frontend/codes.py``) and the examples (``frontend/code_examples.py``): the documentation
+site's page of error codes is this render, made while the site builds.
 
-    python -m croqtile.errors_doc > ERRORS.md
+    python -m croqtile.errors_doc    # the page on standard output
 
 One section per code: its message template, severity, what it means, a program that
-produces it, the fix and the hint. ``tests/test_error_codes.py`` checks that the file in
-the repository is what this module renders.
+produces it, the fix and the hint. ``tests/test_error_codes.py`` checks the examples and
+that the render covers every code.
 """
 
 from __future__ import annotations
@@ -42,15 +43,13 @@ and are not raised as Python warnings.
 
 The examples are checked by `tests/test_error_codes.py`: each wrong program reports its
 code with the message shown, each fixed program compiles. Programs are checked for the
-default target, `sm_90`, unless a section names another. This file is generated from
-`frontend/codes.py` and `frontend/code_examples.py`; regenerate it with
-
-    python -m croqtile.errors_doc > ERRORS.md
+default target, `sm_90`, unless a section names another. This page is generated from
+`frontend/codes.py` and `frontend/code_examples.py` when the documentation is built.
 """
 
 
 def render_reference() -> str:
-    """The whole of ``ERRORS.md``."""
+    """The whole reference, as Markdown."""
     parts = [_INTRO, _index()]
     for prefix, title in _RANGES:
         codes = [code for code in CODES.values() if code.code.startswith(prefix)]
