@@ -22,7 +22,8 @@ found, 0 otherwise, 2 for usage errors (a missing path, an unknown code).
 ``explain`` prints a code's severity, message and hint templates from the registry, and a
 wrong and a fixed program when the optional module ``croqtile.frontend.code_examples``
 has them (``EXAMPLES[code]``: an ``Example`` with ``.bad`` and ``.fixed``, or a
-``(bad, fixed)`` pair). ``ERRORS.md`` is the same reference as one document.
+``(bad, fixed)`` pair). The documentation's error-code page is the same reference as one
+document.
 
 ``bench`` runs the sweeps of ``croqtile.bench`` (its kernels ship in the package, so it runs
 from an installed wheel): every case is checked against a float64 reference before it is

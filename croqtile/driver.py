@@ -79,7 +79,7 @@ def compile_source(text: str, *, filename: str = "<string>",
     """Compile ``text``; raises ``CompileError``, warns ``CompileWarning``s."""
     result = run_pipeline(Source(text, filename), defines, options)
     for diag in result.warnings:
-        if diag.severity == "warning":  # notes are for `croqtile check` (see ERRORS.md)
+        if diag.severity == "warning":  # notes: for `croqtile check` (error-code page)
             warnings.warn(diag.render(), CompileWarning, stacklevel=3)
     return result
 

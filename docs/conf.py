@@ -24,8 +24,6 @@ source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = [
     "_build", "_ext", "Thumbs.db", ".DS_Store",
-    # croqtile.Options arrives with the typed options; remove this line when it does
-    "reference/options.md",
 ]
 
 myst_enable_extensions = ["colon_fence", "deflist"]

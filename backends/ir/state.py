@@ -131,8 +131,10 @@ class KernelState(ABC):
         self.params: dict[str, ir.KernelParam] = {}
         self.flags: dict[str, str] = {}
         # a scalar parameter is added to `params` under its own name when first used, so
-        # temporaries must never take a parameter's name, used yet or not
-        self.used_names: set[str] = {p.name for p in self.fn.params if p.name}
+        # temporaries must never take a scalar parameter's name, used yet or not (tensors
+        # are passed as `<name>_ptr`, `<name>_desc`)
+        self.used_names: set[str] = {p.name for p in self.fn.params
+                                     if p.shape is None}
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...], tuple[int, ...]], str] = {}  # (tensor, block, order)
         # the tensor of each descriptor over the tensor's own dimension order (the tile

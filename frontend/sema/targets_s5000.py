@@ -5,7 +5,7 @@ take, and what its tensor memory engine (TME) copies can do.
 Every number here comes from the vendor's tensor-programming guide for the S5000 (seed
 003); the comment above each table names the section it comes from. Nothing else in the
 compiler knows these numbers: the rules in ``rules_s5000`` read them from here, and
-ERRORS.md quotes them through the diagnostics.
+the error-code page quotes them through the diagnostics.
 
 Croqtile element types stand for the guide's C types: f16 = ``__half``, bf16 =
 ``__mt_bfloat16``, f8_e4m3 / f8_e5m2 = ``__mt_fp8_e4m3`` / ``__mt_fp8_e5m2``, s8 =
