@@ -5,7 +5,7 @@ Every function compiles to Triton (``backends/triton``): its artifact is what a 
 unless another backend takes it, and what that backend falls back to for a call it cannot
 take. Triton is that fallback rather than one of the backends asked, because its artifact
 also carries the function's calling convention (host parameters, dimensions, run-time
-checks, per-shape and per-layout variants), which the runtime (``croqtile.module``) binds
+checks, per-shape and per-layout variants), which the runtime (``croqtile.runtime.module``) binds
 and launches itself. A backend asked before Triton (``dispatch.asked``: the ``backend`` option names
 them) implements three steps:
 

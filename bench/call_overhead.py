@@ -30,7 +30,7 @@ import torch
 
 import croqtile
 from croqtile.backends.triton.launcher import Launcher
-from croqtile.binding import bind
+from croqtile.runtime.binding import bind
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = ROOT / "tests" / "data" / "seed000_sm90_gemm.co"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import croqtile
-from croqtile.driver import compile_source
+from croqtile.runtime.driver import compile_source
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 SEEDS = ("seed000_sm86_gemm.co", "seed000_sm90_gemm.co", "seed000_sm90_gemm_2wg.co",

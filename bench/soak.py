@@ -2,7 +2,7 @@
 
 A function compiled per call shape makes a kernel variant, a generated module and a warm
 signature per shape; croqtile keeps each in a least-recently-used table of ``cache_size``
-entries (``croqtile.lru``). This script calls such a function ``--calls`` times on
+entries (``croqtile.runtime.lru``). This script calls such a function ``--calls`` times on
 ``--shapes`` distinct shapes drawn at random (shapes come back after they were evicted, so
 they compile again), checks every result exactly, and prints the resident memory (RSS)
 growth from the end of a warm-up to the end against ``--bound-mib``; the exit status is 1

@@ -33,8 +33,7 @@ from typing import Any
 import torch
 
 import croqtile
-from croqtile import tuning
-
+from croqtile.tuning import tuner as tuning
 STATIC = """
 __co__ s32 [4, 8] add_r{round}(s32 [4, 8] x, s32 [4, 8] y, int k) {{
   s32 [x.span] out;

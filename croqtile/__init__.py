@@ -12,8 +12,8 @@ from .errors import DeviceAssertionError as DeviceAssertionError
 from .errors import Diagnostic as Diagnostic
 from .errors import KernelError as KernelError
 from .errors import OptionError as OptionError
-from .module import Function as Function
-from .module import Module as Module
+from .runtime.module import Function as Function
+from .runtime.module import Module as Module
 from . import nn as nn
 from . import sparse as sparse  # host helpers for 2:4 sparse MMA operands
 

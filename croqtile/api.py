@@ -14,12 +14,12 @@ from typing import Any, Callable, Literal, Mapping
 
 from . import settings
 from .backends.options import NAMES, Options
-from .driver import compile_source
-from .library import register
-from .lru import resolve_size
-from .module import Function, Module
-from .traced import traced_call
-from .tuning import Config, Tunables, make_tuned
+from .runtime.driver import compile_source
+from .ops.library import register
+from .runtime.lru import resolve_size
+from .runtime.module import Function, Module
+from .ops.traced import traced_call
+from .tuning.tuner import Config, Tunables, make_tuned
 
 TunablesByShape = Callable[[dict[str, int]], Tunables]
 
@@ -70,7 +70,7 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
     A value an option does not accept raises ``croqtile.OptionError`` naming it.
 
     ``autotune="quick"`` or ``"full"`` picks options and ``#define`` values per shape on
-    the first call (see ``croqtile.tuning``): ``tunables={"TILE_M": [64, 128], "num_warps":
+    the first call (see ``croqtile.tuning.tuner``): ``tunables={"TILE_M": [64, 128], "num_warps":
     [4, 8]}`` searches every combination, a list ``[{"TILE_M": 64, "num_warps": 4}, ...]``
     exactly those configurations, and a function of the shape bucket (``{"M": 16, ...}``,
     each dimension rounded up to a power of two) returning either, a space per shape
@@ -82,10 +82,10 @@ def compile(src: str, *, defines: Defines | None = None, filename: str = "<strin
 
     ``cache_size`` bounds what each function remembers per shape and argument signature
     (kernel variants, loaded modules, warm calls; least recently used first out): by
-    default ``CROQTILE_CACHE_SIZE``, else 256 (``croqtile.lru``).
+    default ``CROQTILE_CACHE_SIZE``, else 256 (``croqtile.runtime.lru``).
 
     ``library="NS"`` registers every function as the PyTorch operator
-    ``torch.ops.NS.<name>`` (``croqtile.library``): ``mod.<name>.op`` is it, and calling
+    ``torch.ops.NS.<name>`` (``croqtile.ops.library``): ``mod.<name>.op`` is it, and calling
     ``mod.<name>`` goes through it, so that ``torch.compile`` traces the call.
     Raises ``CompileError`` with located diagnostics when the program is wrong.
     """

@@ -11,7 +11,7 @@
     croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
-(see ``croqtile.pyscan``) through the checker and the lowering, and reports what a compile
+(see ``croqtile.tools.pyscan``) through the checker and the lowering, and reports what a compile
 would report, at the file's own lines and columns. Directories are walked for ``*.co`` and
 ``*.py``; a file named explicitly is checked as Croqtile unless it ends in ``.py`` (host
 code around ``__co__`` functions is skipped anyway). ``--target`` names the GPU whose
@@ -48,13 +48,13 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
 
 from . import __version__
-from .driver import check_source
+from .runtime.driver import check_source
 from .frontend.codes import CODES, Code, Severity
 from .frontend.diagnostics import Diagnostic
 from .frontend.sema.targets import DEFAULT_TARGET, TARGETS
 from .frontend.sema.targets import lookup as lookup_target
 from .frontend.source import Source
-from .pyscan import EmbeddedSource, find_sources, relocate
+from .tools.pyscan import EmbeddedSource, find_sources, relocate
 
 Defines = Mapping[str, int | float | str | None]
 

@@ -46,7 +46,7 @@ def debug() -> bool:
 
 def cache_size() -> int | None:
     """``CROQTILE_CACHE_SIZE``: how many entries each per-shape table of a function keeps
-    (see ``croqtile.lru``); None when unset. A value that is not a positive integer is an
+    (see ``croqtile.runtime.lru``); None when unset. A value that is not a positive integer is an
     error naming the variable."""
     text = os.environ.get("CROQTILE_CACHE_SIZE", "").strip()
     if not text:

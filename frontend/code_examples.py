@@ -5,7 +5,7 @@ change that makes it compile, and the exact message the diagnostic carries; ``ME
 says in a sentence or two what each code means. A code no program can produce (an
 internal compiler error) is listed in ``UNTRIGGERABLE`` with the reason instead of an
 example. The tables are plain data: ``croqtile explain CODE`` prints them,
-``croqtile.errors_doc`` renders the documentation's error-code page from them, and
+``croqtile.tools.errors_doc`` renders the documentation's error-code page from them, and
 ``tests/test_error_codes.py`` checks every example against the compiler.
 """
 

@@ -463,7 +463,7 @@ def test_every_tuning_candidate_of_the_bench_kernels_compiles(kernel: str) -> No
     assert configs
     for config in configs:
         defines = {k: v for k, v in config.items() if k.isupper()}
-        assert set(defines) <= set(croqtile.tuning.source_defines(source)), config
+        assert set(defines) <= set(croqtile.tuning.tuner.source_defines(source)), config
         options = {k: v for k, v in config.items() if not k.isupper()}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -21,7 +21,7 @@ from croqtile.bench import attention as attention_sweep
 from croqtile.bench import harness, linear, report, suite
 from croqtile.bench.harness import Case
 from croqtile.cli import main
-from croqtile.code_blocks import defines_function, fenced_blocks, program_block
+from croqtile.tools.code_blocks import defines_function, fenced_blocks, program_block
 
 from .test_bench import SequenceTimer
 

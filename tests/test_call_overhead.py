@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import croqtile
-import croqtile.module
+import croqtile.runtime.module
 from croqtile.backends.triton import launcher as launcher_module
 from croqtile.backends.triton.launcher import KernelError, Launcher
 
@@ -57,11 +57,11 @@ def assert_every_element(out: torch.Tensor, ref: torch.Tensor, tol: float) -> No
 
 
 class CountingBind:
-    """Stands in for ``croqtile.module.bind`` and counts the full bindings."""
+    """Stands in for ``croqtile.runtime.module.bind`` and counts the full bindings."""
 
     def __init__(self) -> None:
         self.calls = 0
-        self.real = croqtile.module.bind
+        self.real = croqtile.runtime.module.bind
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
@@ -71,7 +71,7 @@ class CountingBind:
 @pytest.fixture()
 def counting_bind(monkeypatch: pytest.MonkeyPatch) -> CountingBind:
     counter = CountingBind()
-    monkeypatch.setattr(croqtile.module, "bind", counter)
+    monkeypatch.setattr(croqtile.runtime.module, "bind", counter)
     return counter
 
 

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 import croqtile
-from croqtile.driver import compile_source
+from croqtile.runtime.driver import compile_source
 
 from .e2e.checks import DATA
 

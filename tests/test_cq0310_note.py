@@ -14,7 +14,7 @@ import pytest
 
 import croqtile
 from croqtile.cli import main
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 from croqtile.frontend.code_examples import EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import croqtile
-import croqtile.tuning
+import croqtile.tuning.tuner
 from croqtile.backends.triton import launcher as launcher_module
 from croqtile.backends.triton.launcher import Launcher, device_scope
 
@@ -139,7 +139,7 @@ def test_tuning_searches_on_the_tensors_device(monkeypatch: pytest.MonkeyPatch) 
         scopes.append(device)
         yield
 
-    monkeypatch.setattr(croqtile.tuning, "device_scope", scope)
+    monkeypatch.setattr(croqtile.tuning.tuner, "device_scope", scope)
     mod = croqtile.load(DATA / "seed000_sm90_gemm.co", autotune="quick",
                         tunables=[{"num_warps": 4}, {"num_warps": 8}])
     fn = mod.matmul

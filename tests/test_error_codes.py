@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from croqtile.cli import main as cli_main
-from croqtile.driver import check_source
-from croqtile.errors_doc import render_reference
+from croqtile.runtime.driver import check_source
+from croqtile.tools.errors_doc import render_reference
 from croqtile.frontend.code_examples import EXAMPLES, MEANINGS, UNTRIGGERABLE
 from croqtile.frontend.codes import CODES
 

@@ -1,5 +1,5 @@
 """Bounded memory: what a function remembers per shape and signature is kept in LRU tables
-of ``cache_size`` entries (croqtile.lru), and a long sweep over shapes keeps the process's
+of ``cache_size`` entries (croqtile.runtime.lru), and a long sweep over shapes keeps the process's
 memory flat (bench/soak.py)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 import croqtile
 from croqtile.backends.bounded import LRU
-from croqtile.lru import DEFAULT_CACHE_SIZE, resolve_size
+from croqtile.runtime.lru import DEFAULT_CACHE_SIZE, resolve_size
 
 from .e2e.test_symbolic_extents import WHOLE_TILE
 

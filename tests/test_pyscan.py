@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 from croqtile.frontend.codes import Severity
 from croqtile.frontend.diagnostics import Diagnostic, Note
 from croqtile.frontend.source import Location, Source
-from croqtile.pyscan import EmbeddedSource, find_sources, relocate
+from croqtile.tools.pyscan import EmbeddedSource, find_sources, relocate
 
 KERNEL = ("__co__ s32 [8] twice(s32 [8] x) { s32 [x.span] y; "
           "parallel i by 8 y.at(i) = x.at(j) * 2; return y; }")

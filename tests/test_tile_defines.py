@@ -1,4 +1,4 @@
-"""Finding the ``#define``s a program uses as tile extents (croqtile.tile_defines): by what
+"""Finding the ``#define``s a program uses as tile extents (croqtile.tuning.tile_defines): by what
 the checker computes with another value, whatever the names."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from croqtile import tile_defines
-from croqtile.tile_defines import TileDefine, TileProbe, check_shapes, integer_value
-from croqtile.tuning import source_defines
+from croqtile.tuning import tile_defines
+from croqtile.tuning.tile_defines import TileDefine, TileProbe, check_shapes, integer_value
+from croqtile.tuning.tuner import source_defines
 
 ROOT = Path(__file__).resolve().parent.parent
 

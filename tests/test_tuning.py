@@ -1,4 +1,4 @@
-"""Autotuning (croqtile.tuning): the search, pruning, the JSON cache and the messages.
+"""Autotuning (croqtile.tuning.tuner): the search, pruning, the JSON cache and the messages.
 Timing needs a GPU; here a fake timer stands in, so what is tested is the logic."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import croqtile
-from croqtile import tuning
-from croqtile.tuning import Config, Space, shape_bucket
+from croqtile.tuning import tuner as tuning
+from croqtile.tuning.tuner import Config, Space, shape_bucket
 
 DATA = Path(__file__).resolve().parent / "data"
 GEMM = (DATA / "seed000_sm90_gemm.co").read_text()

@@ -1,4 +1,4 @@
-"""The candidates of the default autotuning search (croqtile.tuning_space): tile values per
+"""The candidates of the default autotuning search (croqtile.tuning.space): tile values per
 shape bucket, the order of the rounds, stream-K only where the grid leaves SMs idle."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from croqtile.tile_defines import TileDefine, TileProbe
-from croqtile.tuning_space import (Config, Descent, Space, default_space, idle_wave,
+from croqtile.tuning.tile_defines import TileDefine, TileProbe
+from croqtile.tuning.space import (Config, Descent, Space, default_space, idle_wave,
                                    search_space, source_defines, tile_values)
 
 ROOT = Path(__file__).resolve().parent.parent

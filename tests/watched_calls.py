@@ -31,12 +31,12 @@ class Watch:
     def __init__(self) -> None:
         import triton
 
-        import croqtile.module
+        import croqtile.runtime.module
 
         self.seen: list[str] = []
         self.active = False
         sys.addaudithook(self._audit)
-        for module, name in [(os, "stat"), (os, "lstat"), (croqtile.module, "load_module"),
+        for module, name in [(os, "stat"), (os, "lstat"), (croqtile.runtime.module, "load_module"),
                              (triton, "compile")]:
             setattr(module, name, self._counting(name, getattr(module, name)))
 

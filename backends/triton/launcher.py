@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # (torch is imported when first needed: loading a module need
 # a device as torch.device() takes it: a device, "cuda:1", or a CUDA device index
 DeviceLike: TypeAlias = "torch.device | str | int"
 
-# entries per table of a launcher when its function gives no size (croqtile.lru's default)
+# entries per table of a launcher when its function gives no size (croqtile.runtime.lru's default)
 DEFAULT_SIZE = 256
 
 # Held while Triton's interpreter runs a kernel (see Launcher._on_cpu): the interpreter

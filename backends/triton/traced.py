@@ -117,6 +117,6 @@ class TracingLaunch:
 
     def descriptor(self, tensor: Any, shape: tuple[Any, ...], strides: tuple[Any, ...],
                    block: tuple[int, ...]) -> Any:
-        # functions taking host descriptors are not traced (croqtile.traced says why)
+        # functions taking host descriptors are not traced (croqtile.ops.traced says why)
         raise HostDescriptorNotTraceable(
             "croqtile: a tensor descriptor made on the host cannot be traced into a graph")

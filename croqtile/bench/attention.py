@@ -31,7 +31,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from ..code_blocks import defines_function, program_block
+from ..tools.code_blocks import defines_function, program_block
 from .harness import DTYPES, Case, Prepared, Program, kernel_program, random_tensors
 
 SEQUENCES = (1024, 2048, 4096, 8192, 16384)

@@ -40,9 +40,9 @@ from torch.autograd import forward_ad as _forward_ad
 from ..api import compile as compile_source
 from ..backends.bounded import LRU
 from ..errors import CompileWarning
-from ..library import retrace
-from ..module import Function, Module
-from ..traced import takes_host_descriptors, traced_call
+from ..ops.library import retrace
+from ..runtime.module import Function, Module
+from ..ops.traced import takes_host_descriptors, traced_call
 
 NAMESPACE = "croqtile"
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"

@@ -8,7 +8,7 @@ Reads the must-reject programs of an upstream checkout at run time (``tests/chec
 ``tests/parse``, ``tests/infer``, ``tests/gpu/check``, ``tests/pp``, the failing
 ``tests/*/codegen`` programs and ``tests/amdgpu/check``; see ``corpus.py``), expands
 ``-D`` variants, works out where each expected error is (``locate.py``), runs
-``croqtile.driver.check_source`` on each program and scores it:
+``croqtile.runtime.driver.check_source`` on each program and scores it:
 
 * ``SAME-LINE``: an error of ours sits on a line where upstream expects one;
 * ``OTHER-LINE``: we reject, but on no expected line;
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 
 from .corpus import SOURCES, Program, Skipped, discover
 from .locate import Expectation

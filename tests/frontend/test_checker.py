@@ -163,7 +163,7 @@ def test_line_directives_remap_diagnostics() -> None:
 
 
 def check_anyway(text: str) -> list:
-    from croqtile.driver import check_source
+    from croqtile.runtime.driver import check_source
 
     return check_source(text, filename="t.co")
 

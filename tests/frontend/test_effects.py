@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from croqtile.driver import run_pipeline
+from croqtile.runtime.driver import run_pipeline
 from croqtile.frontend.sema.effects import written_parameters
 from croqtile.frontend.source import Source
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 from croqtile.frontend.diagnostics import Reporter
 from croqtile.frontend.preprocessor import preprocess
 from croqtile.frontend.source import Source, SourceMap

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 
 DEVICE = """\
 __co__ void twice(global f32 [64] x, global f32 [64] y) {

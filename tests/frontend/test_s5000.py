@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import croqtile
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 from croqtile.frontend.sema import targets_s5000 as t5
 from croqtile.frontend.sema.targets import lookup
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import croqtile
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 
 GOOD = """\
 __co__ void f(global f16 [64, {kp}] a, global f16 [32, {k}] b, global {meta_t} [64, {km}] meta,

@@ -31,7 +31,7 @@ from croqtile.backends.ir.errors import LoweringError
 from croqtile.backends.ir.lower import FunctionLowering
 from croqtile.backends.options import Options
 from croqtile.backends.triton.codegen import generate
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 from croqtile.frontend.diagnostics import Reporter
 from croqtile.frontend.parser import parse_program, recursion_headroom
 from croqtile.frontend.preprocessor import _Preprocessor

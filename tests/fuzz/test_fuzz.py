@@ -16,7 +16,7 @@ import time
 import pytest
 
 import croqtile
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 from croqtile.frontend import preprocessor, regions
 from croqtile.frontend.diagnostics import Reporter
 from croqtile.frontend.source import Source, SourceMap

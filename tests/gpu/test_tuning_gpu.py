@@ -1,5 +1,5 @@
 """On the GPU, a search over a short kernel times its candidates replayed from CUDA graphs
-(croqtile.tuning.SearchTimer), the hand-written CUDA GEMM among them, and the chosen
+(croqtile.tuning.tuner.SearchTimer), the hand-written CUDA GEMM among them, and the chosen
 configuration computes the product."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import pytest
 import torch
 
 import croqtile
-from croqtile import tuning
-
+from croqtile.tuning import tuner as tuning
 from ..e2e.checks import assert_close, poison, random
 
 GEMM = (Path(__file__).resolve().parents[2] / "croqtile/bench/kernels/gemm.co").read_text()

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import croqtile
-from croqtile.library import schema_of
+from croqtile.ops.library import schema_of
 
 from ..data.manifest import CORPUS
 from ..dispatched import Dispatched

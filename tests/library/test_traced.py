@@ -1,4 +1,4 @@
-"""Operators that ``torch.compile`` sees through (``croqtile.traced``): while traced on
+"""Operators that ``torch.compile`` sees through (``croqtile.ops.traced``): while traced on
 CUDA tensors, a function's operator decomposes into its Triton kernels
 (``wrap_triton``); other devices and the function kinds ``opaque_reason`` names keep the
 opaque operator.
@@ -22,8 +22,8 @@ from torch._functorch.aot_autograd import aot_module_simplified
 from triton.runtime.jit import JITFunction
 
 import croqtile
-import croqtile.traced
-from croqtile.library import schema_of
+import croqtile.ops.traced
+from croqtile.ops.library import schema_of
 from croqtile.backends.triton.launcher import Launcher
 
 from ..data.manifest import CORPUS
@@ -47,7 +47,7 @@ def decomposing_on_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """Traced CPU calls decompose as CUDA ones do; a recorded launch (torch runs it with
     ``kernel[grid](...)``, which ends in ``JITFunction.run``) runs in Triton's interpreter
     through croqtile's launcher. Yields the list of kernels so launched."""
-    monkeypatch.setattr(croqtile.traced, "DECOMPOSED_DEVICES", frozenset({"cuda", "cpu"}))
+    monkeypatch.setattr(croqtile.ops.traced, "DECOMPOSED_DEVICES", frozenset({"cuda", "cpu"}))
     launcher = Launcher()
     launched: list[Any] = []
 
@@ -156,7 +156,7 @@ def test_every_corpus_program_decomposes_with_its_results(decomposing_on_cpu: li
     module = _compile(case.source, defines=case.defines, descriptors="kernel")
     function = getattr(module, case.function) if case.function else next(
         iter(module.functions.values()))
-    assert croqtile.traced.opaque_reason(function) is None
+    assert croqtile.ops.traced.opaque_reason(function) is None
     inputs = tuple(case.inputs())
     eager = _cloned(inputs)
     want = function.call(*eager)
@@ -186,14 +186,14 @@ def _cloned(args: tuple[Any, ...]) -> tuple[Any, ...]:
 def test_why_functions_stay_opaque(decomposing_on_cpu: list[Any]) -> None:
     gemm = _compile((DATA / "seed000_sm90_gemm.co").read_text())
     matmul = next(iter(gemm.functions.values()))
-    assert "tensor descriptors made on the host" in str(croqtile.traced.opaque_reason(matmul))
+    assert "tensor descriptors made on the host" in str(croqtile.ops.traced.opaque_reason(matmul))
     staged = _compile(WHOLE_TILE).stage3
-    assert "compiled per call" in str(croqtile.traced.opaque_reason(staged))
-    assert croqtile.traced.traced_call(staged) is None
+    assert "compiled per call" in str(croqtile.ops.traced.opaque_reason(staged))
+    assert croqtile.ops.traced.traced_call(staged) is None
     tuned = _compile(SCALE_ADD, autotune="quick").scale_add
-    assert "chosen per shape by timing" in str(croqtile.traced.opaque_reason(tuned))
+    assert "chosen per shape by timing" in str(croqtile.ops.traced.opaque_reason(tuned))
     checked = _compile(DEVICE_ASSERT).checked  # (its kernel checks device assertions)
-    traced = croqtile.traced.traced_call(checked)
+    traced = croqtile.ops.traced.traced_call(checked)
     assert traced is not None and "device assertions" in str(traced.reason)
     assert not traced.decomposes((random((24,), torch.int32), torch.empty(24)))
     # an opaque operator stays in the traced graph, and its call gives the right result

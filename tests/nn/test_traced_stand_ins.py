@@ -11,9 +11,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from croqtile import library
+from croqtile.ops import library
 from croqtile.nn import kernels
-from croqtile.traced import takes_host_descriptors
+from croqtile.ops.traced import takes_host_descriptors
 
 from ..e2e.checks import assert_close, random
 from ..library.test_traced import Graphs, decomposing_on_cpu  # noqa: F401 (a fixture)

@@ -1,4 +1,4 @@
-"""The error-code reference page, rendered by ``croqtile.errors_doc`` while the site builds:
+"""The error-code reference page, rendered by ``croqtile.tools.errors_doc`` while the site builds:
 the page ``reference/errors`` in the repository holds only a note, replaced by the render.
 
 The render is Markdown written for any viewer; for MyST its HTML anchors become targets
@@ -17,7 +17,7 @@ _ANCHOR = re.compile(r'^<a id="(cq\d{4})"></a>$', re.M)
 
 def error_codes_page() -> str:
     """The Markdown of the error-code page."""
-    from croqtile.errors_doc import render_reference
+    from croqtile.tools.errors_doc import render_reference
 
     text = _ANCHOR.sub(r"(\1)=", render_reference())
     return text.replace("```c\n", "```croqtile\n")

@@ -16,9 +16,9 @@ Eager calls run the compiled function's own call path (registered for every back
 it picks the kernel of the call's shapes and launches it, or, on CPU tensors, runs it in
 Triton's interpreter. Under ``torch.compile`` the operator of a function whose kernels
 can be traced decomposes, on CUDA tensors, into those Triton kernels
-(``croqtile.traced``): Inductor sees, compiles and launches them as kernels written in
+(``croqtile.ops.traced``): Inductor sees, compiles and launches them as kernels written in
 the model, and CUDA graphs capture them. Other functions and devices keep the operator
-as one opaque call, each for the reason ``croqtile.traced`` gives.
+as one opaque call, each for the reason ``croqtile.ops.traced`` gives.
 
 That is what ``torch.library.triton_op`` registers -- a custom operator, its fake
 implementation, and a decomposition under ``FunctionalTensorMode`` (which falls back to
@@ -50,13 +50,13 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
-from .backends.ir.nodes import HostParam
-from .binding import tensor_argument
-from .driver import CompiledFunction
-from .frontend import syntax as ast
-from .frontend.sema import dtypes
-from .frontend.sema.effects import written_parameters
-from .frontend.sema.symbolic import Sym
+from ..backends.ir.nodes import HostParam
+from ..runtime.binding import tensor_argument
+from ..runtime.driver import CompiledFunction
+from ..frontend import syntax as ast
+from ..frontend.sema import dtypes
+from ..frontend.sema.effects import written_parameters
+from ..frontend.sema.symbolic import Sym
 
 if TYPE_CHECKING:
     from .traced import TracedCall
@@ -83,7 +83,7 @@ _OPERATORS: dict[tuple[str, str], _Operator] = {}
 def register(namespace: str, compiled: CompiledFunction, impl: Call,
              traced: TracedCall | None = None) -> Any:
     """Register ``compiled`` (whose call is ``impl``) as ``torch.ops.<namespace>.<name>``
-    and return that operator. ``traced`` (a ``croqtile.traced.TracedCall``, or None for
+    and return that operator. ``traced`` (a ``croqtile.ops.traced.TracedCall``, or None for
     an opaque operator) is what the operator decomposes into while torch traces it."""
     if not namespace.isidentifier():
         raise ValueError(f"library={namespace!r}: a torch.library namespace must be a "
@@ -116,7 +116,7 @@ def register(namespace: str, compiled: CompiledFunction, impl: Call,
 
 def retrace(namespace: str, name: str, traced: TracedCall | None) -> None:
     """Make the registered operator ``torch.ops.<namespace>.<name>`` decompose under
-    tracing into ``traced`` (a ``croqtile.traced.TracedCall`` of another compilation of
+    tracing into ``traced`` (a ``croqtile.ops.traced.TracedCall`` of another compilation of
     the same function, e.g. with tensor descriptors made in the kernel where the eager
     form takes the host's, which tracing cannot capture); None makes it opaque. Eager
     calls keep the registered function."""

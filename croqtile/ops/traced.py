@@ -1,6 +1,6 @@
 """Operator calls that ``torch.compile`` sees through (issue 17). While torch traces a
 model (AOTAutograd, under ``FunctionalTensorMode``), the operator of a ``__co__``
-function (``croqtile.library``) on CUDA tensors decomposes into the function's own host
+function (``croqtile.ops.library``) on CUDA tensors decomposes into the function's own host
 code, each kernel launch recorded as ``torch.library.wrap_triton(kernel)[grid](...)``
 (``backends.triton.traced``): the graph then holds the generated Triton kernels, which
 Inductor compiles and launches as it does kernels written in the model, and which CUDA
@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from .backends.ir.nodes import HostParam
-from .backends.triton.codegen import Artifact
-from .backends.triton.traced import TracedTensor, TracingLaunch, traced_host
-from .binding import mixed_devices
-from .errors import ArgumentError
-from .frontend.sema import dtypes
-from .frontend.sema.model import RuntimeCheck
-from .module import Function
+from ..backends.ir.nodes import HostParam
+from ..backends.triton.codegen import Artifact
+from ..backends.triton.traced import TracedTensor, TracingLaunch, traced_host
+from ..runtime.binding import mixed_devices
+from ..errors import ArgumentError
+from ..frontend.sema import dtypes
+from ..frontend.sema.model import RuntimeCheck
+from ..runtime.module import Function
 
 if TYPE_CHECKING:
-    from .tuning import TunedFunction
+    from ..tuning.tuner import TunedFunction
 
 # device types whose traced calls decompose into kernel launches (tests add "cpu", with
 # Triton's interpreter standing in for the compiled kernels)
@@ -66,7 +66,7 @@ def opaque_reason(function: Function | TunedFunction) -> str | None:
 def takes_host_descriptors(function: Function) -> bool:
     """Whether ``function``'s kernels take tensor descriptors made on the host (what keeps
     its operator opaque under tracing; the same source compiled with
-    ``descriptors="kernel"`` can stand in for it there, ``croqtile.library.retrace``)."""
+    ``descriptors="kernel"`` can stand in for it there, ``croqtile.ops.library.retrace``)."""
     artifact = function.compiled.artifact
     return artifact is not None and any(kind.startswith("tensordesc")
                                         for signature in artifact.signatures

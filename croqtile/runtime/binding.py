@@ -10,10 +10,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .backends.ir.nodes import HostParam
-from .backends.layouts import shared_elements
-from .errors import ArgumentError
-from .frontend.sema import dtypes
+from ..backends.ir.nodes import HostParam
+from ..backends.layouts import shared_elements
+from ..errors import ArgumentError
+from ..frontend.sema import dtypes
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,10 @@ def make_signer(params: Sequence[HostParam]) -> Signer:
     """A function from call arguments to a hashable signature holding everything ``bind``
     reads: per tensor its type, dtype, shape (rank and dimensions), device, layout
     (True when contiguous, else its strides: the written-in-place check reads them) and
-    whether it requires grad (``grad_error``); per scalar its type. Two argument lists with the same signature bind alike (same checks
-    passed or failed, same dimensions, same device, same strided tensors), so a signature
-    that bound once can skip the checks. ``None`` (never cached) for a wrong argument
+    whether it requires grad (``grad_error``); per scalar its type. Two argument lists
+    with the same signature bind alike (same checks passed or failed, same dimensions,
+    same device, same strided tensors), so a signature that bound once can skip the
+    checks. ``None`` (never cached) for a wrong argument
     count or an object that lacks a tensor's attributes: those take the checked path,
     which explains them."""
     tensor = tuple(p.kind != "scalar" for p in params)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import settings
-from .backends.bounded import LRU, TableInfo
+from .. import settings
+from ..backends.bounded import LRU, TableInfo
 
 DEFAULT_CACHE_SIZE = 256
 

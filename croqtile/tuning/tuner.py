@@ -7,8 +7,8 @@ of the arguments, check that it computes what the default configuration computes
 it, and keep the fastest. Without ``tunables=`` the candidates come from a search that
 starts at the untuned configuration and changes one thing at a time: the ``#define``s the
 program uses as tile extents (found by the checker, whatever their names, see
-``croqtile.tile_defines``) over values chosen for the shape, the launch options, and
-stream-K where the output tiles leave SMs idle (``croqtile.tuning_space``).
+``croqtile.tuning.tile_defines``) over values chosen for the shape, the launch options, and
+stream-K where the output tiles leave SMs idle (``croqtile.tuning.space``).
 
 The default configuration -- the written defines and the default options, what a call
 without ``autotune`` runs -- is always timed first (its result is the reference) and
@@ -49,18 +49,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from . import settings
-from .backends.triton.launcher import device_scope, publish, sm_count
-from .binding import grad_error, positional, requires_grad
-from .errors import ArgumentError, CompileError
-from .lru import DEFAULT_CACHE_SIZE, LRU, CacheInfo
+from .. import settings
+from ..backends.triton.launcher import device_scope, publish, sm_count
+from ..runtime.binding import grad_error, positional, requires_grad
+from ..errors import ArgumentError, CompileError
+from ..runtime.lru import DEFAULT_CACHE_SIZE, LRU, CacheInfo
 from .tile_defines import TileProbe
-from .tuning_space import (MODES, Config, Plan, Space, Tunables, default_space, search_space,
+from .space import (MODES, Config, Plan, Space, Tunables, default_space, search_space,
                            shape_bucket, source_defines)
 
 if TYPE_CHECKING:
-    from .driver import CompiledFunction
-    from .module import Function
+    from ..runtime.driver import CompiledFunction
+    from ..runtime.module import Function
 
 __all__ = ["MODES", "Config", "Space", "Tunables", "TunedFunction", "SearchTimer", "TuneReport",
            "make_tuned", "search_space", "shape_bucket", "source_defines"]
@@ -91,7 +91,7 @@ Spaces = Callable[[dict[str, int], int, dict[str, int]], Plan]
 def _versions() -> dict[str, str]:
     import triton
 
-    from . import __version__
+    from .. import __version__
 
     return {"croqtile": __version__, "triton": triton.__version__, "torch": torch.__version__}
 

@@ -8,17 +8,17 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
 
-from . import settings
-from .backends import dispatch
-from .backends.bounded import LRU
-from .backends.protocol import Toolchain
-from .backends.triton.codegen import Artifact
-from .backends.triton.launcher import Launcher, load_module
+from .. import settings
+from ..backends import dispatch
+from ..backends.bounded import LRU
+from ..backends.protocol import Toolchain
+from ..backends.triton.codegen import Artifact
+from ..backends.triton.launcher import Launcher, load_module
 from .binding import (Bound, Signature, bind, grad_error, make_signer, positional,
                       requires_grad, scalar_converters)
 from .driver import CompiledFunction
-from .errors import ArgumentError, CompileError
-from .frontend.sema.effects import written_parameters
+from ..errors import ArgumentError, CompileError
+from ..frontend.sema.effects import written_parameters
 from .lru import CacheInfo, resolve_size
 
 
@@ -51,7 +51,7 @@ class Function:
     4.1); any other strides of the same parameters run the same variant.
 
     Variants, loaded modules and warm-call signatures are kept in least-recently-used
-    tables of ``cache_size`` entries each (``croqtile.lru``; ``cache_info()`` reports
+    tables of ``cache_size`` entries each (``croqtile.runtime.lru``; ``cache_info()`` reports
     them): a variant evicted by a sweep over many shapes is compiled again when its shape
     returns."""
 
@@ -167,7 +167,7 @@ class Function:
         return self._artifacts.get(key)
 
     def cache_info(self) -> CacheInfo:
-        """The tables of this function (see ``croqtile.lru``): warm-call signatures'
+        """The tables of this function (see ``croqtile.runtime.lru``): warm-call signatures'
         hits and misses, and each table's entries against its size."""
         warm = self._warm.info()
         return CacheInfo(warm.hits, warm.misses, warm.size, self.cache_size,

@@ -14,25 +14,25 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from .backends import dispatch
-from .backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
-from .backends.ir.lower import FunctionLowering
-from .backends.ir.nodes import Function as IRFunction
-from .backends.ir.nodes import HostParam, Layout
-from .backends.options import Options
-from .backends.protocol import Plan, Unsuitable
-from .backends.triton.codegen import Artifact, generate
-from .errors import CompileError, CompileWarning
-from .frontend import syntax as ast
-from .frontend.diagnostics import Diagnostic, Reporter
-from .frontend.lexer import gc_paused
-from .frontend.intrinsics import check_scopes
-from .frontend.parser import parse_program, recursion_headroom
-from .frontend.preprocessor import preprocess
-from .frontend.regions import find_co_functions
-from .frontend.sema.checker import Checker
-from .frontend.sema.model import CheckedFunction
-from .frontend.source import NO_SPAN, Source, SourceMap, Span
+from ..backends import dispatch
+from ..backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
+from ..backends.ir.lower import FunctionLowering
+from ..backends.ir.nodes import Function as IRFunction
+from ..backends.ir.nodes import HostParam, Layout
+from ..backends.options import Options
+from ..backends.protocol import Plan, Unsuitable
+from ..backends.triton.codegen import Artifact, generate
+from ..errors import CompileError, CompileWarning
+from ..frontend import syntax as ast
+from ..frontend.diagnostics import Diagnostic, Reporter
+from ..frontend.lexer import gc_paused
+from ..frontend.intrinsics import check_scopes
+from ..frontend.parser import parse_program, recursion_headroom
+from ..frontend.preprocessor import preprocess
+from ..frontend.regions import find_co_functions
+from ..frontend.sema.checker import Checker
+from ..frontend.sema.model import CheckedFunction
+from ..frontend.source import NO_SPAN, Source, SourceMap, Span
 
 
 # the artifact for the dimensions of a call (a function compiled per call shape), for

@@ -32,16 +32,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .frontend import syntax as ast
-from .frontend.diagnostics import Reporter
-from .frontend.lexer import gc_paused
-from .frontend.parser import parse_program, recursion_headroom
-from .frontend.preprocessor import preprocess
-from .frontend.regions import find_co_functions
-from .frontend.sema.checker import Checker
-from .frontend.sema.model import CheckedFunction, Level, SymKind
-from .frontend.sema.symbolic import Sym
-from .frontend.source import Source, SourceMap
+from ..frontend import syntax as ast
+from ..frontend.diagnostics import Reporter
+from ..frontend.lexer import gc_paused
+from ..frontend.parser import parse_program, recursion_headroom
+from ..frontend.preprocessor import preprocess
+from ..frontend.regions import find_co_functions
+from ..frontend.sema.checker import Checker
+from ..frontend.sema.model import CheckedFunction, Level, SymKind
+from ..frontend.sema.symbolic import Sym
+from ..frontend.source import Source, SourceMap
 
 Defines = Mapping[str, Any]
 

@@ -41,8 +41,8 @@ import parso
 from parso.python import tree
 from parso.tree import NodeOrLeaf
 
-from .frontend.diagnostics import Diagnostic, Note
-from .frontend.source import Location, Source
+from ..frontend.diagnostics import Diagnostic, Note
+from ..frontend.source import Location, Source
 
 DefineValue = int | float | str | None
 

@@ -2,7 +2,7 @@
 (``frontend/codes.py``) and the examples (``frontend/code_examples.py``): the documentation
 site's page of error codes is this render, made while the site builds.
 
-    python -m croqtile.errors_doc    # the page on standard output
+    python -m croqtile.tools.errors_doc    # the page on standard output
 
 One section per code: its message template, severity, what it means, a program that
 produces it, the fix and the hint. ``tests/test_error_codes.py`` checks the examples and
@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 import sys
 
-from .frontend.code_examples import EXAMPLES, MEANINGS, UNTRIGGERABLE, Example
-from .frontend.codes import CODES, Code
+from ..frontend.code_examples import EXAMPLES, MEANINGS, UNTRIGGERABLE, Example
+from ..frontend.codes import CODES, Code
 
 # The code ranges of frontend/codes.py, in order: the prefix of the code and a title.
 _RANGES: tuple[tuple[str, str], ...] = (

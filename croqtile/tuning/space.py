@@ -1,11 +1,11 @@
-"""The candidates of an autotuning search (see ``croqtile.tuning``): configurations, the
+"""The candidates of an autotuning search (see ``croqtile.tuning.tuner``): configurations, the
 spaces a caller gives with ``tunables=``, and the search ``autotune="quick"``/``"full"``
 runs without them.
 
 The default search (``Descent``) starts from the untuned configuration and changes one
 thing at a time, keeping what was fastest so far:
 
-1. each tile define in turn (``croqtile.tile_defines`` finds them, whatever their
+1. each tile define in turn (``croqtile.tuning.tile_defines`` finds them, whatever their
    names), over values chosen for the shape bucket (``tile_values``), the other defines
    at the best values so far -- the defines of a tile that overhangs its dimension
    first (a 128-row tile over 16 rows of a decode GEMM computes mostly padding), then
