@@ -19,7 +19,7 @@ import keyword
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
@@ -31,6 +31,9 @@ from . import build as b
 from . import nodes as ir
 from .errors import static_extent, unsupported
 from .values import Bounded, Buffer, Region, Scalar, TensorRef, Tile
+
+if TYPE_CHECKING:
+    from .roles import Ledger
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
@@ -158,7 +161,7 @@ class KernelState(ABC):
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
-        self.events = None  # the event ledger of straight-line code (roles.py), made on use
+        self.events: Ledger | None = None  # the event ledger of straight-line code (roles.py), made on use
         self.in_flight: dict[Symbol, str] = {}  # debug: the flags of futures (checks.py)
         self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
         self.uncertain = 0  # inside a branch that may not run
@@ -256,13 +259,14 @@ class KernelState(ABC):
             names.update(binds)
         return names
 
-    def let(self, base: str, value: ir.Expr, span: Span | None = None) -> ir.Var:
+    def let(self, base: str, value: ir.Expr, span: Span | None = None
+            ) -> ir.Var | ir.Const | ir.AxisIndex:
         # A constant or an index is named by itself. A variable is not: accumulators,
         # mutable scalars and register tiles take new values under the same name, and a
         # local given such a variable must keep the value it had then (`int b = a;
         # a += 1;` leaves b as it was).
         if isinstance(value, (ir.Const, ir.AxisIndex)):
-            return value  # type: ignore[return-value]
+            return value
         name = self.fresh(base)
         self.emit(ir.Let(span, name, value))
         self.definitions[name] = value
@@ -410,7 +414,7 @@ class KernelState(ABC):
         """``options[index]`` for a runtime index (exprs.py)."""
 
     @abstractmethod
-    def update(self, target: ast.Ident, op: str, stmt: ast.Stmt) -> None:
+    def update(self, target: ast.Ident, op: str, stmt: ast.Node) -> None:
         """``x++`` / ``x--`` of a mutable scalar (assign.py)."""
 
     @abstractmethod
