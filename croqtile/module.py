@@ -311,7 +311,7 @@ class Module:
         self.filename = filename
 
     def __getattr__(self, name: str) -> Function:
-        functions = self.__dict__.get("_functions", {})
+        functions: dict[str, Function] = self.__dict__.get("_functions", {})
         if name in functions:
             return functions[name]
         known = ", ".join(functions) or "none"

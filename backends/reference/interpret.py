@@ -230,7 +230,8 @@ class Interpreter(Evaluator):
         frame: Frame | None = self.frame
         while frame is not None and frame.key is None:
             frame = frame.parent
-        if frame is None or frame.shared is None or all(k[0] == "block" for k in frame.key):
+        if frame is None or frame.key is None or frame.shared is None or \
+                all(k[0] == "block" for k in frame.key):
             return allocate()
         block = tuple(k for k in frame.key if k[0] == "block")
         cache = frame.shared
@@ -399,8 +400,9 @@ class Interpreter(Evaluator):
         for item, loop in zip(stmt.items, loops):
             for i, (sym, bound) in enumerate(zip(loop.vars, loop.bounds)):
                 start, stop, step = 0, self.sym_value(bound), 1
-                if i < len(loop.dynamic) and loop.dynamic[i] is not None:
-                    stop = int(self.eval(loop.dynamic[i]))  # `foreach y in X`: X trips
+                dynamic = loop.dynamic[i] if i < len(loop.dynamic) else None
+                if dynamic is not None:
+                    stop = int(self.eval(dynamic))  # `foreach y in X`: X trips
                 if isinstance(item, ast.RangeItem):
                     if item.lb is not None:
                         start = int(self.eval(item.lb))
