@@ -167,7 +167,7 @@ class Ledger:
 
 
 def _ledger(kl: KernelState) -> Ledger:
-    if kl.events is None:
+    if not isinstance(kl.events, Ledger):  # (None until the first use)
         kl.events = Ledger()
     return kl.events
 

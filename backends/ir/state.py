@@ -19,7 +19,7 @@ import keyword
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
@@ -31,9 +31,6 @@ from . import build as b
 from . import nodes as ir
 from .errors import static_extent, unsupported
 from .values import Bounded, Buffer, Region, Scalar, TensorRef, Tile
-
-if TYPE_CHECKING:
-    from .roles import Ledger
 
 
 # shared memory the default software pipeline may fill (Hopper has 227 KiB per block; the
@@ -161,7 +158,7 @@ class KernelState(ABC):
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
-        self.events: Ledger | None = None  # the event ledger of straight-line code (roles.py), made on use
+        self.events: object = None  # the event ledger of straight-line code (roles.py), made on use
         self.in_flight: dict[Symbol, str] = {}  # debug: the flags of futures (checks.py)
         self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
         self.uncertain = 0  # inside a branch that may not run

@@ -540,11 +540,11 @@ def _merge(mask: torch.Tensor, new: Any, old: Any) -> Any:
     return torch.where(mask, new_t, old_t)
 
 
-def _text(e: ast.Node) -> str:
+def _text(e: ast.Expr) -> str:
     try:
         from ...frontend.printer import format_expr
 
-        return format_expr(e)  # type: ignore[arg-type]
+        return format_expr(e)
     except Exception:  # messages only
         return type(e).__name__
 

@@ -187,7 +187,7 @@ class Interpreter(Evaluator):
         """Prefix the message with the innermost statement's ``file:line``."""
         if self.locate is not None and not getattr(err, "located", False):
             err.args = (f"{self.locate(stmt.span)}: {err.args[0] if err.args else ''}",)
-            err.located = True  # type: ignore[attr-defined]
+            err.located = True  # type: ignore[attr-defined]  # a marker on any exception
         return err
 
     def _s_Block(self, stmt: ast.Block) -> None:
@@ -245,12 +245,12 @@ class Interpreter(Evaluator):
             value = self.eval(item.init) if item.init is not None else 0
             self.define(sym, item.name, arith.convert(value, elem))
 
-    def _s_MdspanDecl(self, stmt: ast.MdspanDecl) -> None:
+    def _s_MdspanDecl(self, stmt: ast.MdspanDecl | ast.ItupleDecl) -> None:
         for sym in self.fn.decls.get(id(stmt), []):
             self.define(sym, stmt.name, self.eval(stmt.value))
 
     def _s_ItupleDecl(self, stmt: ast.ItupleDecl) -> None:
-        self._s_MdspanDecl(stmt)  # type: ignore[arg-type]
+        self._s_MdspanDecl(stmt)
 
     def _s_AssignStmt(self, stmt: ast.AssignStmt) -> None:
         declared = {s.name: s for s in self.fn.decls.get(id(stmt), [])}
