@@ -137,7 +137,7 @@ def _tuned(src: str, defines: Defines, filename: str, mode: str,
     names = list(compile_config(Config()))
     functions = make_tuned(names, src, mode, tunables, defines, options, budget_s,
                            compile_config)
-    return Module(functions, filename)  # type: ignore[arg-type]
+    return Module(functions, filename)
 
 
 def load(path: str | PathLike[str], *, defines: Defines | None = None,

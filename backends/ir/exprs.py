@@ -147,7 +147,7 @@ class Expressions(KernelState):
             value = self.value(operand)
             before = ir.Var(value.axes, value.dtype, self.fresh(f"{operand.name}_before"))
             self.emit(ir.Let(e.span, before.name, value))
-        self.update(operand, e.op, e)  # type: ignore[arg-type]  # state.py's update: ast.Stmt
+        self.update(operand, e.op, e)
         return before if before is not None else self.value(operand)
 
     def _e_Postfix(self, e: ast.Postfix) -> ir.Expr:

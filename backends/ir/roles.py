@@ -81,7 +81,7 @@ def event_ref(kl: KernelState, target: ast.Expr) -> EventRef | None:
         arg = target.indices[0]
         if isinstance(arg, ast.Postfix) and isinstance(arg.operand, ast.Ident):
             order = _known(kl, kl.value(arg.operand))  # the value before the update
-            kl.update(arg.operand, arg.op, target)  # type: ignore[arg-type]  # state.py's update: ast.Stmt
+            kl.update(arg.operand, arg.op, target)
         else:
             order = _known(kl, kl.value(arg))
         return EventRef(sym, size, b.binary("%", order, b.const(size)), order, target.span)
@@ -167,7 +167,7 @@ class Ledger:
 
 
 def _ledger(kl: KernelState) -> Ledger:
-    if kl.events is None:
+    if not isinstance(kl.events, Ledger):  # (None until the first use)
         kl.events = Ledger()
     return kl.events
 

@@ -160,7 +160,7 @@ class KernelState(ABC):
         self.element_targets: set[object] | None = None  # see scratch.element_written
         self.scratch_used = False  # some buffer lives in scratch memory (barriers matter)
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
-        self.events = None  # the event ledger of straight-line code (roles.py), made on use
+        self.events: object = None  # the event ledger of straight-line code (roles.py), made on use
         self.in_flight: dict[Symbol, str] = {}  # debug: the flags of futures (checks.py)
         self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
         self.uncertain = 0  # inside a branch that may not run
@@ -258,13 +258,14 @@ class KernelState(ABC):
             names.update(binds)
         return names
 
-    def let(self, base: str, value: ir.Expr, span: Span | None = None) -> ir.Var:
+    def let(self, base: str, value: ir.Expr, span: Span | None = None
+            ) -> ir.Var | ir.Const | ir.AxisIndex:
         # A constant or an index is named by itself. A variable is not: accumulators,
         # mutable scalars and register tiles take new values under the same name, and a
         # local given such a variable must keep the value it had then (`int b = a;
         # a += 1;` leaves b as it was).
         if isinstance(value, (ir.Const, ir.AxisIndex)):
-            return value  # type: ignore[return-value]
+            return value
         name = self.fresh(base)
         self.emit(ir.Let(span, name, value))
         self.definitions[name] = value
@@ -412,7 +413,7 @@ class KernelState(ABC):
         """``options[index]`` for a runtime index (exprs.py)."""
 
     @abstractmethod
-    def update(self, target: ast.Ident, op: str, stmt: ast.Stmt) -> None:
+    def update(self, target: ast.Ident, op: str, stmt: ast.Node) -> None:
         """``x++`` / ``x--`` of a mutable scalar (assign.py)."""
 
     @abstractmethod

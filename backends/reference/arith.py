@@ -12,7 +12,7 @@ toward zero as in C.
 from __future__ import annotations
 
 import math
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import torch
 
@@ -42,7 +42,8 @@ def _unsigned_ok(elem: ElemType, op: str, *operands: Any) -> None:
 def torch_dtype(elem: ElemType) -> torch.dtype:
     if elem.torch is None:
         raise not_implemented(f"the element type '{elem.name}' (torch has no such dtype)")
-    return getattr(torch, elem.torch)
+    dtype: torch.dtype = getattr(torch, elem.torch)
+    return dtype
 
 
 _DTYPE_ELEM: dict[torch.dtype, ElemType] = {}
@@ -130,7 +131,7 @@ def as_tensor(value: Value, elem: ElemType) -> torch.Tensor:
 
 # ------------------------------------------------------------------------- operators
 
-_TORCH_OPS = {
+_TORCH_OPS: dict[str, Callable[[Any, Any], torch.Tensor]] = {
     "+": torch.add, "-": torch.sub, "*": torch.mul,
     "&": torch.bitwise_and, "|": torch.bitwise_or, "^": torch.bitwise_xor,
     "<<": torch.bitwise_left_shift, ">>": torch.bitwise_right_shift,
@@ -149,6 +150,8 @@ def binary(op: str, a: Value, b: Value, elem: ElemType,
     ta, tb = _operand(a, elem, dtype, wide), _operand(b, elem, dtype, wide)
     _unsigned_ok(elem, op, ta, tb)
     integer = not dtype.is_floating_point
+    if op == "%" and not isinstance(ta, torch.Tensor):  # (then b is one: see above)
+        ta = torch.tensor(ta, dtype=tb.dtype)  # torch.fmod takes no number as the dividend
     if op in ("/", "%") and integer:
         tb = _nonzero_divisor(tb, mask)
         out = torch.div(ta, tb, rounding_mode="trunc") if op == "/" else torch.fmod(ta, tb)
@@ -162,8 +165,6 @@ def binary(op: str, a: Value, b: Value, elem: ElemType,
         out = _TORCH_OPS[op](ta, tb)
     else:
         raise not_implemented(f"the operator '{op}'")
-    if not isinstance(out, torch.Tensor):
-        out = torch.tensor(out)
     return out if out.dtype == dtype else out.to(dtype)
 
 

@@ -91,7 +91,8 @@ def _destination(it: Any, stmt: ast.DmaStmt, tile: torch.Tensor) -> DataView:
         if isinstance(chosen, DataView):
             return chosen
         raise InterpretError("a copy into a selection that is not data")
-    return it.data_of(dst)
+    data: DataView = it.data_of(dst)
+    return data
 
 
 def deliver(tile: torch.Tensor, valid: tuple[int, ...], dst: DataView, fill: Any) -> None:

@@ -135,7 +135,7 @@ def uses_events(fn: Any, body: ast.Block) -> bool:
 def _event_stmts(fn: Any, block: ast.Block, conds: list[tuple[ast.Expr, bool]]
                  ) -> list[tuple[ast.Stmt, list[tuple[ast.Expr, bool]]]]:
     """Wait/trigger statements of events in ``block`` with the conditions around them."""
-    found = []
+    found: list[tuple[ast.Stmt, list[tuple[ast.Expr, bool]]]] = []
     for stmt in block.stmts:
         if isinstance(stmt, (ast.WaitStmt, ast.TriggerStmt)):
             if any(_names_event(fn, t) for t in stmt.targets):

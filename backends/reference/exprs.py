@@ -267,7 +267,7 @@ class Evaluator:
             return self._logic(e)
         info = self.info(e)
         if info is not None and isinstance(info.type, (ShapeType, TupleType)):
-            return self._shape_arith(e, info)
+            return self._shape_arith(e, info.type)
         lhs, rhs = self.eval(e.lhs), self.eval(e.rhs)
         if op in ("==", "!=", "<", "<=", ">", ">="):
             common = arith.promote(self.elem_of(e.lhs), self.elem_of(e.rhs))
@@ -304,11 +304,11 @@ class Evaluator:
         finally:
             self.mask = saved
 
-    def _shape_arith(self, e: ast.Binary, info: ExprInfo) -> tuple[int, ...]:
-        if isinstance(info.type, ShapeType):
-            return tuple(self.sym_value(d) for d in info.type.dims)
-        if all(v is not None for v in info.type.values):
-            return tuple(self.sym_value(v) for v in info.type.values if v is not None)
+    def _shape_arith(self, e: ast.Binary, typ: ShapeType | TupleType) -> tuple[arith.Value, ...]:
+        if isinstance(typ, ShapeType):
+            return tuple(self.sym_value(d) for d in typ.dims)
+        if all(v is not None for v in typ.values):
+            return tuple(self.sym_value(v) for v in typ.values if v is not None)
         lhs, rhs = self.eval(e.lhs), self.eval(e.rhs)
         left = list(lhs) if isinstance(lhs, tuple) else [lhs]
         right = list(rhs) if isinstance(rhs, tuple) else [rhs]
@@ -392,10 +392,10 @@ class Evaluator:
                                 self._derive_item(item.rhs, base), dtypes.INT)
         return self.eval(item)
 
-    def _e_SizeOf(self, e: ast.SizeOf) -> int:
+    def _e_SizeOf(self, e: ast.SizeOf) -> arith.Value:
         if e.operand is None:
             raise not_implemented("this '|...|' expression")
-        value = self.eval(e.operand)
+        value: DataView | tuple[Any, ...] | arith.Value = self.eval(e.operand)
         if not isinstance(value, (DataView, tuple)):
             return value  # `|n|` of an integer is n (one per lane when it varies)
         total = 1
@@ -540,11 +540,11 @@ def _merge(mask: torch.Tensor, new: Any, old: Any) -> Any:
     return torch.where(mask, new_t, old_t)
 
 
-def _text(e: ast.Node) -> str:
+def _text(e: ast.Expr) -> str:
     try:
         from ...frontend.printer import format_expr
 
-        return format_expr(e)  # type: ignore[arg-type]
+        return format_expr(e)
     except Exception:  # messages only
         return type(e).__name__
 

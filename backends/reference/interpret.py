@@ -187,7 +187,7 @@ class Interpreter(Evaluator):
         """Prefix the message with the innermost statement's ``file:line``."""
         if self.locate is not None and not getattr(err, "located", False):
             err.args = (f"{self.locate(stmt.span)}: {err.args[0] if err.args else ''}",)
-            err.located = True  # type: ignore[attr-defined]
+            err.located = True  # type: ignore[attr-defined]  # a marker on any exception
         return err
 
     def _s_Block(self, stmt: ast.Block) -> None:
@@ -230,7 +230,8 @@ class Interpreter(Evaluator):
         frame: Frame | None = self.frame
         while frame is not None and frame.key is None:
             frame = frame.parent
-        if frame is None or frame.shared is None or all(k[0] == "block" for k in frame.key):
+        if frame is None or frame.key is None or frame.shared is None or \
+                all(k[0] == "block" for k in frame.key):
             return allocate()
         block = tuple(k for k in frame.key if k[0] == "block")
         cache = frame.shared
@@ -244,12 +245,12 @@ class Interpreter(Evaluator):
             value = self.eval(item.init) if item.init is not None else 0
             self.define(sym, item.name, arith.convert(value, elem))
 
-    def _s_MdspanDecl(self, stmt: ast.MdspanDecl) -> None:
+    def _s_MdspanDecl(self, stmt: ast.MdspanDecl | ast.ItupleDecl) -> None:
         for sym in self.fn.decls.get(id(stmt), []):
             self.define(sym, stmt.name, self.eval(stmt.value))
 
     def _s_ItupleDecl(self, stmt: ast.ItupleDecl) -> None:
-        self._s_MdspanDecl(stmt)  # type: ignore[arg-type]
+        self._s_MdspanDecl(stmt)
 
     def _s_AssignStmt(self, stmt: ast.AssignStmt) -> None:
         declared = {s.name: s for s in self.fn.decls.get(id(stmt), [])}
@@ -399,8 +400,9 @@ class Interpreter(Evaluator):
         for item, loop in zip(stmt.items, loops):
             for i, (sym, bound) in enumerate(zip(loop.vars, loop.bounds)):
                 start, stop, step = 0, self.sym_value(bound), 1
-                if i < len(loop.dynamic) and loop.dynamic[i] is not None:
-                    stop = int(self.eval(loop.dynamic[i]))  # `foreach y in X`: X trips
+                dynamic = loop.dynamic[i] if i < len(loop.dynamic) else None
+                if dynamic is not None:
+                    stop = int(self.eval(dynamic))  # `foreach y in X`: X trips
                 if isinstance(item, ast.RangeItem):
                     if item.lb is not None:
                         start = int(self.eval(item.lb))

@@ -12,6 +12,7 @@ nested parallels, local buffers, loops with early exits -- runs instance by inst
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Iterator
 
 from ...frontend import syntax as ast
 from ...frontend.sema.model import CheckedFunction, SymKind, Symbol
@@ -65,9 +66,9 @@ def _stmt_ok(fn: CheckedFunction, stmt: ast.Stmt, declared: set[Symbol]) -> bool
             if not isinstance(target, (ast.Ident, ast.ElemAccess)):
                 return False
     if isinstance(stmt, ast.Foreach):
-        for item in stmt.items:
-            if isinstance(item, ast.RangeItem):
-                for part in (item.lb, item.ub, item.step):
+        for loop_item in stmt.items:
+            if isinstance(loop_item, ast.RangeItem):
+                for part in (loop_item.lb, loop_item.ub, loop_item.step):
                     if part is not None and (fn.exprs.get(id(part)) is None
                                              or fn.exprs[id(part)].static is None):
                         return False
@@ -99,7 +100,7 @@ def _expr_ok(fn: CheckedFunction, expr: ast.Expr, declared: set[Symbol]) -> bool
     return True
 
 
-def walk(node: ast.Node):
+def walk(node: ast.Node) -> Iterator[ast.Node]:
     """Every AST node under ``node`` (itself included)."""
     stack: list[object] = [node]
     while stack:

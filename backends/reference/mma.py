@@ -285,7 +285,7 @@ def exec_store(it: Any, stmt: ast.MmaStore) -> None:
     dst.write(_convert_tile(value, dst.elem), limit)
 
 
-def _convert_tile(value: torch.Tensor, elem: ElemType) -> torch.Tensor:
+def _convert_tile(value: arith.Value, elem: ElemType) -> torch.Tensor:
     out = arith.convert(value, elem)
     assert isinstance(out, torch.Tensor)
     return out

@@ -49,7 +49,7 @@ class DataView:
 
     @staticmethod
     def allocate(shape: tuple[int, ...], elem: ElemType, space: str, name: str,
-                 fill: Value) -> DataView:
+                 fill: int | float) -> DataView:
         tensor = torch.full(shape, fill, dtype=torch.float64).to(torch_dtype(elem)) \
             if isinstance(fill, float) else torch.full(shape, fill, dtype=torch_dtype(elem))
         return DataView.whole(tensor, elem, space, name)
@@ -75,7 +75,7 @@ class DataView:
         return torch.as_strided(self.storage, self.valid, self.strides,
                                 self.storage.storage_offset() + self.offset)
 
-    def read(self, fill: Value | None) -> torch.Tensor:
+    def read(self, fill: int | float | None) -> torch.Tensor:
         """A copy of the tile; elements past the end of the data are ``fill``."""
         if self.complete:
             return self.part().clone()

@@ -41,8 +41,8 @@ from ..api import compile as compile_source
 from ..backends.bounded import LRU
 from ..errors import CompileWarning
 from ..ops.library import retrace
-from ..runtime.module import Function, Module
 from ..ops.traced import takes_host_descriptors, traced_call
+from ..runtime.module import Function, Module, ModuleFunction
 
 NAMESPACE = "croqtile"
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
@@ -166,7 +166,7 @@ def load(variant: Variant, autograd: Callable[[Module], None] | None = None,
                 _traced_stand_ins(variant, module)
             if autograd is not None:
                 autograd(module)
-            _FUNCTIONS.update(module.functions)
+            _FUNCTIONS.update({name: _plain(f) for name, f in module.functions.items()})
             _MODULES[variant] = module
     return module
 
@@ -182,6 +182,12 @@ def _compile(variant: Variant, **options: Any) -> Module:
                               **{**dict(variant.options), **options})
 
 
+def _plain(function: ModuleFunction) -> Function:
+    """A function of a module compiled here: never autotuned, so a plain ``Function``."""
+    assert isinstance(function, Function)
+    return function
+
+
 def _traced_stand_ins(variant: Variant, module: Module) -> None:
     """Under torch.compile, an operator whose kernels take tensor descriptors made on the
     host would stay one opaque call (tracing cannot capture those descriptors): the
@@ -189,13 +195,13 @@ def _traced_stand_ins(variant: Variant, module: Module) -> None:
     path on every call. It decomposes instead into the same program compiled with
     descriptors made in the kernel, which Inductor launches as it does the model's own
     kernels (and CUDA graphs capture). Eager calls keep the host's descriptors."""
-    opaque = [name for name, fn in module.functions.items() if takes_host_descriptors(fn)]
+    opaque = [name for name, fn in module.functions.items() if takes_host_descriptors(_plain(fn))]
     if not opaque:
         return
     stand_ins = _compile(variant, descriptors="kernel")
     for name in opaque:
         retrace(NAMESPACE, name, traced_call(stand_ins.functions[name],
-                                             _eager_stages(module.functions[name])))
+                                             _eager_stages(_plain(module.functions[name]))))
 
 
 def _eager_stages(eager: Function) -> Callable[[Any, int], int]:

@@ -19,28 +19,25 @@ launches its kernels, or runs them in Triton's interpreter) for:
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import torch
 
 from ..backends.ir.nodes import HostParam
 from ..backends.triton.codegen import Artifact
 from ..backends.triton.traced import TracedTensor, TracingLaunch, traced_host
-from ..runtime.binding import mixed_devices
 from ..errors import ArgumentError
 from ..frontend.sema import dtypes
 from ..frontend.sema.model import RuntimeCheck
-from ..runtime.module import Function
-
-if TYPE_CHECKING:
-    from ..tuning.tuner import TunedFunction
+from ..runtime.binding import mixed_devices
+from ..runtime.module import Function, ModuleFunction
 
 # device types whose traced calls decompose into kernel launches (tests add "cpu", with
 # Triton's interpreter standing in for the compiled kernels)
 DECOMPOSED_DEVICES = frozenset({"cuda"})
 
 
-def opaque_reason(function: Function | TunedFunction) -> str | None:
+def opaque_reason(function: ModuleFunction) -> str | None:
     """Why the operator of ``function`` cannot decompose into its kernels under tracing,
     or None when it can (known before its kernels are loaded; see also
     ``TracedCall.reason``)."""
@@ -139,7 +136,7 @@ class TracedCall:
         return self._host
 
 
-def traced_call(function: Function | TunedFunction,
+def traced_call(function: ModuleFunction,
                 stages: Callable[[Any, int], int] | None = None) -> TracedCall | None:
     """The decomposition of ``function``'s operator, None when it stays opaque for a
     reason known now (``opaque_reason``); ``stages`` as ``TracedCall`` takes it."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, ParamSpec, TypeVar
 
 from ..backends import dispatch
 from ..backends.ir.errors import LoweringError, NeedsContiguous, NeedsSpecialization
@@ -40,6 +40,9 @@ from ..frontend.source import NO_SPAN, Source, SourceMap, Span
 Specializer = Callable[[Mapping[str, int], frozenset[str]], Artifact]
 # the artifact of a function compiled once, for arguments whose named tensors are strided
 Restrider = Callable[[frozenset[str]], Artifact]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -106,11 +109,11 @@ def run_pipeline(source: Source, defines: Mapping[str, int | float | str | None]
     reporter = Reporter(SourceMap.identity(source))
     timings: dict[str, float] = {}
 
-    def stage(name: str, fn, *args):  # type: ignore[no-untyped-def]
+    def stage(name: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         start = time.perf_counter()
         try:
             with gc_paused():  # a big source makes millions of objects: no rescans of them all
-                return fn(*args)
+                return fn(*args, **kwargs)
         except (CompileError, LoweringError, NeedsSpecialization):
             raise
         except RecursionError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Protocol
 
 from .. import settings
 from ..backends import dispatch
@@ -303,15 +303,30 @@ def _specialisation_problem(name: str, dims: dict[str, int], err: CompileError) 
             f"these dimensions: {problems}")
 
 
+class ModuleFunction(Protocol):
+    """A function of a ``Module``: a ``Function``, or an autotuned ``tuning.TunedFunction``
+    (which holds one ``Function`` per configuration)."""
+
+    name: str
+    op: Any  # the torch.library operator, when compiled with library=
+
+    @property
+    def compiled(self) -> CompiledFunction: ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def call(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class Module:
     """The ``__co__`` functions of one source, as attributes."""
 
-    def __init__(self, functions: list[Function], filename: str) -> None:
+    def __init__(self, functions: Iterable[ModuleFunction], filename: str) -> None:
         self._functions = {f.name: f for f in functions}
         self.filename = filename
 
-    def __getattr__(self, name: str) -> Function:
-        functions = self.__dict__.get("_functions", {})
+    def __getattr__(self, name: str) -> ModuleFunction:
+        functions: dict[str, ModuleFunction] = self.__dict__.get("_functions", {})
         if name in functions:
             return functions[name]
         known = ", ".join(functions) or "none"
@@ -322,7 +337,7 @@ class Module:
         return sorted(set(super().__dir__()) | set(self._functions))
 
     @property
-    def functions(self) -> dict[str, Function]:
+    def functions(self) -> dict[str, ModuleFunction]:
         return dict(self._functions)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

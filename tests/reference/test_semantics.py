@@ -257,6 +257,32 @@ def test_c_integer_division_and_shifts() -> None:
     assert torch.equal(triton(ARITH, [a, b], "cdivision"), expected)
 
 
+REMAINDER = """
+__co__ s32 [8] ints(s32 [8] a) {
+  s32 [8] out;
+  parallel t by 8
+    out.at(t) = 7 % a.at(t);
+  return out;
+}
+__co__ f32 [8] floats(f32 [8] a) {
+  f32 [8] out;
+  parallel t by 8
+    out.at(t) = -7.5f % a.at(t);
+  return out;
+}
+"""
+
+
+def test_remainder_of_a_constant_by_an_element() -> None:
+    """``7 % x``: a number on the left of ``%`` truncates like C's ``%`` / ``fmod`` too."""
+    a = torch.tensor([2, -2, 3, 4, 5, 6, 7, 9], dtype=torch.int32)
+    expected = torch.fmod(torch.full((8,), 7, dtype=torch.int32), a)
+    assert torch.equal(both_modes(REMAINDER, [a], function="ints"), expected)
+    f = a.float()
+    expected = torch.fmod(torch.full((8,), -7.5), f)
+    assert torch.equal(both_modes(REMAINDER, [f], function="floats"), expected)
+
+
 def test_compound_assignment_computes_in_the_promoted_type() -> None:
     """``out.at(t) += a * 0.1f`` with f16 ``out``: f16 + f32 -> f32, one rounding to f16
     at the store (spec 3.6)."""
