@@ -29,8 +29,8 @@ from .check_parallel import ParallelChecks
 from .check_stmts import StatementChecks
 from .check_views import ViewChecks
 from .dtypes import ElemType
-from .model import (CheckedFunction, CheckedProgram, DataType, ExprInfo, Level, LevelInfo,
-                    RuntimeCheck, ScalarType, Symbol, SymKind)
+from .model import (CheckedFunction, CheckedProgram, DataType, ExprInfo, RuntimeCheck,
+                    ScalarType, Symbol, SymKind)
 from .rules_s5000 import EngineRules
 from .symbolic import Sym
 from .targets import DEFAULT_TARGET, TARGETS, Target
