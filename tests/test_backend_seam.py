@@ -21,7 +21,7 @@ from croqtile.backends.protocol import Backend, Kernel, Plan, Unsuitable
 from croqtile.backends.reference import check_text
 
 ROOT = Path(__file__).resolve().parent.parent
-GEMM = (ROOT / "bench" / "kernels" / "gemm.co").read_text()
+GEMM = (ROOT / "croqtile" / "bench" / "kernels" / "gemm.co").read_text()
 SCALE = """
 __co__ f32 [N] twice(f32 [N] x) {
   f32 [x.span] y;
