@@ -279,7 +279,7 @@ __co__ void scale(global f32 [64] x, global f32 [64] y) {
     y.at(p) = x.at(p) * 0.001f;
 }
 """,
-        message="malformed number literal '1e'",
+        message="malformed number literal '1e-3f'",
     ),
     "CQ0104": Example(
         bad="""\
