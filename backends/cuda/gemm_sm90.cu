@@ -33,6 +33,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "arch.cuh"
+
 namespace {
 
 // CROQ_PINGPONG=1: the two consumer warpgroups take turns instead of sharing a tile.
@@ -190,7 +192,7 @@ extern "C" __constant__ int croq_gemm_sm90_block_rows = BM;
       NAME(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, \
            const __grid_constant__ CUtensorMap map_c, int M, int N, int K,               \
            const int* __restrict__ order_table) {                                        \
-    gemm<BF16, BN>(&map_a, &map_b, &map_c, M, N, K, order_table);                        \
+    CROQ_IF_SM90A(gemm<BF16, BN>(&map_a, &map_b, &map_c, M, N, K, order_table));         \
   }
 CROQ_KERNEL(croq_gemm_sm90_f16_256, false, 256)
 CROQ_KERNEL(croq_gemm_sm90_bf16_256, true, 256)

@@ -25,6 +25,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "arch.cuh"
+
 namespace {
 
 constexpr int WG_ROWS = 64;        // rows of C per consumer warpgroup and tile
@@ -163,7 +165,7 @@ extern "C" __constant__ int croq_gemm_sp_sm90_smem_bytes = SMEM_BYTES;
       NAME(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, \
            const __grid_constant__ CUtensorMap map_c, const uint8_t* __restrict__ meta, int M, \
            int N, int K) {                                                               \
-    gemm_sp<BF16>(&map_a, &map_b, &map_c, meta, M, N, K);                                \
+    CROQ_IF_SM90A(gemm_sp<BF16>(&map_a, &map_b, &map_c, meta, M, N, K));                 \
   }
 CROQ_SP_KERNEL(croq_gemm_sp_sm90_f16, false)
 CROQ_SP_KERNEL(croq_gemm_sp_sm90_bf16, true)
