@@ -21,7 +21,8 @@ found, 0 otherwise, 2 for usage errors (a missing path, an unknown code).
 ``explain`` prints a code's severity, message and hint templates from the registry, and
 what the code means and a wrong and a fixed program when the optional module
 ``croqtile.frontend.code_examples`` has them (``MEANINGS[code]``; ``EXAMPLES[code]``: an
-``Example`` with ``.bad`` and ``.fixed``, or a ``(bad, fixed)`` pair). ``ERRORS.md`` is the same reference as one document.
+``Example`` with ``.bad`` and ``.fixed``, or a ``(bad, fixed)`` pair). ``ERRORS.md`` is the
+same reference as one document.
 
 ``bench`` runs the sweeps of ``croqtile.bench_suite`` (see ``bench/README.md``): every case
 is checked against a float64 reference before it is timed; exit status 1 when a case is

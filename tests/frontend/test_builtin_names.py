@@ -46,7 +46,8 @@ __co__ void f(global f32 [4] y) {{
     # one name argument: parsed as a selection of an undeclared name
     ("__expf(x)", "CQ0201", "symbol '__expf' is used before declaration"),
     # any other argument list: a call that no backend lowers
-    ("__expf(x - 1.0f)", "CQ0701", "not supported by the Triton backend yet: the built-in '__expf'"),
+    ("__expf(x - 1.0f)", "CQ0701",
+     "not supported by the Triton backend yet: the built-in '__expf'"),
 ])
 def test_unknown_call_suggests_the_built_in(expr: str, code: str, message: str) -> None:
     errors = [d for d in check_source(program(expr), filename="k.co") if d.severity == "error"]
