@@ -34,6 +34,7 @@ from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
+from .errors import LoweringError
 from .state import KernelState
 from .values import Region, access, padding_mask
 
@@ -208,7 +209,10 @@ def _lanes_inside(kl: KernelState, expr: ast.Expr, extent: Sym) -> ir.Expr | Non
     usual ``parallel p by cdiv(N, 16)`` over a tail)."""
     mask: ir.Expr | None = None
     for part in _lane_indices(kl, expr, frozenset()):
-        value = kl.value(part)
+        try:
+            value = kl.value(part)
+        except LoweringError:  # (a local's index out of its scope: that part is not known)
+            continue
         if not isinstance(value, ir.Const):
             mask = b.and_(mask, b.binary("<", value, _extent(kl, extent), b.I1))
     return mask
