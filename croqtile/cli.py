@@ -19,11 +19,11 @@ rules the checker applies (default ``sm_90``; ``s5000`` checks MMA and TMA state
 against the Moore Threads S5000's tensor-engine tables). Exit status: 1 when any error was
 found, 0 otherwise, 2 for usage errors (a missing path, an unknown code).
 
-``explain`` prints a code's severity, message and hint templates from the registry, and a
-wrong and a fixed program when the optional module ``croqtile.frontend.code_examples``
-has them (``EXAMPLES[code]``: an ``Example`` with ``.bad`` and ``.fixed``, or a
-``(bad, fixed)`` pair). The documentation's error-code page is the same reference as one
-document.
+``explain`` prints a code's severity, message and hint templates from the registry, and
+what the code means and a wrong and a fixed program when the optional module
+``croqtile.frontend.code_examples`` has them (``MEANINGS[code]``; ``EXAMPLES[code]``: an
+``Example`` with ``.bad`` and ``.fixed``, or a ``(bad, fixed)`` pair). The documentation's
+error-code page is the same reference as one document.
 
 ``bench`` runs the sweeps of ``croqtile.bench`` (its kernels ship in the package, so it runs
 from an installed wheel): every case is checked against a float64 reference before it is
@@ -43,6 +43,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TextIO
@@ -87,7 +88,30 @@ class FileReport:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status instead of exiting."""
+    """Run the command line; returns the exit status instead of exiting.
+
+    A reader that stops early (``croqtile explain CQ0201 | head -3``) closes standard
+    output: the rest of the output is dropped quietly, with exit status 1, as Python's
+    documentation recommends for a broken pipe (see ``_drop_stdout``)."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # a broken pipe shows here rather than at interpreter exit
+    except BrokenPipeError:
+        _drop_stdout()
+        return 1
+    return status
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device so that the flush at exit cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stream): nothing to flush
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -440,6 +464,10 @@ def run_explain(code: str, out: TextIO) -> int:
         print("  hint: given with each diagnostic (it depends on the case)", file=out)
     elif entry.hint:
         print(f"  hint: {_unescape(entry.hint)}", file=out)
+    meaning = _meanings().get(entry.code)
+    if meaning:
+        print("\n" + textwrap.fill(meaning, width=88, break_on_hyphens=False,
+                                   break_long_words=False), file=out)
     example = _examples().get(entry.code)
     if example is not None:
         bad, fixed = (example.bad, example.fixed) if hasattr(example, "bad") else example
@@ -477,13 +505,23 @@ def _nearby_codes(normal: str, count: int = 5) -> list[Code]:
 
 def _examples() -> Mapping[str, Any]:
     """``EXAMPLES`` of the optional code-examples module: {code: Example or (bad, fixed)}."""
+    return _examples_table("EXAMPLES")
+
+
+def _meanings() -> Mapping[str, str]:
+    """``MEANINGS`` of the optional code-examples module: {code: what it means}."""
+    return _examples_table("MEANINGS")
+
+
+def _examples_table(name: str) -> Mapping[str, Any]:
     try:
         module = importlib.import_module(_EXAMPLES_MODULE)
     except ModuleNotFoundError as exc:
         if exc.name != _EXAMPLES_MODULE:
             raise  # the module exists but is broken: say so rather than hide it
         return {}
-    return getattr(module, "EXAMPLES", {})
+    table: Mapping[str, Any] = getattr(module, name, {})
+    return table
 
 
 def _unescape(template: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import decimal
 import gc
 import math
 import re
@@ -24,6 +25,10 @@ def _alternation(words: tuple[str, ...]) -> str:
 # backtrack; Python 3.10 has no possessive quantifiers to say so.
 _SKIP = r"(?:\s+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*"
 
+# The text of a number literal, well formed or not: decimal digits with an exponent
+# (`1.5e-3f`, never valid), or digits followed by word characters and an optional fraction.
+_NUMBER = r"(?:\d+(?:\.\d+)?[eE][+-]\d+\w*|\d\w*(?:\.\d\w*)?)"
+
 _TOKEN_RE = re.compile(
     _SKIP + "(?:"
     r"(?P<end>\Z)"
@@ -33,9 +38,10 @@ _TOKEN_RE = re.compile(
     r'|(?P<string>"(?:[^"\\\n]|\\.)*")'
     r'|(?P<bad_string>"(?:[^"\\\n]|\\.)*)'
     # a number swallows every following word character so that `1e3` or `12ab` is one
-    # malformed literal rather than a number and a name
-    r"|(?P<negnum>-\d\w*(?:\.\d\w*)?)"
-    r"|(?P<num>\d\w*(?:\.\d\w*)?)"
+    # malformed literal rather than a number and a name, and a signed exponent so that
+    # `1e-3` is one literal (reported with a hint: there is no exponent notation)
+    r"|(?P<negnum>-" + _NUMBER + ")"
+    r"|(?P<num>" + _NUMBER + ")"
     r"|(?P<group4>group-4(?!\w))"
     r"|(?P<name>[A-Za-z_]\w*)"
     r"|(?P<dotword>(?:" + _alternation(DOTTED_WORDS) + r")(?!\w))"
@@ -183,8 +189,34 @@ def _number(literal: str, start: int, end: int, reporter: Reporter) -> Token:
                             hint="add a `u` suffix for an unsigned 64-bit literal")
             return Token(TokenKind.INT, "0", span, 0)
         return Token(TokenKind.INT, literal, span, value)
-    reporter.report("CQ0103", span, text=_clip(literal))
+    reporter.report("CQ0103", span, text=_clip(literal), hint=_malformed_hint(literal))
     return Token(TokenKind.INT, "0", span, 0)
+
+
+_EXPONENT_RE = re.compile(r"(-?\d+(?:\.\d+)?[eE][+-]?\d+)([fF]?)", re.ASCII)
+# Written out, a literal longer than this is not worth suggesting digit for digit.
+_MAX_WRITTEN_OUT = 48
+
+
+def _malformed_hint(literal: str) -> str | None:
+    """The hint of a malformed literal in exponent notation (spec 2.5: there is none):
+    the same number with its digits written out, and ``inf``/``-inf`` for large ones."""
+    m = _EXPONENT_RE.fullmatch(literal)
+    if m is None:
+        return None
+    number = decimal.Decimal(m.group(1))
+    written = format(number, "f")
+    if "." not in written:
+        written += ".0"
+    suffix = m.group(2)
+    lead = "Croqtile has no exponent notation (`1e-3`): write the digits out"
+    if len(written) > _MAX_WRITTEN_OUT:
+        return f"{lead}, or use `inf` / `-inf` (f32 infinity) for a bound no value reaches"
+    infinity = "-inf" if number < 0 else "inf"
+    if abs(number) >= decimal.Decimal("1e10"):
+        return f"{lead}, `{written}{suffix}`, or use `{infinity}` (f32 infinity) for a bound " \
+               "no value reaches"
+    return f"{lead}: `{written}{suffix}`"
 
 
 def _clip(text: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import types
@@ -374,6 +375,30 @@ def test_explain_shows_examples_when_the_module_has_them(
     assert "A program with this problem:" in out and "Fixed:" in out
     assert "        y.at(i) = x.at(j) * 2;" in out and "        y.at(i) = x.at(i) * 2;" in out
 
+
+def test_explain_says_what_the_code_means(capsys: pytest.CaptureFixture[str]) -> None:
+    from croqtile.frontend.code_examples import MEANINGS
+
+    status, out, _ = run(capsys, "explain", "CQ0433")
+    assert status == 0
+    paragraphs = out.split("\n\n")
+    # after the message and hint lines, before the examples: the reference's explanation
+    assert " ".join(paragraphs[1].split()) == MEANINGS["CQ0433"]
+    assert paragraphs[2].startswith("A program with this problem")
+    assert max(len(line) for line in paragraphs[1].splitlines()) <= 88
+
+
+def test_explain_into_a_closed_pipe_exits_quietly() -> None:
+    # `croqtile explain CQ0201 | head -3`: the reader has gone before the writer is done
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # closed before anything is written: every write fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "croqtile", "explain", "CQ0201"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored" line
+    assert done.returncode == 1
 
 def test_explain_unknown_code_lists_nearby_codes(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, err = run(capsys, "explain", "CQ0299")

@@ -29,10 +29,7 @@ FILENAME = "example.co"
 BAD_GAPS: dict[str, str] = {}
 
 # Fixed programs that still report an error.
-FIXED_GAPS: dict[str, str] = {
-    "CQ0433": "backend: an event polled as a `while` condition is not lowered (CQ0701)",
-    "CQ0118": "backend: intrinsic calls are not passed through by the Triton backend (CQ0701)",
-}
+FIXED_GAPS: dict[str, str] = {}
 
 
 def _cases(gaps: dict[str, str]) -> list[object]:

@@ -24,6 +24,8 @@
 // Tails in M, N and K are zero-filled by the copy engine on loads and clipped by it on
 // stores. The host guarantees 16-byte aligned rows and base pointers.
 
+#include "arch.cuh"
+
 namespace {
 
 constexpr int THREADS = 192;
@@ -279,5 +281,5 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) __cluster_dims__(CTA_GR
     croq_gemm_sm100(const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b,
                     const __grid_constant__ CUtensorMap map_c, int M, int N, int K) {
-  gemm(&map_a, &map_b, &map_c, M, N, K);
+  CROQ_IF_SM100A(gemm(&map_a, &map_b, &map_c, M, N, K));
 }

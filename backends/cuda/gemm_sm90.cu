@@ -33,6 +33,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "arch.cuh"
+
 namespace {
 
 // CROQ_PINGPONG=1: the two consumer warpgroups take turns instead of sharing a tile.
@@ -78,6 +80,7 @@ struct Layout {
 
 #include "sync.cuh"
 #include "hopper.cuh"
+#include "pipeline.cuh"
 
 #define CROQ_REGS96                                                                      \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "              \
@@ -120,50 +123,24 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
                                      const CUtensorMap* map_c, int M, int N, int K,
                                      const int* order_table) {
   using L = Layout<BN>;
-  constexpr uint32_t STAGE_BYTES = L::STAGE_BYTES, B_PART = L::B_PART;
-  constexpr int STAGED_COLS = L::STAGED_COLS;
+  constexpr uint32_t B_PART = L::B_PART;
   extern __shared__ __align__(1024) uint8_t smem[];
-  const uint32_t base = (shared_address(smem) + 1023) & ~1023u;
-  const uint32_t staging = base + STAGES * STAGE_BYTES;
-  const uint32_t full = staging + L::STAGING_BYTES;   // STAGES barriers: stage is loaded
-  const uint32_t empty = full + STAGES * 8;           // STAGES barriers: stage is free
-
+  const Pipeline<L::STAGE_BYTES, L::STAGING_BYTES> pipe(smem);
   const uint32_t rank = cluster_rank();
   const TileOrder order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, BN,
                         order_table};
   const int k_tiles = (K + BK - 1) / BK;
   const int warpgroup = threadIdx.x / 128;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      barrier_init(full + 8 * s, 1);
-      barrier_init(empty + 8 * s, CONSUMERS_PER_STAGE * CLUSTER);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  cluster_sync();
+  pipe.init(CONSUMERS_PER_STAGE);
 
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x == 0) {
-      int it = 0;
-      for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
-        int m0, n0;
-        order.origin(t, rank, m0, n0);
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int s = it % STAGES;
-          const int round = it / STAGES;
-          if (round > 0) barrier_wait(empty + 8 * s, (round - 1) & 1);
-          const uint32_t stage = base + s * STAGE_BYTES;
-          barrier_expect_bytes(full + 8 * s, STAGE_BYTES);
-          copy_tile(stage, map_a, full + 8 * s, kt * BK, m0);
-          copy_tile_to_cluster(stage + A_BYTES + rank * B_PART, map_b, full + 8 * s, kt * BK,
-                               n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
-        }
-      }
-    }
+    pipe.produce(order, rank, k_tiles, [&](uint32_t stage, uint32_t bar, int kt, int m0, int n0) {
+      copy_tile(stage, map_a, bar, kt * BK, m0);
+      copy_tile_to_cluster(stage + A_BYTES + rank * B_PART, map_b, bar, kt * BK,
+                           n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
+    });
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    consumer_registers();
     const int consumer = warpgroup - 1;
     const int tid = threadIdx.x % 128;
     float d[L::ACC];
@@ -180,39 +157,23 @@ __device__ __forceinline__ void gemm(const CUtensorMap* map_a, const CUtensorMap
       int m0, n0;
       order.origin(t, rank, m0, n0);
       m0 += first_row;
-      int previous = -1;
-      int it = walked * k_tiles;
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const int s = it % STAGES;
-        barrier_wait(full + 8 * s, (it / STAGES) & 1);
-        const uint32_t a = base + s * STAGE_BYTES + first_row * BK * 2;
-        const uint32_t b = base + s * STAGE_BYTES + A_BYTES;
+      const int held = pipe.consume(walked, k_tiles, tid, [&](uint32_t stage, int kt) {
+        const uint32_t a = stage + first_row * BK * 2;
+        const uint32_t b = stage + A_BYTES;
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BK / 16; ++k) {
           wgmma_64xNx16<BF16>(d, tile_descriptor(a + 32 * k), tile_descriptor(b + 32 * k),
                               (kt > 0 || k > 0) ? 1u : 0u);
         }
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (previous >= 0 && tid == 0) {
-          for (uint32_t cta = 0; cta < CLUSTER; ++cta) barrier_arrive_in(empty + 8 * previous, cta);
-        }
-        previous = s;
-      }
+      });
       // Ping-pong: let the other warpgroup start on the next tile, if there is one.
       if (PINGPONG && t + static_cast<int>(cluster_count()) < order.count())
         named_barrier_arrive(3 + (1 - consumer), 256);
-      wgmma_wait<0>();
-      pin(d);
-      if (tid == 0) {
-        for (uint32_t cta = 0; cta < CLUSTER; ++cta) barrier_arrive_in(empty + 8 * previous, cta);
-      }
-
-      store_accumulator<BF16, BN, STAGED_COLS>(d, staging, map_c, m0, n0, consumer, tid);
+      pipe.finish(d, held, tid);
+      store_accumulator<BF16, BN, L::STAGED_COLS>(d, pipe.staging, map_c, m0, n0, consumer, tid);
     }
-    // The last tile's stores must be complete before the block ends.
-    if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    drain_stores();
   }
   // No block may leave while its peer can still arrive on its barriers.
   cluster_sync();
@@ -231,7 +192,7 @@ extern "C" __constant__ int croq_gemm_sm90_block_rows = BM;
       NAME(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, \
            const __grid_constant__ CUtensorMap map_c, int M, int N, int K,               \
            const int* __restrict__ order_table) {                                        \
-    gemm<BF16, BN>(&map_a, &map_b, &map_c, M, N, K, order_table);                        \
+    CROQ_IF_SM90A(gemm<BF16, BN>(&map_a, &map_b, &map_c, M, N, K, order_table));         \
   }
 CROQ_KERNEL(croq_gemm_sm90_f16_256, false, 256)
 CROQ_KERNEL(croq_gemm_sm90_bf16_256, true, 256)

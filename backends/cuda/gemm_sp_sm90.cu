@@ -25,6 +25,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "arch.cuh"
+
 namespace {
 
 constexpr int WG_ROWS = 64;        // rows of C per consumer warpgroup and tile
@@ -54,6 +56,7 @@ static_assert(STAGE_BYTES % 1024 == 0, "stages keep the 1024-byte alignment of s
 
 #include "sync.cuh"
 #include "hopper.cuh"
+#include "pipeline.cuh"
 
 // A non-tensor bulk copy of `bytes` contiguous bytes (the metadata of one stage).
 __device__ __forceinline__ void copy_bytes(uint32_t dst, const void* src, uint32_t bytes,
@@ -105,52 +108,27 @@ __device__ __forceinline__ void gemm_sp(const CUtensorMap* map_a, const CUtensor
                                         const CUtensorMap* map_c, const uint8_t* meta, int M,
                                         int N, int K) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  const uint32_t base = (shared_address(smem) + 1023) & ~1023u;
-  const uint32_t staging = base + STAGES * STAGE_BYTES;
-  const uint32_t full = staging + STAGING_BYTES;  // STAGES barriers: stage is loaded
-  const uint32_t empty = full + STAGES * 8;       // STAGES barriers: stage is free
-
+  const Pipeline<STAGE_BYTES, STAGING_BYTES> pipe(smem);
   const uint32_t rank = cluster_rank();
   const TileOrder order{(M + CLUSTER * BM - 1) / (CLUSTER * BM), (N + BN - 1) / BN, BN,
                         nullptr};
   const int k_tiles = (K + BK - 1) / BK;
   const int warpgroup = threadIdx.x / 128;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      barrier_init(full + 8 * s, 1);
-      barrier_init(empty + 8 * s, 2 * CLUSTER);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  cluster_sync();
+  pipe.init(2);
 
   if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x == 0) {
-      int it = 0;
-      for (int t = cluster_id(); t < order.count(); t += cluster_count()) {
-        int m0, n0;
-        order.origin(t, rank, m0, n0);
-        // the metadata of this block's rows: META_BYTES per K tile, the K tiles of a
-        // block row one after the other (the host pads rows to whole cluster tiles)
-        const uint8_t* meta_rows = meta + static_cast<size_t>(m0 / BM) * k_tiles * META_BYTES;
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int s = it % STAGES;
-          const int round = it / STAGES;
-          if (round > 0) barrier_wait(empty + 8 * s, (round - 1) & 1);
-          const uint32_t stage = base + s * STAGE_BYTES;
-          barrier_expect_bytes(full + 8 * s, STAGE_BYTES);
-          copy_tile(stage, map_a, full + 8 * s, kt * (BK / 2), m0);
-          copy_tile_to_cluster(stage + A_BYTES + rank * B_PART, map_b, full + 8 * s, kt * BK,
-                               n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
-          copy_bytes(stage + A_BYTES + B_BYTES, meta_rows + static_cast<size_t>(kt) * META_BYTES,
-                     META_BYTES, full + 8 * s);
-        }
-      }
-    }
+    pipe.produce(order, rank, k_tiles, [&](uint32_t stage, uint32_t bar, int kt, int m0, int n0) {
+      // the metadata of this block's rows: META_BYTES per K tile, the K tiles of a
+      // block row one after the other (the host pads rows to whole cluster tiles)
+      const uint8_t* meta_rows = meta + static_cast<size_t>(m0 / BM) * k_tiles * META_BYTES;
+      copy_tile(stage, map_a, bar, kt * (BK / 2), m0);
+      copy_tile_to_cluster(stage + A_BYTES + rank * B_PART, map_b, bar, kt * BK,
+                           n0 + rank * (BN / CLUSTER), (1u << CLUSTER) - 1);
+      copy_bytes(stage + A_BYTES + B_BYTES, meta_rows + static_cast<size_t>(kt) * META_BYTES,
+                 META_BYTES, bar);
+    });
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    consumer_registers();
     const int consumer = warpgroup - 1;
     const int tid = threadIdx.x % 128;
     float d[ACC];
@@ -159,12 +137,7 @@ __device__ __forceinline__ void gemm_sp(const CUtensorMap* map_a, const CUtensor
       int m0, n0;
       order.origin(t, rank, m0, n0);
       m0 += consumer * WG_ROWS;
-      int previous = -1;
-      int it = walked * k_tiles;
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const int s = it % STAGES;
-        barrier_wait(full + 8 * s, (it / STAGES) & 1);
-        const uint32_t stage = base + s * STAGE_BYTES;
+      const int held = pipe.consume(walked, k_tiles, tid, [&](uint32_t stage, int kt) {
         const uint32_t a = stage + consumer * (WG_ROWS * BK);  // 64 rows of 64 bytes
         const uint32_t b = stage + A_BYTES;
         const uint32_t e = load_shared_u32(stage + A_BYTES + B_BYTES + consumer * 512 + 4 * tid);
@@ -173,21 +146,11 @@ __device__ __forceinline__ void gemm_sp(const CUtensorMap* map_a, const CUtensor
         wgmma_sp<BF16, 0>(d, packed_descriptor(a), tile_descriptor(b), e, kt > 0 ? 1u : 0u);
         // k32 step 1: packed columns 16..31, dense 32..63
         wgmma_sp<BF16, 1>(d, packed_descriptor(a + 32), tile_descriptor(b + 64), e, 1u);
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (previous >= 0 && tid == 0) {
-          for (uint32_t cta = 0; cta < CLUSTER; ++cta) barrier_arrive_in(empty + 8 * previous, cta);
-        }
-        previous = s;
-      }
-      wgmma_wait<0>();
-      pin(d);
-      if (tid == 0) {
-        for (uint32_t cta = 0; cta < CLUSTER; ++cta) barrier_arrive_in(empty + 8 * previous, cta);
-      }
-      store_accumulator<BF16, BN, STAGED_COLS>(d, staging, map_c, m0, n0, consumer, tid);
+      });
+      pipe.finish(d, held, tid);
+      store_accumulator<BF16, BN, STAGED_COLS>(d, pipe.staging, map_c, m0, n0, consumer, tid);
     }
-    if (threadIdx.x % 128 == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    drain_stores();
   }
   cluster_sync();
 }
@@ -202,7 +165,7 @@ extern "C" __constant__ int croq_gemm_sp_sm90_smem_bytes = SMEM_BYTES;
       NAME(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, \
            const __grid_constant__ CUtensorMap map_c, const uint8_t* __restrict__ meta, int M, \
            int N, int K) {                                                               \
-    gemm_sp<BF16>(&map_a, &map_b, &map_c, meta, M, N, K);                                \
+    CROQ_IF_SM90A(gemm_sp<BF16>(&map_a, &map_b, &map_c, meta, M, N, K));                 \
   }
 CROQ_SP_KERNEL(croq_gemm_sp_sm90_f16, false)
 CROQ_SP_KERNEL(croq_gemm_sp_sm90_bf16, true)

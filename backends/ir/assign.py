@@ -181,7 +181,8 @@ class Assignments(KernelState):
         if isinstance(region, Tile):
             raise unsupported(target.span, "writing single elements of a register-resident buffer")
         self.fl.written.add(region.tensor.name)
-        rhs = self.value(item.value)
+        with checks.kept_lanes(self, region, index):
+            rhs = self.value(item.value)
         if item.op == "=" and self._tile_store(region, index, rhs, stmt.span):
             return
         pointer, mask = access(region, index)

@@ -1,8 +1,15 @@
 """Run-time checks of the ``debug`` compile option: device assertions on what the checker
 cannot prove at compile time.
 
-- every element index ``x.at(i, j)`` computed from data (a gather, a schedule table) lies
-  in ``[0, extent)`` of its view's dimension;
+- every element index ``x.at(i, j)`` the checker cannot prove in range lies in
+  ``[0, extent)`` of its view's dimension: indices computed from data (a gather, a
+  schedule table) and arithmetic on lane indices (``p # t + off``, ``i - 1``, a local
+  holding one). Only constants inside the extent and lane indices as written (``p``,
+  ``p # t``, ``k(-1)``) are proven; lanes of a tail block (a lane index past the extent,
+  or a store whose own element is outside its tensor) are masked by the lowering, as
+  without ``debug``, and not checked;
+- an element read through a view whose origin comes from data
+  (``x.subspan(16).at(p + off)``, ``x.view(16).from(off)``) lies inside the tensor;
 - every tile a copy or a tile load/store moves starts inside its tensor;
 - a ``wait`` finds its future in flight: in debug mode each future of an asynchronous
   copy has a flag, set where the copy is issued, exchanged by ``swap``/``rotate``, tested
@@ -16,16 +23,20 @@ source is the one of a compile without the option.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
 from ...frontend import printer
 from ...frontend import syntax as ast
-from ...frontend.sema.model import (BoundedTupleType, BoundedType, DataType, Symbol,
-                                    TupleType)
+from ...frontend.sema.model import BoundedTupleType, DataType, Symbol, SymKind, TupleType
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
+from .errors import LoweringError
 from .state import KernelState
-from .values import Region, padding_mask
+from .values import Region, access, padding_mask
 
 
 def enabled(kl: KernelState) -> bool:
@@ -50,7 +61,25 @@ def check_element(kl: KernelState, e: ast.ElemAccess, index: list[ir.Expr]) -> N
             continue
         what = (f"index out of range in {access_text}: index {d} "
                 f"({printer.format_expr(expr)}) not in [0, {extent})")
-        _assert_within(kl, idx, b.const(0), _extent(kl, extent), what, e.span)
+        _assert_within(kl, idx, b.const(0), _extent(kl, extent), what, e.span,
+                       _lanes_inside(kl, expr, extent))
+
+
+@contextlib.contextmanager
+def kept_lanes(kl: KernelState, region: Region, index: list[ir.Expr]) -> Iterator[None]:
+    """While the value of a store into ``region`` at ``index`` is lowered: its checks skip
+    the lanes whose element lies outside the tensor, whose value is not stored. (A tail
+    block's lanes, ``parallel p by cdiv(M, 16)``, read past other data as they go past
+    their output.)"""
+    mask = access(region, index)[1] if enabled(kl) else None
+    if mask is None:
+        yield
+        return
+    kl.kept_lanes.append(mask)
+    try:
+        yield
+    finally:
+        kl.kept_lanes.pop()
 
 
 def check_origin(kl: KernelState, region: Region, span: Span | None, what: str) -> None:
@@ -112,12 +141,19 @@ def _flag(kl: KernelState, future: Symbol) -> ir.Var:
 
 
 def _assert_within(kl: KernelState, value: ir.Expr, low: ir.Expr, high: ir.Expr, message: str,
-                   span: Span) -> None:
+                   span: Span, lanes: ir.Expr | None = None) -> None:
+    """Assert ``low <= value < high`` in the executing lanes (and those of ``lanes``)."""
+    mask = kl.guarded(b.and_(padding_mask(b.merged(value, low, high)), lanes))
+    for kept in kl.kept_lanes:
+        mask = b.and_(mask, kept)
+    if mask is not None and set(mask.axes) - set(value.axes):
+        # the index over the lanes the mask tells apart (an element of `apply {r, c}` under
+        # a condition on both), so that on the CPU its failing values line up with them
+        value = ir.Where(b.merged(mask, value), value.dtype, mask, value, value)
     named = kl.let("dbg_index", value, span)
     cond = b.and_(b.binary(">=", named, low, b.I1), b.binary("<", named, high, b.I1))
     values = (named.name,) if isinstance(named, ir.Var) else ()
-    kl.emit(ir.Assert(span, cond, message, kl.guarded(padding_mask(cond.axes)),
-                      located=True, values=values))
+    kl.emit(ir.Assert(span, cond, message, mask, located=True, values=values))
 
 
 def _written_indices(kl: KernelState, e: ast.ElemAccess) -> list[ast.Expr | None]:
@@ -137,12 +173,128 @@ def _written_indices(kl: KernelState, e: ast.ElemAccess) -> list[ast.Expr | None
 
 def _proven(kl: KernelState, expr: ast.Expr, idx: ir.Expr, extent: Sym) -> bool:
     """Whether ``idx`` is in range by construction: a constant inside the extent, or a
-    bounded integer (a parallel index and arithmetic on it): lanes of a tail block past
-    the extent are masked by the lowering, as they are without ``debug``."""
+    lane index as written (see ``_lane_index``): lanes of a tail block past the extent
+    are masked by the lowering, as they are without ``debug``. Arithmetic on a lane
+    index (``p # t + off``, ``i - 1``) keeps its bound in the checker's types but not its
+    range, so it is checked."""
     if isinstance(idx, ir.Const):
         return extent.value is not None and 0 <= int(idx.value) < extent.value
-    info = kl.fn.exprs.get(id(expr))
-    return info is not None and isinstance(info.type, BoundedType)
+    return _lane_index(kl, expr)
+
+
+def _lane_index(kl: KernelState, expr: ast.Expr, seen: frozenset[Symbol] = frozenset()) -> bool:
+    """Whether ``expr`` is a lane's own index: a parallel, foreach or ``with`` variable,
+    a member of a bounded ituple (``k(-1)`` included), a composition ``a # b`` of such,
+    or a local declared with one (``j = p # t;``). Its values lie in ``[0, bound)``;
+    where the bound passes the extent (``cdiv`` blocks), the lanes past it are a tail."""
+    if isinstance(expr, ast.Binary) and expr.op == "#":
+        return _lane_index(kl, expr.lhs, seen) and _lane_index(kl, expr.rhs, seen)
+    if isinstance(expr, ast.Select):
+        expr = expr.base
+    if not isinstance(expr, ast.Ident):
+        return False
+    sym = kl.fn.refs.get(id(expr))
+    if sym is None or sym.kind not in (SymKind.BOUNDED, SymKind.BOUNDED_TUPLE):
+        return False
+    if sym.level is not None:
+        return True
+    value = _bounded_locals(kl).get(sym)  # a local: what it was declared with
+    return value is not None and sym not in seen and _lane_index(kl, value, seen | {sym})
+
+
+def _lanes_inside(kl: KernelState, expr: ast.Expr, extent: Sym) -> ir.Expr | None:
+    """The lanes whose own indices in ``expr`` lie inside ``extent``: the others belong to
+    a tail block, whose accesses the lowering masks (checking them would reject the
+    usual ``parallel p by cdiv(N, 16)`` over a tail)."""
+    mask: ir.Expr | None = None
+    for part in _lane_indices(kl, expr, frozenset()):
+        try:
+            value = kl.value(part)
+        except LoweringError:  # (a local's index out of its scope: that part is not known)
+            continue
+        if not isinstance(value, ir.Const):
+            mask = b.and_(mask, b.binary("<", value, _extent(kl, extent), b.I1))
+    return mask
+
+
+def _lane_indices(kl: KernelState, expr: ast.Expr, seen: frozenset[Symbol]) -> list[ast.Expr]:
+    """The maximal lane indices (``_lane_index``) inside ``expr`` and the bounded locals
+    it uses, outside the element accesses it reads (``idx.at(p)``: those index other
+    data and are checked there)."""
+    if _lane_index(kl, expr):
+        return [expr]
+    if isinstance(expr, ast.ElemAccess):
+        return []
+    if isinstance(expr, ast.Ident):
+        sym = kl.fn.refs.get(id(expr))
+        value = _bounded_locals(kl).get(sym) if sym is not None else None
+        if value is None or sym in seen:
+            return []
+        return _lane_indices(kl, value, seen | {sym})
+    found: list[ast.Expr] = []
+    for f in dataclasses.fields(expr):
+        value = getattr(expr, f.name)
+        for child in value if isinstance(value, tuple) else (value,):
+            if isinstance(child, ast.Expr):
+                found.extend(_lane_indices(kl, child, seen))
+    return found
+
+
+def _bounded_locals(kl: KernelState) -> dict[Symbol, ast.Expr]:
+    """The value each bounded local of the function (``j = p # t + 1;``) is declared with."""
+    if kl.bounded_locals is None:
+        found: dict[Symbol, ast.Expr] = {}
+        for node in ast.walk(kl.fn.node):
+            if not isinstance(node, ast.AssignStmt):
+                continue
+            declared = {sym.name: sym for sym in kl.fn.decls.get(id(node), ())
+                        if sym.kind is SymKind.BOUNDED}
+            for item in node.items:
+                if isinstance(item.target, ast.Ident) and item.target.name in declared:
+                    found[declared[item.target.name]] = item.value
+        kl.bounded_locals = found
+    return kl.bounded_locals
+
+
+def check_element_origin(kl: KernelState, region: Region, index: list[ir.Expr],
+                         e: ast.ElemAccess) -> None:
+    """``x.at(i, ...)`` through a view whose origin comes from data (a scalar argument, a
+    value loaded from memory: ``x.subspan(16).at(p + off)``, ``x.view(4).from(off)``):
+    the element's coordinate in the tensor is asserted to lie inside it in each such
+    dimension, as its index is inside the view (``check_element``). The lanes whose
+    coordinate without the data-made part is already past the tensor are a tail block's,
+    masked by the lowering as without ``debug``."""
+    if not enabled(kl) or region.lows or len(index) != region.rank:
+        return
+    coords = list(region.origin)
+    for d, idx in enumerate(index):
+        coords[region.axis_of(d)] = b.add(coords[region.axis_of(d)], idx)
+    access_text = printer.format_expr(e)
+    for t, (origin, coord, dim) in enumerate(zip(region.origin, coords, region.tensor.dims)):
+        if not region.limits[t] or not _from_data(kl, origin, set()) or _collapsed(coord):
+            continue
+        extent = _extent(kl, dim)
+        position = _lane_position(kl, coord, frozenset())
+        lanes = None if isinstance(position, ir.Const) else b.and_(
+            b.binary(">=", position, b.const(0), b.I1), b.binary("<", position, extent, b.I1))
+        message = (f"index out of range in {access_text}: the element's coordinate in "
+                   f"dimension {t} of '{region.tensor.name}' not in [0, {dim})")
+        _assert_within(kl, coord, b.const(0), extent, message, e.span, lanes)
+
+
+def _lane_position(kl: KernelState, e: ir.Expr, seen: frozenset[str]) -> ir.Expr:
+    """``e`` with the parts made from data (scalar arguments, loaded values) taken as 0:
+    where the lane's own indices put it."""
+    if not _from_data(kl, e, set()):
+        return e
+    if isinstance(e, ir.Var) and e.name in kl.definitions and e.name not in seen:
+        return _lane_position(kl, kl.definitions[e.name], seen | {e.name})
+    if isinstance(e, ir.Binary) and e.op in ("+", "-", "*"):
+        return b.binary(e.op, _lane_position(kl, e.lhs, seen), _lane_position(kl, e.rhs, seen),
+                        e.dtype)
+    if isinstance(e, ir.Cast):
+        return b.cast(_lane_position(kl, e.operand, seen), e.dtype)
+    return b.const(0)
 
 
 def _from_data(kl: KernelState, e: ir.Expr, seen: set[str]) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...frontend import syntax as ast
+from ...frontend.builtin_names import builtin_hint
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import BoundedTupleType, BoundedType, ScalarType, SymKind
 from ...frontend.sema.symbolic import Sym
@@ -211,7 +212,8 @@ class Expressions(KernelState):
         info = self.fn.exprs[id(e)]
         dtype = b.dtype_of(info.type.elem) if isinstance(info.type, ScalarType) else b.I32
         if e.name not in builtins.SUPPORTED:
-            raise unsupported(e.span, f"the built-in '{e.name}'")
+            raise unsupported(e.span, f"the built-in '{e.name}'",
+                              builtin_hint(e.name, builtins.SUPPORTED))
         return builtins.lower_builtin(self, e.name, args, dtype, e.span)
 
     def lower_expr_stmt(self, stmt: ast.ExprStmt) -> None:
@@ -226,8 +228,10 @@ class Expressions(KernelState):
                 isinstance(expr.operand, ast.Ident):
             self.update(expr.operand, expr.op, stmt)  # (its value is not used)
             return
-        raise unsupported(stmt.span, describe(expr) if not isinstance(expr, ast.CallExpr)
-                          else f"the call '{expr.name}'")
+        if not isinstance(expr, ast.CallExpr):
+            raise unsupported(stmt.span, describe(expr))
+        raise unsupported(stmt.span, f"the call '{expr.name}'",
+                          builtin_hint(expr.name, builtins.SUPPORTED))
 
     def atomic(self, call: ast.CallExpr, span: Span | None, want_result: bool) -> ir.Expr:
         """``__atomic_op(x.at(i), v[, w])``: one atomic read-modify-write per lane."""

@@ -162,6 +162,11 @@ class KernelState(ABC):
         self.definitions: dict[str, ir.Expr] = {}  # let-bound names and their values
         self.events: object = None  # the event ledger of straight-line code (roles.py), made on use
         self.in_flight: dict[Symbol, str] = {}  # debug: the flags of futures (checks.py)
+        # debug: the value each bounded local was declared with (checks.py)
+        self.bounded_locals: dict[Symbol, ast.Expr] | None = None
+        # debug: the lanes whose result is kept while the value of a store is lowered (the
+        # lanes of its element inside the tensor); checks of that value skip the others
+        self.kept_lanes: list[ir.Expr] = []
         self.known: dict[str, int | float] = {}  # mutable scalars of straight-line code
         self.uncertain = 0  # inside a branch that may not run
         self.bodies: set[int] = set()  # parallel bodies: where a `yield` may end a thread

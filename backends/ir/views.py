@@ -171,7 +171,7 @@ class Views(KernelState):
         if isinstance(base, ast.View) and id(base) in self.fn.views:  # `a.span_as(64).at(i)`
             view = self.resolve_view_read(base)
             view_elem = view.tensor.elem if isinstance(view, Region) else view.elem
-            return view, self.element_index(e), view_elem
+            return view, self.region_index(view, e), view_elem
         subscripts: list[ast.Expr] = []
         while isinstance(base, ast.Index):  # `ring[s].at(i)`: an element of a buffer array
             subscripts.insert(0, base.index)
@@ -202,7 +202,15 @@ class Views(KernelState):
                 self.use_tensor(value.tensor)
         else:
             raise unsupported(e.span, "this element access")
-        return source, self.element_index(e), elem
+        return source, self.region_index(source, e), elem
+
+    def region_index(self, source: Region | Tile, e: ast.ElemAccess) -> list[ir.Expr]:
+        """The indices of ``x.at(...)`` into ``source``; in debug mode a view of a tensor
+        whose origin comes from data is also checked to hold the element."""
+        index = self.element_index(e)
+        if isinstance(source, Region):
+            checks.check_element_origin(self, source, index, e)
+        return index
 
     def element_index(self, e: ast.ElemAccess) -> list[ir.Expr]:
         """The indices of ``x.at(...)`` (checked at run time in debug mode)."""

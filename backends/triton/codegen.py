@@ -206,8 +206,11 @@ class KernelWriter:
             w.line(f"tl.device_print({stmt.label!r}{values})")
         elif isinstance(stmt, ir.Assert):
             self.asserts = True
-            cond = self.expr(stmt.cond, stmt.cond.axes)
-            mask = "" if stmt.mask is None else f", mask={self.expr(stmt.mask, stmt.mask.axes)}"
+            # both over the axes of either: a condition over rows and a mask over rows and
+            # columns (an element of `apply {r, c}` under an `if`) broadcast lane by lane
+            axes = ir.sort_axes(set(stmt.cond.axes) | set(stmt.mask.axes if stmt.mask else ()))
+            cond = self.expr(stmt.cond, axes)
+            mask = "" if stmt.mask is None else f", mask={self.expr(stmt.mask, axes)}"
             message = stmt.message
             if stmt.located:
                 where = self.locate(stmt.span) if stmt.span is not None else ""

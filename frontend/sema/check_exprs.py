@@ -5,6 +5,7 @@ types, calls to built-ins and atomics, casts, ``sizeof``, ``select`` and derived
 from __future__ import annotations
 
 from .. import syntax as ast
+from ..builtin_names import FLOAT_BUILTINS, builtin_hint
 from . import dtypes
 from .check_common import (COMPARE, ERROR, CheckerBase, ErrorType, expr_text, is_intlike,
                            scalar_elem, type_word, with_article)
@@ -27,12 +28,6 @@ _ATOMIC_ARITY = {
     "__atomic_cas": 3,
 }
 
-_FLOAT_BUILTINS = {
-    "__exp", "__exp2f", "__expm1", "__log", "__log1p", "__pow", "__sqrt", "__rsqrt",
-    "__frcp_rn", "__fabs", "__fmaf", "__sin", "__cos", "__tan", "__asin", "__acos", "__atan",
-    "__atan2", "__sinh", "__cosh", "__tanh", "__ceil", "__floor", "__round", "__sign",
-    "__gelu", "__sigmoid", "__softplus",
-}
 
 _FRAGMENT_CALLS = frozenset({"copy", "reduce_max", "reduce_sum"})
 
@@ -211,6 +206,12 @@ class ExprChecks(CheckerBase):
         return info
 
     def _expr_Select(self, e: ast.Select) -> ExprInfo:
+        if isinstance(e.base, ast.Ident) and self._lookup(e.base.name) is None:
+            hint = builtin_hint(e.base.name)  # `__expf(x)`: a call of a misspelt built-in
+            if hint is not None:
+                self.reporter.report("CQ0201", e.base.span, name=e.base.name, hint=hint)
+                self._expr(e.index)
+                return ERROR
         base = self._expr(e.base)
         index = self._expr(e.index)
         t = base.type
@@ -377,7 +378,7 @@ class ExprChecks(CheckerBase):
                     return ERROR
                 static = a.static.cdiv(b.static)
             return ExprInfo(_INT, static)
-        if e.name in _FLOAT_BUILTINS:
+        if e.name in FLOAT_BUILTINS:
             elem = scalar_elem(args[0]) if args else None
             return ExprInfo(ScalarType(elem if elem and elem.is_float else dtypes.F32))
         if e.name in ("__max", "__min") and len(args) == 2:

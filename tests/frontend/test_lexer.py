@@ -175,7 +175,7 @@ def test_spans_are_absolute_offsets_of_the_slice() -> None:
     ("a $", "CQ0101", "unexpected character '$'", 3),
     ('x = "open\ny', "CQ0102", "unterminated string literal", 5),
     ('R"(never closed', "CQ0102", "unterminated string literal", 1),
-    ("1e-3", "CQ0103", "malformed number literal '1e'", 1),
+    ("1e-3", "CQ0103", "malformed number literal '1e-3'", 1),  # one literal, sign and all
     ("x = 12ab", "CQ0103", "malformed number literal '12ab'", 5),
     ("007", "CQ0103", "malformed number literal '007'", 1),
     ("1.5ff", "CQ0103", "malformed number literal '1.5ff'", 1),
@@ -186,6 +186,37 @@ def test_lexical_errors(text: str, code: str, message: str, column: int) -> None
     diag = reporter.diagnostics[0]
     assert (diag.code, diag.message, diag.line, diag.column) == (code, message, 1, column)
 
+
+@pytest.mark.parametrize("text, literal, written", [
+    ("y = -1e30f;", "-1e30f", "`-1000000000000000000000000000000.0f`, or use `-inf`"),
+    ("y = 1e-3;", "1e-3", ": `0.001`"),
+    ("y = 2.5E+2f;", "2.5E+2f", ": `250.0f`"),
+    ("y = x-1.5e-7f;", "1.5e-7f", ": `0.00000015f`"),  # the `-` after an operand subtracts
+    ("y = 1e400;", "1e400", ", or use `inf` / `-inf`"),
+])
+def test_exponent_notation_hints_at_how_to_write_the_number(
+        text: str, literal: str, written: str) -> None:
+    _, reporter = tokens(text)
+    [diag] = reporter.diagnostics
+    assert (diag.code, diag.message) == ("CQ0103", f"malformed number literal '{literal}'")
+    assert diag.hint is not None
+    assert diag.hint.startswith("Croqtile has no exponent notation (`1e-3`): write the digits out")
+    assert written in diag.hint
+
+
+def test_suggested_numbers_are_literals_the_lexer_accepts() -> None:
+    for text in ("-1e30f", "1e-3", "2.5E+2f", "1.5e-7f"):
+        _, reporter = tokens(text)
+        suggestion = reporter.diagnostics[0].hint.split("`")[3]  # the second code span
+        toks, again = tokens(suggestion)
+        assert not again.diagnostics and toks[0].kind is K.FLOAT
+        assert toks[0].value == float(text.rstrip("fF"))
+
+
+def test_hex_minus_is_still_a_subtraction_and_other_bad_literals_have_no_hint() -> None:
+    assert [t.text for t in tokens("0x1E-1")[0][:-1]] == ["0x1E", "-", "1"]
+    _, reporter = tokens("12ab")
+    assert reporter.diagnostics[0].hint is None
 
 def test_bad_characters_are_skipped_and_lexing_continues() -> None:
     toks, reporter = tokens("a @ b $ c")
