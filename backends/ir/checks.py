@@ -227,8 +227,10 @@ def _lane_indices(kl: KernelState, expr: ast.Expr, seen: frozenset[Symbol]) -> l
         return []
     if isinstance(expr, ast.Ident):
         sym = kl.fn.refs.get(id(expr))
-        value = _bounded_locals(kl).get(sym) if sym is not None else None
-        if value is None or sym in seen:
+        if sym is None or sym in seen:
+            return []
+        value = _bounded_locals(kl).get(sym)
+        if value is None:
             return []
         return _lane_indices(kl, value, seen | {sym})
     found: list[ast.Expr] = []
