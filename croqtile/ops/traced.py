@@ -29,7 +29,7 @@ from ..backends.triton.traced import TracedTensor, TracingLaunch, traced_host
 from ..errors import ArgumentError
 from ..frontend.sema import dtypes
 from ..frontend.sema.model import RuntimeCheck
-from ..runtime.binding import mixed_devices
+from ..runtime.binding import mixed_devices, tensor_argument
 from ..runtime.module import Function, ModuleFunction
 
 # device types whose traced calls decompose into kernel launches (tests add "cpu", with
@@ -170,13 +170,7 @@ def _bind_traced(name: str, artifact: Artifact, args: tuple[Any, ...]) \
     for param, arg in zip(artifact.params, args):
         if param.kind != "tensor":
             continue
-        expected = getattr(torch, dtypes.lookup(param.elem).torch or "", None)
-        if arg.dtype != expected:
-            raise ArgumentError(f"{name}(): parameter '{param.name}' expects dtype {expected} "
-                                f"({param.elem}), got {arg.dtype}")
-        if arg.dim() != len(param.dims):
-            raise ArgumentError(f"{name}(): parameter '{param.name}' expects rank "
-                                f"{len(param.dims)}, got a tensor of rank {arg.dim()}")
+        tensor_argument(name, param, arg)  # its dtype and rank
         if device is None:
             device, device_from = arg.device, param.name
         elif arg.device != device:

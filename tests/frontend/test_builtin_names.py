@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from croqtile.backends.ir.builtins import SUPPORTED
-from croqtile.driver import check_source
+from croqtile.runtime.driver import check_source
 from croqtile.frontend.builtin_names import MATH_BUILTINS, suggest_builtin
 
 
