@@ -3091,6 +3091,25 @@ __co__ void pack(global f32 [16, 16] x, global f32 [16, 16] y) {
 """,
         message='sparse copies take the 2:4 pattern (got 1:4)',
     ),
+    "CQ0440": Example(
+        bad="""\
+__co__ void stage(global f16 [64, 64] x, global f16 [64, 64] y) {
+  parallel p by 4 : block {
+    t = tma.copy.promote<32> x.chunkat(p, _) => shared;
+    tma.copy t => y.chunkat(p, _);
+  }
+}
+""",
+        fixed="""\
+__co__ void stage(global f16 [64, 64] x, global f16 [64, 64] y) {
+  parallel p by 4 : block {
+    t = tma.copy.promote<128> x.chunkat(p, _) => shared;
+    tma.copy t => y.chunkat(p, _);
+  }
+}
+""",
+        message="L2 promotion must be 64, 128 or 256 bytes (got 32)",
+    ),
     "CQ0621": Example(
         bad="""\
 __co__ void scale(global f32 [64] x) {
@@ -3468,6 +3487,9 @@ MEANINGS: dict[str, str] = {
     "CQ0406": "`.load` exists only for TMA (`tma.load`); the DMA engine copies with "
               "`dma.copy`.",
     "CQ0407": "Shared-memory swizzles come in 32, 64 and 128 bytes.",
+    "CQ0440": "A TMA copy can ask for its tile to be promoted into L2 in 64-, 128- or "
+              "256-byte lines; no other size exists (the Triton backend ignores the hint but "
+              "checks the value).",
     "CQ0408": "A `dma.transp` permutation or `dma.pad` list needs one entry per dimension "
               "of the data.",
     "CQ0409": "The `dma.transp` layout must list every dimension `0..rank-1` exactly once.",

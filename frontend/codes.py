@@ -190,6 +190,7 @@ _TABLE: tuple[Code, ...] = (
          "every option of a select must have the same element type, shape and storage"),
     Code("CQ0437", E, "TMA moves tiles of rank 1 to 5, this one has rank {rank}",
          "use dma.copy for tiles of higher rank"),
+    Code("CQ0440", E, "L2 promotion must be 64, 128 or 256 bytes (got {value})"),
     # target s5000: the copy engine's swizzle table (frontend/sema/targets_s5000.py)
     Code("CQ0438", W, "S5000 TME swizzle is listed for rank-{allowed} tiles only; this {op} "
                       "tile has rank {rank}",

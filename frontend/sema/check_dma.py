@@ -53,6 +53,10 @@ class DmaChecks(CheckerBase):
                 value = self._expr(attr.args[0]).static
                 if value is not None and value.value not in (32, 64, 128, 0, 1, 2, 3):
                     self._error("CQ0407", attr.span, value=value)
+            if attr.name == "promote" and attr.args:
+                value = self._expr(attr.args[0]).static
+                if value is not None and value.value not in (64, 128, 256):
+                    self._error("CQ0440", attr.span, value=value)
             if attr.name in ("evict_first", "evict_last") and not (
                     stmt.engine == "tma" and stmt.op == "load"):
                 self._error("CQ0422", attr.span, attr=attr.name)

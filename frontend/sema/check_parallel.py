@@ -226,6 +226,10 @@ class ParallelChecks(CheckerBase):
                 infos.append(self._range_item(item))
         if isinstance(stmt, ast.Foreach):
             self._check_unroll(stmt, infos)
+        else:  # `where a <-> b` pairs names in scope (the clause has no spans of its own)
+            for name in dict.fromkeys(n for pair in stmt.where for n in pair):
+                if self._lookup(name) is None:
+                    self._error("CQ0201", stmt.span, name=name)
         self._fn().loops[id(stmt)] = tuple(infos)
         self.ctx.loops += 1
         self._block(stmt.body, new_scope=False)
