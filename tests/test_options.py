@@ -16,17 +16,11 @@ import torch
 
 import croqtile
 
+from .test_api import STATIC  # a small program with a scalar parameter
+
 DATA = Path(__file__).resolve().parent / "data"
 FIELDS = dataclasses.fields(croqtile.Options)
 
-STATIC = """
-__co__ s32 [4, 8] add(s32 [4, 8] x, s32 [4, 8] y, int k) {
-  s32 [x.span] out;
-  parallel {i, j} by [4, 8]
-    out.at(i, j) = x.at(i, j) + y.at(i, j) + k;
-  return out;
-}
-"""
 
 # a value each option refuses (its type or its range), and what the message must say
 BAD: dict[str, tuple[Any, str]] = {
