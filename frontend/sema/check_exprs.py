@@ -5,7 +5,7 @@ types, calls to built-ins and atomics, casts, ``sizeof``, ``select`` and derived
 from __future__ import annotations
 
 from .. import syntax as ast
-from ..builtin_names import FLOAT_BUILTINS, builtin_hint
+from ..builtin_names import FLOAT_BUILTINS, MATH_BUILTINS, builtin_hint, suggest_builtin
 from . import dtypes
 from .check_common import (COMPARE, ERROR, CheckerBase, ErrorType, expr_text, is_intlike,
                            scalar_elem, type_word, with_article)
@@ -378,7 +378,10 @@ class ExprChecks(CheckerBase):
                     return ERROR
                 static = a.static.cdiv(b.static)
             return ExprInfo(_INT, static)
-        if e.name in FLOAT_BUILTINS:
+        # a CUDA spelling of a float built-in (`__expf`), refused later with a hint, is typed
+        # as the built-in so that it adds no conversion warnings of its own
+        if e.name in FLOAT_BUILTINS or (e.name not in MATH_BUILTINS
+                                        and suggest_builtin(e.name) in FLOAT_BUILTINS):
             elem = scalar_elem(args[0]) if args else None
             return ExprInfo(ScalarType(elem if elem and elem.is_float else dtypes.F32))
         if e.name in ("__max", "__min") and len(args) == 2:

@@ -65,3 +65,11 @@ def test_an_undeclared_name_that_is_no_built_in_has_no_hint() -> None:
     [diag] = [d for d in check_source(program("total(x)"), filename="k.co")
               if d.severity == "error"]
     assert (diag.code, diag.hint) == ("CQ0201", None)
+
+
+@pytest.mark.parametrize("expr", ["__expf(x - 1.0f)", "sqrtf(x * 2.0f)", "__exq(x + x)"])
+def test_a_cuda_spelling_adds_no_conversion_warning(expr: str) -> None:
+    """The refused call is typed as the built-in it names (a float), so the only
+    diagnostic is the error with its hint: no CQ0206 about an int result."""
+    diags = check_source(program(expr), filename="k.co")
+    assert [d.code for d in diags] == ["CQ0701"]
