@@ -13,6 +13,9 @@ PINS   := torch==2.13.0 triton==3.6.0 numpy==2.3.5 parso==0.8.7 pytest==9.2.0
 # The tools of `make test` beside pytest: mypy type-checks the package; the documentation is
 # built with Sphinx, Markdown pages (MyST) and the furo theme.
 TOOLS  := mypy==2.4.1 sphinx==9.0.4 myst-parser==5.2.0 furo==2025.12.19
+# The optional Hugging Face integration (croqtile.nn.transformers, `croqtile bench models`)
+# is tested too: its tests skip without it.
+EXTRAS := transformers==5.25.0
 # frontend/ and backends/ install as croqtile.frontend and croqtile.backends (the package-dir
 # mapping in pyproject.toml), which mypy cannot map by itself: the type check reads the package
 # through a tree of links in build/ that puts them in place, then names the checkout's files.
@@ -25,7 +28,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml setup.cfg Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools
-	$(PY) -m pip install --quiet $(PINS) $(TOOLS)
+	$(PY) -m pip install --quiet $(PINS) $(TOOLS) $(EXTRAS)
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 

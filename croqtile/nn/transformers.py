@@ -27,7 +27,7 @@ over the activations per step in eager torch) by ``croqtile.nn.RMSNorm``, one ke
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -385,3 +385,30 @@ def convert_norms(model: torch.nn.Module) -> int:
             converted += _swap_if_same(parent, child_name, norm,
                                        _random_like(weight.shape[0], weight))
     return converted
+
+
+# The rewrites of ``optimize`` by name, in the order it applies them (a later one finds
+# the modules an earlier one made: fuse_qkv takes croqtile.nn.Linear projections)
+REWRITES: dict[str, Callable[[torch.nn.Module], int]] = {
+    "fuse_mlps": fuse_mlps, "fuse_qkv": fuse_qkv, "convert_norms": convert_norms}
+
+
+def optimize(model: torch.nn.Module) -> dict[str, int]:
+    """Every croqtile rewrite of a ``transformers`` model, in place: attention through
+    croqtile's kernel (``register()`` and ``attn_implementation="croqtile"``), its
+    ``torch.nn.Linear`` layers converted (``croqtile.nn.convert``), then each of
+    ``REWRITES`` (gated MLPs, query/key/value projections, RMS norms). Each rewrite checks
+    the output of what it replaced, as its own documentation says. Returns how many
+    modules each rewrite changed, by name (``"linear"`` for the conversion)."""
+    from .modules import convert
+
+    register()
+    set_attention = getattr(model, "set_attn_implementation", None)
+    if set_attention is not None:
+        set_attention(NAME)
+    linears = sum(type(m) is torch.nn.Linear for m in model.modules())
+    convert(model)
+    counts = {"linear": linears}
+    for name, rewrite in REWRITES.items():
+        counts[name] = rewrite(model)
+    return counts
