@@ -205,6 +205,14 @@ class Launcher:
         if compiled is not None and hasattr(compiled, "run"):
             state.compiled[key] = compiled
 
+    def compiled_for(self, kernel: Any, args: tuple[Any, ...], device_index: int) -> Any:
+        """The compiled kernel a GPU launch of ``kernel`` with ``args`` on device
+        ``device_index`` ran (None before one did)."""
+        state = self._kernels.peek(id(kernel))
+        if state is None or state.kernel is not kernel:
+            return None
+        return state.compiled.peek((device_index,) + _specialisation(args))
+
     def stages(self, kernel: Any, num_stages: int) -> int:
         """The stage count ``kernel`` launches with: the one a GPU launch settled on (fewer
         than the codegen's when its pipeline did not fit in shared memory), else
@@ -293,6 +301,54 @@ class Launcher:
             if failed is not None:
                 raise failed from None
             raise _kernel_error(kernel, exc) from exc
+
+
+class PlannedLauncher:
+    """The launcher of one warm call signature's host function (``croqtile.runtime``'s
+    launch plans): it remembers the compiled kernel of each GPU launch the host makes and
+    launches it directly the next time, without working out Triton's specialisation of
+    the arguments. Valid only for calls whose arguments have the signature (types,
+    shapes, strides, device) and 16-byte alignment of the call that made the plan: the
+    holder of the plan keys it on them. Anything else (the first launch of a kernel, a
+    CPU launch, another current device) goes through ``base``."""
+
+    __slots__ = ("base", "compiled")
+
+    def __init__(self, base: Launcher) -> None:
+        self.base = base
+        # by kernel: (the device index launched on, the compiled kernel)
+        self.compiled: dict[Any, tuple[int, Any]] = {}
+
+    def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
+                 num_warps: int, num_stages: int, device: Any) -> None:
+        known = self.compiled.get(kernel)
+        if known is not None and grid and min(grid) > 0 and known[0] == _current_device():
+            self.base.launches += 1
+            try:
+                _launch_compiled(known[1], grid, args, known[0])
+            except Exception as exc:
+                raise _kernel_error(kernel, exc) from exc
+            return
+        self.base(kernel, grid, args, num_warps=num_warps, num_stages=num_stages,
+                  device=device)
+        index = getattr(device, "index", None)
+        if getattr(device, "type", None) == "cuda" and grid and min(grid) > 0:
+            index = _current_device() if index is None else index
+            if index == _current_device():
+                compiled = self.base.compiled_for(kernel, args, index)
+                if compiled is not None:
+                    self.compiled[kernel] = (index, compiled)
+
+    def sm_count(self, device: DeviceLike) -> int:
+        return self.base.sm_count(device)
+
+    def stream_k_buffers(self, device: DeviceLike, floats: int,
+                         counters: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.base.stream_k_buffers(device, floats, counters)
+
+    def descriptor(self, tensor: Any, shape: tuple[int, ...], strides: tuple[int, ...],
+                   block: tuple[int, ...]) -> Any:
+        return self.base.descriptor(tensor, shape, strides, block)
 
 
 def _failed_assertion(kernel: Any, exc: BaseException) -> DeviceAssertionError | None:

@@ -12,12 +12,13 @@ read in place when their last dimension is dense.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from . import kernels
+from .kernels import tensor_key
 
 _ACTIVATIONS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
     None: lambda t: t,
@@ -70,12 +71,30 @@ def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     return _uncovered_device(x, weight) if bias is None else _uncovered_device(x, weight, bias)
 
 
+_LINEAR_PLANS = kernels.Plans()
+
+
+def _linear_key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                activation: str | None) -> tuple[Any, ...] | None:
+    """The key of a linear call's plan: everything ``uncovered_linear``, the choice of
+    kernel and its signature read (None when a tensor is not contiguous)."""
+    key = (tensor_key(x), tensor_key(weight), tensor_key(bias), activation)
+    return None if None in key[:3] else key
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            activation: str | None = None) -> torch.Tensor:
     """``activation(x @ weight.T + bias)`` with the bias and activation fused into the
     GEMM's epilogue; ``x`` is ``[..., in]``, ``weight`` ``[out, in]`` as
     ``torch.nn.Linear`` stores it, ``activation`` one of ``None``, ``"relu"``, ``"gelu"``,
     ``"gelu_tanh"`` and ``"silu"``."""
+    key = _linear_key(x, weight, bias, activation)
+    plan = _LINEAR_PLANS.get(key) if kernels.direct(x, weight, bias) else None
+    if plan is not None:
+        # (a warm eager call of a known kind: the plan's launch alone)
+        rows = x if x.dim() == 2 else x.view(-1, x.shape[-1])
+        out = plan(rows, weight) if bias is None else plan(rows, weight, bias)
+        return out if x.dim() == 2 else out.view(*x.shape[:-1], weight.shape[0])
     linear_activation(activation)
     if uncovered_linear(x, weight, bias, activation) is not None:
         return _ACTIVATIONS[activation](F.linear(x, weight, bias))
@@ -86,7 +105,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     name = kernels.linear_name(element, kernels.ACTIVATIONS[activation], bias is not None,
                                kind, tiles)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
-    return kernels.run(name, *args).reshape(*x.shape[:-1], weight.shape[0])
+    out = kernels.run(name, *args).reshape(*x.shape[:-1], weight.shape[0])
+    _LINEAR_PLANS.remember(key, name, args)
+    return out
 
 
 def uncovered_gated_linear(x: torch.Tensor, gate_weight: torch.Tensor,

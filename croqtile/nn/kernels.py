@@ -38,11 +38,11 @@ from torch._C import _functorch
 from torch.autograd import forward_ad as _forward_ad
 
 from ..api import compile as compile_source
-from ..backends.bounded import LRU
+from ..backends.bounded import LRU, TableInfo
 from ..errors import CompileWarning
 from ..ops.library import retrace
 from ..ops.traced import takes_host_descriptors, traced_call
-from ..runtime.module import Function, Module, ModuleFunction
+from ..runtime.module import Function, Module, ModuleFunction, Plan
 
 NAMESPACE = "croqtile"
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
@@ -250,6 +250,48 @@ def run(name: str, *args: Any) -> torch.Tensor:
     else:
         result = _FUNCTIONS[name].call(*args)
     return result
+
+
+class Plans:
+    """Warm calls of croqtile.nn's kernels kept by their caller (``croqtile.runtime``'s
+    ``Plan``), for the hot path of a function called again and again with the same kind
+    of arguments (a model's layers): the caller builds a key of everything its checks and
+    its choice of kernel read (``tensor_key`` of each tensor, its options) and, on a hit,
+    launches the plan with none of that work. A miss takes the checked path, and its
+    warm call then leaves a plan for the next call (``remember``)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._plans: LRU[tuple[Any, ...], Plan] = LRU(size)
+
+    def get(self, key: tuple[Any, ...] | None) -> Plan | None:
+        return None if key is None else self._plans.get(key)
+
+    def info(self) -> TableInfo:
+        """Hits, misses and entries of the table (``croqtile.runtime.lru``)."""
+        return self._plans.info()
+
+    def remember(self, key: tuple[Any, ...] | None, name: str, args: tuple[Any, ...]) -> None:
+        """Keep the plan of operator ``name``'s warm call with ``args`` under ``key``
+        (nothing when there is none yet: the first call of a signature)."""
+        if key is not None and _direct(args) and not torch.compiler.is_compiling():
+            plan = _FUNCTIONS[name].plan(*args)
+            if plan is not None:
+                self._plans[key] = plan
+
+
+def tensor_key(t: torch.Tensor | None) -> tuple[Any, ...] | None:
+    """What a plan's key holds of a tensor argument: its type, shape, dtype, device and
+    16-byte alignment; None for a tensor that is not contiguous (no plan is kept then)."""
+    if t is None:
+        return ()
+    if not t.is_contiguous():
+        return None
+    return (type(t), t.shape, t.dtype, t.device, t.data_ptr() % 16 == 0)
+
+
+def direct(*args: Any) -> bool:
+    """Whether an eager call with ``args`` may launch its kernel itself (see ``run``)."""
+    return not torch.compiler.is_compiling() and _direct(args)
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

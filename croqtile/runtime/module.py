@@ -13,7 +13,7 @@ from ..backends import dispatch
 from ..backends.bounded import LRU
 from ..backends.protocol import Toolchain
 from ..backends.triton.codegen import Artifact
-from ..backends.triton.launcher import Launcher, load_module
+from ..backends.triton.launcher import Launcher, PlannedLauncher, load_module
 from .binding import (Bound, Signature, bind, grad_error, make_signer, positional,
                       requires_grad, scalar_converters)
 from .driver import CompiledFunction
@@ -35,6 +35,26 @@ class _Warm:
     dims: tuple[int, ...]
     scalars: tuple[tuple[int, Callable[[Any], Any]], ...]
     grad: bool = False  # a tensor of the signature requires grad (see ``grad_error``)
+
+
+class Plan:
+    """A warm call of a ``Function`` held by its caller: calling it runs the generated
+    host function for the arguments' signature with no lookup, and launches each kernel
+    as the previous call of the plan did (``PlannedLauncher``). It performs none of the
+    checks of a call, so it is only for arguments with the signature of the call that
+    made it (``Function.plan``: tensor types, dtypes, shapes, strides, devices; scalar
+    types) and the same 16-byte alignment of each tensor: its holder keys it on them
+    (``croqtile.nn``'s functions do, for their hot paths). A gradient is never recorded:
+    the holder calls it only when none is wanted."""
+
+    __slots__ = ("host", "launcher", "device", "dims")
+
+    def __init__(self, warm: _Warm, launcher: Launcher) -> None:
+        self.host, self.device, self.dims = warm.host, warm.device, warm.dims
+        self.launcher = PlannedLauncher(launcher)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.host(self.launcher, self.device, *args, *self.dims)
 
 
 class Function:
@@ -242,6 +262,16 @@ class Function:
         if kwargs:
             args = positional(self.name, self._names, args, kwargs)
         return self.call_signed(self._sign(args), args)
+
+    def plan(self, *args: Any) -> Plan | None:
+        """A ``Plan`` of warm calls with the signature of ``args``, when a call with it
+        ran before (None otherwise, and for a signature with scalars to convert or a
+        tensor that requires grad, which a plan does not handle)."""
+        signature = self._sign(args)
+        warm = self._warm.get(signature) if signature is not None else None
+        if warm is None or warm.scalars or warm.grad:
+            return None
+        return Plan(warm, self._launcher)
 
     def call_signed(self, signature: Signature | None, args: tuple[Any, ...]) -> Any:
         """A call whose arguments' signature (``self._sign(args)``) the caller computed
