@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from ..backends.bounded import LRU
 from . import kernels
 from .kernels import tensor_key
 
@@ -130,6 +131,11 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
     the product run on its two accumulators, so neither projection's output reaches
     memory. ``x`` is ``[..., in]``, the weights ``[out, in]`` as ``torch.nn.Linear``
     stores them; ``activation`` one of ``"silu"``, ``"gelu_tanh"`` and ``"relu"``."""
+    key = (tensor_key(x), tensor_key(gate_weight), tensor_key(up_weight), activation)
+    plan = _GATED_PLANS.get(key) if kernels.direct(x, gate_weight, up_weight) else None
+    if plan is not None:  # (see linear)
+        out = plan(x.view(-1, x.shape[-1]), gate_weight, up_weight)
+        return out.view(*x.shape[:-1], gate_weight.shape[0])
     if activation not in _ACTIVATIONS or activation is None:
         choices = ", ".join(repr(a) for a in kernels.GATED_ACTIVATIONS)
         raise ValueError(f"activation={activation!r}: expected one of {choices}")
@@ -137,9 +143,15 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
         return _ACTIVATIONS[activation](F.linear(x, gate_weight)) * F.linear(x, up_weight)
     element = kernels.ELEMENTS[x.dtype][0]
     name = kernels.gated_name(element, activation, kernels.device_kind(x))
-    x2 = x.reshape(-1, x.shape[-1]).contiguous()
-    out = kernels.run(name, x2, gate_weight.contiguous(), up_weight.contiguous())
+    args = (x.reshape(-1, x.shape[-1]).contiguous(), gate_weight.contiguous(),
+            up_weight.contiguous())
+    out = kernels.run(name, *args)
+    if None not in key[:3]:
+        _GATED_PLANS.remember(key, name, args)
     return out.reshape(*x.shape[:-1], gate_weight.shape[0])
+
+
+_GATED_PLANS = kernels.Plans()
 
 
 def _mask_shape(mask: torch.Tensor, batch: int, heads: int, length: int,
@@ -270,6 +282,16 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
              weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
     """``torch.nn.functional.rms_norm``: ``x / sqrt(mean(x^2) + eps) * weight`` over the
     last ``len(normalized_shape)`` dimensions; ``eps`` defaults to ``finfo(x.dtype).eps``."""
+    key = (tensor_key(x), tensor_key(weight), normalized_shape, eps) \
+        if isinstance(normalized_shape, int) else None
+    planned = _RMS_PLANS.get(key) if key is not None and kernels.direct(x, weight) else None
+    if planned is not None:  # (see linear)
+        rows = x.view(-1, normalized_shape)
+        made = _RMS_EPS.get(key)
+        if made is not None:
+            eps_t = kernels.scalar_tensor(*made)
+            out = planned(rows, eps_t) if weight is None else planned(rows, weight, eps_t)
+            return out.view(x.shape)
     shape = ((normalized_shape,) if isinstance(normalized_shape, int)
              else tuple(map(int, normalized_shape)))
     if uncovered_rms_norm(x, shape, weight) is not None:
@@ -280,7 +302,16 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
     name = kernels.rms_norm_name(element, weight is not None, kernels.device_kind(x))
     size = math.prod(shape)
     rows = x if x.dim() == 2 and len(shape) == 1 else x.reshape(-1, size)
-    if weight is None:
-        return kernels.run(name, rows.contiguous(), eps_t).view(x.shape)
-    flat = weight if len(shape) == 1 else weight.reshape(size)
-    return kernels.run(name, rows.contiguous(), flat.contiguous(), eps_t).view(x.shape)
+    args: tuple[torch.Tensor, ...] = (rows.contiguous(), eps_t) if weight is None else \
+        (rows.contiguous(), (weight if len(shape) == 1 else weight.reshape(size)).contiguous(),
+         eps_t)
+    out = kernels.run(name, *args).view(x.shape)
+    if key is not None and None not in key[:2]:
+        _RMS_EPS[key] = (eps_value, kernels.ACC_DTYPE[acc_name], x.device)
+        _RMS_PLANS.remember(key, name, args)
+    return out
+
+
+_RMS_PLANS = kernels.Plans()
+# the epsilon tensor's (value, dtype, device) of each plan (kernels.scalar_tensor keeps it)
+_RMS_EPS: LRU[Any, tuple[float, torch.dtype, torch.device]] = LRU(256)
