@@ -282,11 +282,14 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
              weight: torch.Tensor | None = None, eps: float | None = None) -> torch.Tensor:
     """``torch.nn.functional.rms_norm``: ``x / sqrt(mean(x^2) + eps) * weight`` over the
     last ``len(normalized_shape)`` dimensions; ``eps`` defaults to ``finfo(x.dtype).eps``."""
-    key = (tensor_key(x), tensor_key(weight), normalized_shape, eps) \
-        if isinstance(normalized_shape, int) else None
+    # (plans for a norm over the last dimension, as a model's layers call it)
+    width = normalized_shape if isinstance(normalized_shape, int) else \
+        normalized_shape[0] if type(normalized_shape) is tuple and len(normalized_shape) == 1 \
+        else None
+    key = (tensor_key(x), tensor_key(weight), width, eps) if type(width) is int else None
     planned = _RMS_PLANS.get(key) if key is not None and kernels.direct(x, weight) else None
     if planned is not None:  # (see linear)
-        rows = x.view(-1, normalized_shape)
+        rows = x.view(-1, width)
         made = _RMS_EPS.get(key)
         if made is not None:
             eps_t = kernels.scalar_tensor(*made)

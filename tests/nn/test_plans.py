@@ -100,3 +100,16 @@ def test_warm_gpu_calls_launch_the_remembered_kernel(rows: int) -> None:
     key = cf._linear_key(x, w, None, None)
     plan = cf._LINEAR_PLANS.get(key)
     assert plan is not None and len(plan.launcher.compiled) == 1
+
+
+@pytest.mark.parametrize("shape", [40, (40,)])
+def test_rms_norm_and_gated_linear_plans(shape: int | tuple[int]) -> None:
+    w, up, g = (random(s, torch.float32) for s in ((24, 40), (24, 40), (40,)))
+    with torch.no_grad():
+        for _ in range(3):
+            x = random((2, 3, 40), torch.float32)
+            assert_close(cf.rms_norm(x, shape, g, 1e-5),
+                         F.rms_norm(x.double(), (40,), g.double(), 1e-5), torch.float32)
+            assert_close(cf.gated_linear(x, w, up), F.silu(x.double() @ w.double().T)
+                         * (x.double() @ up.double().T), torch.float32)
+    assert cf._RMS_PLANS.info().hits >= 2 and cf._GATED_PLANS.info().hits >= 2
