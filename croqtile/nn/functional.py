@@ -17,9 +17,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..backends.bounded import LRU
 from . import kernels
-from .kernels import tensor_key
+from .kernels import strided_key, tensor_key
 
 _ACTIVATIONS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
     None: lambda t: t,
@@ -90,9 +89,10 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     ``torch.nn.Linear`` stores it, ``activation`` one of ``None``, ``"relu"``, ``"gelu"``,
     ``"gelu_tanh"`` and ``"silu"``."""
     key = _linear_key(x, weight, bias, activation)
-    plan = _LINEAR_PLANS.get(key) if kernels.direct(x, weight, bias) else None
-    if plan is not None:
+    found = _LINEAR_PLANS.get(key) if kernels.direct(x, weight, bias) else None
+    if found is not None:
         # (a warm eager call of a known kind: the plan's launch alone)
+        plan = found[0]
         rows = x if x.dim() == 2 else x.view(-1, x.shape[-1])
         out = plan(rows, weight) if bias is None else plan(rows, weight, bias)
         return out if x.dim() == 2 else out.view(*x.shape[:-1], weight.shape[0])
@@ -132,9 +132,9 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
     memory. ``x`` is ``[..., in]``, the weights ``[out, in]`` as ``torch.nn.Linear``
     stores them; ``activation`` one of ``"silu"``, ``"gelu_tanh"`` and ``"relu"``."""
     key = (tensor_key(x), tensor_key(gate_weight), tensor_key(up_weight), activation)
-    plan = _GATED_PLANS.get(key) if kernels.direct(x, gate_weight, up_weight) else None
-    if plan is not None:  # (see linear)
-        out = plan(x.view(-1, x.shape[-1]), gate_weight, up_weight)
+    found = _GATED_PLANS.get(key) if kernels.direct(x, gate_weight, up_weight) else None
+    if found is not None:  # (see linear)
+        out = found[0](x.view(-1, x.shape[-1]), gate_weight, up_weight)
         return out.view(*x.shape[:-1], gate_weight.shape[0])
     if activation not in _ACTIVATIONS or activation is None:
         choices = ", ".join(repr(a) for a in kernels.GATED_ACTIVATIONS)
@@ -225,6 +225,13 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     ``enable_gqa``. Three-dimensional tensors are one batch of heads, more than four
     (without a mask) several batch dimensions. Dropout, other layouts, dtypes and head
     dimensions run torch's."""
+    # (plans for the calls a model makes: no mask, no dropout, rows of dense elements)
+    key = (strided_key(q), strided_key(k), strided_key(v), is_causal, scale, enable_gqa) \
+        if attn_mask is None and dropout_p == 0.0 else None
+    found = _ATTENTION_PLANS.get(key) if key is not None and kernels.direct(q, k, v) else None
+    if found is not None:  # (see linear)
+        return found[0](q, k, v, bool(is_causal),
+                        kernels.scalar_tensor(*found[1])).transpose(1, 2)
     if _batch_dims(q, k, v, attn_mask):
         lead = q.shape[:-3] if q.dim() > 3 else ()
         qf, kf, vf = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
@@ -261,7 +268,15 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
                 ~mask, float("-inf"))
         args.append(mask.to(acc).expand(mb, mh, length, keys).contiguous())
     # ([B, L, H, D] in memory, as torch's flash attention returns it)
-    return kernels.run(name, *args, bool(is_causal), scale_t).transpose(1, 2)
+    out = kernels.run(name, *args, bool(is_causal), scale_t).transpose(1, 2)
+    if key is not None and all(t.stride(-1) == 1 for t in (q, k, v)):
+        _ATTENTION_PLANS.remember(key, name, (*args, bool(is_causal), scale_t),
+                                  (sm_scale * kernels.LOG2E, acc, q.device))
+    return out
+
+
+# (their extra: the scale tensor's value, dtype and device, for kernels.scalar_tensor)
+_ATTENTION_PLANS = kernels.Plans()
 
 
 def uncovered_rms_norm(x: torch.Tensor, shape: tuple[int, ...],
@@ -287,14 +302,12 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
         normalized_shape[0] if type(normalized_shape) is tuple and len(normalized_shape) == 1 \
         else None
     key = (tensor_key(x), tensor_key(weight), width, eps) if type(width) is int else None
-    planned = _RMS_PLANS.get(key) if key is not None and kernels.direct(x, weight) else None
-    if planned is not None:  # (see linear)
+    found = _RMS_PLANS.get(key) if key is not None and kernels.direct(x, weight) else None
+    if found is not None:  # (see linear)
+        plan, eps_t = found[0], kernels.scalar_tensor(*found[1])
         rows = x.view(-1, width)
-        made = _RMS_EPS.get(key)
-        if made is not None:
-            eps_t = kernels.scalar_tensor(*made)
-            out = planned(rows, eps_t) if weight is None else planned(rows, weight, eps_t)
-            return out.view(x.shape)
+        out = plan(rows, eps_t) if weight is None else plan(rows, weight, eps_t)
+        return out.view(x.shape)
     shape = ((normalized_shape,) if isinstance(normalized_shape, int)
              else tuple(map(int, normalized_shape)))
     if uncovered_rms_norm(x, shape, weight) is not None:
@@ -310,11 +323,9 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
          eps_t)
     out = kernels.run(name, *args).view(x.shape)
     if key is not None and None not in key[:2]:
-        _RMS_EPS[key] = (eps_value, kernels.ACC_DTYPE[acc_name], x.device)
-        _RMS_PLANS.remember(key, name, args)
+        _RMS_PLANS.remember(key, name, args, (eps_value, kernels.ACC_DTYPE[acc_name], x.device))
     return out
 
 
+# (their extra: the epsilon tensor's value, dtype and device, for kernels.scalar_tensor)
 _RMS_PLANS = kernels.Plans()
-# the epsilon tensor's (value, dtype, device) of each plan (kernels.scalar_tensor keeps it)
-_RMS_EPS: LRU[Any, tuple[float, torch.dtype, torch.device]] = LRU(256)

@@ -258,25 +258,28 @@ class Plans:
     of arguments (a model's layers): the caller builds a key of everything its checks and
     its choice of kernel read (``tensor_key`` of each tensor, its options) and, on a hit,
     launches the plan with none of that work. A miss takes the checked path, and its
-    warm call then leaves a plan for the next call (``remember``)."""
+    warm call then leaves a plan for the next call (``remember``), with whatever else the
+    caller needs to call it (``extra``: the arguments of a one-element scalar tensor)."""
 
     def __init__(self, size: int = 256) -> None:
-        self._plans: LRU[tuple[Any, ...], Plan] = LRU(size)
+        self._plans: LRU[tuple[Any, ...], tuple[Plan, Any]] = LRU(size)
 
-    def get(self, key: tuple[Any, ...] | None) -> Plan | None:
+    def get(self, key: tuple[Any, ...] | None) -> tuple[Plan, Any] | None:
+        """The plan kept under ``key`` and its extra (None for no plan, or no key)."""
         return None if key is None else self._plans.get(key)
 
     def info(self) -> TableInfo:
         """Hits, misses and entries of the table (``croqtile.runtime.lru``)."""
         return self._plans.info()
 
-    def remember(self, key: tuple[Any, ...] | None, name: str, args: tuple[Any, ...]) -> None:
+    def remember(self, key: tuple[Any, ...] | None, name: str, args: tuple[Any, ...],
+                 extra: Any = None) -> None:
         """Keep the plan of operator ``name``'s warm call with ``args`` under ``key``
         (nothing when there is none yet: the first call of a signature)."""
         if key is not None and _direct(args) and not torch.compiler.is_compiling():
             plan = _FUNCTIONS[name].plan(*args)
             if plan is not None:
-                self._plans[key] = plan
+                self._plans[key] = (plan, extra)
 
 
 def tensor_key(t: torch.Tensor | None) -> tuple[Any, ...] | None:
@@ -287,6 +290,11 @@ def tensor_key(t: torch.Tensor | None) -> tuple[Any, ...] | None:
     if not t.is_contiguous():
         return None
     return (type(t), t.shape, t.dtype, t.device, t.data_ptr() % 16 == 0)
+
+
+def strided_key(t: torch.Tensor) -> tuple[Any, ...]:
+    """``tensor_key`` of a tensor read in place whatever its strides: they are in it."""
+    return (type(t), t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
 
 
 def direct(*args: Any) -> bool:

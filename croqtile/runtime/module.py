@@ -47,13 +47,19 @@ class Plan:
     (``croqtile.nn``'s functions do, for their hot paths). A gradient is never recorded:
     the holder calls it only when none is wanted."""
 
-    __slots__ = ("host", "launcher", "device", "dims")
+    __slots__ = ("host", "launcher", "device", "dims", "scalars")
 
     def __init__(self, warm: _Warm, launcher: Launcher) -> None:
         self.host, self.device, self.dims = warm.host, warm.device, warm.dims
+        self.scalars = warm.scalars
         self.launcher = PlannedLauncher(launcher)
 
     def __call__(self, *args: Any) -> Any:
+        if self.scalars:  # (as a warm call converts them: a bool to an int...)
+            values = list(args)
+            for index, convert in self.scalars:
+                values[index] = convert(values[index])
+            args = tuple(values)
         return self.host(self.launcher, self.device, *args, *self.dims)
 
 
@@ -265,11 +271,11 @@ class Function:
 
     def plan(self, *args: Any) -> Plan | None:
         """A ``Plan`` of warm calls with the signature of ``args``, when a call with it
-        ran before (None otherwise, and for a signature with scalars to convert or a
-        tensor that requires grad, which a plan does not handle)."""
+        ran before (None otherwise, and for a tensor that requires grad, which a plan
+        does not handle)."""
         signature = self._sign(args)
         warm = self._warm.get(signature) if signature is not None else None
-        if warm is None or warm.scalars or warm.grad:
+        if warm is None or warm.grad:
             return None
         return Plan(warm, self._launcher)
 

@@ -98,8 +98,8 @@ def test_warm_gpu_calls_launch_the_remembered_kernel(rows: int) -> None:
             x = random((rows, 256), torch.bfloat16, "cuda")
             assert_close(cf.linear(x, w), _reference(x, w, None), torch.bfloat16)
     key = cf._linear_key(x, w, None, None)
-    plan = cf._LINEAR_PLANS.get(key)
-    assert plan is not None and len(plan.launcher.compiled) == 1
+    found = cf._LINEAR_PLANS.get(key)
+    assert found is not None and len(found[0].launcher.compiled) == 1
 
 
 @pytest.mark.parametrize("shape", [40, (40,)])
@@ -113,3 +113,23 @@ def test_rms_norm_and_gated_linear_plans(shape: int | tuple[int]) -> None:
             assert_close(cf.gated_linear(x, w, up), F.silu(x.double() @ w.double().T)
                          * (x.double() @ up.double().T), torch.float32)
     assert cf._RMS_PLANS.info().hits >= 2 and cf._GATED_PLANS.info().hits >= 2
+
+
+def test_attention_plans_for_a_models_strided_heads() -> None:
+    """q, k and v as a model makes them ([B, L, H, D] viewed as [B, H, L, D]), grouped
+    query heads, causal or not: warm calls run the plan and match the reference; a new
+    key length is a miss and is right too."""
+    def heads(b: int, s: int, h: int) -> torch.Tensor:
+        return random((b, s, h, 32), torch.float32).transpose(1, 2)
+
+    with torch.no_grad():
+        for causal in (True, False):
+            hits = cf._ATTENTION_PLANS.info().hits
+            for keys in (20, 20, 20, 24):
+                q, k, v = heads(1, 20, 4), heads(1, keys, 2), heads(1, keys, 2)
+                reference = F.scaled_dot_product_attention(
+                    q.double(), k.double(), v.double(), is_causal=causal, enable_gqa=True)
+                assert_close(cf.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                             enable_gqa=True),
+                             reference, torch.float32)
+            assert cf._ATTENTION_PLANS.info().hits == hits + 2
