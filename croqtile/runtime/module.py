@@ -271,13 +271,11 @@ class Function:
 
     def plan(self, *args: Any) -> Plan | None:
         """A ``Plan`` of warm calls with the signature of ``args``, when a call with it
-        ran before (None otherwise, and for a tensor that requires grad, which a plan
-        does not handle)."""
+        ran before (None otherwise). Like a plan's calls, the arguments may require
+        grad only where none is recorded (grad mode off): the plan's holder checks."""
         signature = self._sign(args)
         warm = self._warm.get(signature) if signature is not None else None
-        if warm is None or warm.grad:
-            return None
-        return Plan(warm, self._launcher)
+        return None if warm is None else Plan(warm, self._launcher)
 
     def call_signed(self, signature: Signature | None, args: tuple[Any, ...]) -> Any:
         """A call whose arguments' signature (``self._sign(args)``) the caller computed

@@ -27,8 +27,9 @@ def _hits() -> int:
 
 @pytest.mark.parametrize("bias", [False, True])
 def test_warm_calls_run_the_plan_and_match_the_reference(bias: bool) -> None:
-    w = random((24, 40), torch.float32)
-    b = random((24,), torch.float32) if bias else None
+    # (parameters, as a model's layer holds them: they require grad, and grad mode is off)
+    w = torch.nn.Parameter(random((24, 40), torch.float32))
+    b = torch.nn.Parameter(random((24,), torch.float32)) if bias else None
     with torch.no_grad():
         for _ in range(3):  # (fresh inputs each time: the plan keeps no tensor)
             x = random((2, 3, 40), torch.float32)
