@@ -88,8 +88,9 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     GEMM's epilogue; ``x`` is ``[..., in]``, ``weight`` ``[out, in]`` as
     ``torch.nn.Linear`` stores it, ``activation`` one of ``None``, ``"relu"``, ``"gelu"``,
     ``"gelu_tanh"`` and ``"silu"``."""
-    key = _linear_key(x, weight, bias, activation)
-    found = _LINEAR_PLANS.get(key) if kernels.direct(x, weight, bias) else None
+    # (keys only for eager calls: tracing sees no addresses)
+    key = _linear_key(x, weight, bias, activation) if kernels.direct(x, weight, bias) else None
+    found = _LINEAR_PLANS.get(key)
     if found is not None:
         # (a warm eager call of a known kind: the plan's launch alone)
         plan = found[0]
@@ -131,8 +132,9 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
     the product run on its two accumulators, so neither projection's output reaches
     memory. ``x`` is ``[..., in]``, the weights ``[out, in]`` as ``torch.nn.Linear``
     stores them; ``activation`` one of ``"silu"``, ``"gelu_tanh"`` and ``"relu"``."""
-    key = (tensor_key(x), tensor_key(gate_weight), tensor_key(up_weight), activation)
-    found = _GATED_PLANS.get(key) if kernels.direct(x, gate_weight, up_weight) else None
+    key = (tensor_key(x), tensor_key(gate_weight), tensor_key(up_weight), activation) \
+        if kernels.direct(x, gate_weight, up_weight) else None
+    found = _GATED_PLANS.get(key)
     if found is not None:  # (see linear)
         out = found[0](x.view(-1, x.shape[-1]), gate_weight, up_weight)
         return out.view(*x.shape[:-1], gate_weight.shape[0])
@@ -146,7 +148,7 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
     args = (x.reshape(-1, x.shape[-1]).contiguous(), gate_weight.contiguous(),
             up_weight.contiguous())
     out = kernels.run(name, *args)
-    if None not in key[:3]:
+    if key is not None and None not in key[:3]:
         _GATED_PLANS.remember(key, name, args)
     return out.reshape(*x.shape[:-1], gate_weight.shape[0])
 
@@ -227,8 +229,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     dimensions run torch's."""
     # (plans for the calls a model makes: no mask, no dropout, rows of dense elements)
     key = (strided_key(q), strided_key(k), strided_key(v), is_causal, scale, enable_gqa) \
-        if attn_mask is None and dropout_p == 0.0 else None
-    found = _ATTENTION_PLANS.get(key) if key is not None and kernels.direct(q, k, v) else None
+        if attn_mask is None and dropout_p == 0.0 and kernels.direct(q, k, v) else None
+    found = _ATTENTION_PLANS.get(key)
     if found is not None:  # (see linear)
         return found[0](q, k, v, bool(is_causal),
                         kernels.scalar_tensor(*found[1])).transpose(1, 2)
@@ -301,8 +303,9 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
     width = normalized_shape if isinstance(normalized_shape, int) else \
         normalized_shape[0] if type(normalized_shape) is tuple and len(normalized_shape) == 1 \
         else None
-    key = (tensor_key(x), tensor_key(weight), width, eps) if type(width) is int else None
-    found = _RMS_PLANS.get(key) if key is not None and kernels.direct(x, weight) else None
+    key = (tensor_key(x), tensor_key(weight), width, eps) \
+        if type(width) is int and kernels.direct(x, weight) else None
+    found = _RMS_PLANS.get(key)
     if found is not None:  # (see linear)
         plan, eps_t = found[0], kernels.scalar_tensor(*found[1])
         rows = x.view(-1, width)
@@ -329,3 +332,66 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
 
 # (their extra: the epsilon tensor's value, dtype and device, for kernels.scalar_tensor)
 _RMS_PLANS = kernels.Plans()
+
+
+def uncovered_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
+                     sin: torch.Tensor) -> str | None:
+    """Why the rotary kernel does not take this call (``None``: it does)."""
+    if q.dtype not in kernels.ELEMENTS or any(t.dtype != q.dtype for t in (k, cos, sin)):
+        return "tensors of different dtypes, or a dtype the kernel does not take"
+    if q.dim() != 4 or k.dim() != 4 or cos.dim() != 3 or cos.shape != sin.shape:
+        return "q and k not [B, H, L, D] or cos and sin not [B, L, D]"
+    (b, _, length, d), (bk, _, keys, dk) = q.shape, k.shape
+    if (bk, keys, dk) != (b, length, d) or d % 2 or d not in kernels.HEAD_DIMS:
+        return "q and k of different batches, lengths or head dimensions"
+    if cos.shape[0] not in (1, b) or tuple(cos.shape[1:]) != (length, d):
+        return f"cos and sin of shape {tuple(cos.shape)}"
+    if cos.requires_grad or sin.requires_grad:
+        return "cos or sin requiring grad"
+    if q.numel() == 0 or k.numel() == 0:
+        return "an empty tensor"
+    return _uncovered_device(q, k, cos, sin)
+
+
+def rotary_embedding(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
+                     sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotary position embedding of queries and keys as Llama and its kin apply it
+    (``transformers``' ``apply_rotary_pos_emb``): ``x * cos + rotate_half(x) * sin`` for
+    ``q`` ``[B, H, L, D]`` and ``k`` ``[B, HKV, L, D]`` (read in place whatever their
+    strides), ``cos`` and ``sin`` ``[B or 1, L, D]`` whose halves repeat (``cat(freqs,
+    freqs)``). One kernel per tensor where torch runs a pass per step; the results are
+    ``[B, L, H, D]`` in memory, as a model's projections, viewed as ``[B, H, L, D]``.
+    Gradients flow to ``q`` and ``k``."""
+    direct = kernels.direct(q, k, cos, sin)
+    found_q = _ROTARY_PLANS.get(_rotary_key(q, cos, sin)) if direct else None
+    found_k = _ROTARY_PLANS.get(_rotary_key(k, cos, sin)) if found_q is not None else None
+    if found_q is not None and found_k is not None:  # (see linear)
+        return (found_q[0](q, cos, sin).transpose(1, 2),
+                found_k[0](k, cos, sin).transpose(1, 2))
+    if uncovered_rotary(q, k, cos, sin) is not None:
+        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    if k.stride(-1) != 1:
+        k = k.contiguous()
+    cos, sin = cos.contiguous(), sin.contiguous()
+    name = kernels.rotary_name(kernels.ELEMENTS[q.dtype][0], q.shape[-1], kernels.device_kind(q))
+    out = [kernels.run(name, t, cos, sin).transpose(1, 2) for t in (q, k)]
+    for t in (q, k) if direct else ():
+        _ROTARY_PLANS.remember(_rotary_key(t, cos, sin), name, (t, cos, sin))
+    return out[0], out[1]
+
+
+def _rotary_key(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[Any, ...] | None:
+    key = (strided_key(x), tensor_key(cos), tensor_key(sin))
+    return None if None in key or x.stride(-1) != 1 else key
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """torch's rotary embedding of ``x`` [B, H, L, D] (cos and sin [B, L, D])."""
+    half = x.shape[-1] // 2
+    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos.unsqueeze(1) + turned * sin.unsqueeze(1)
+
+
+_ROTARY_PLANS = kernels.Plans()

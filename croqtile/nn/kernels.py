@@ -631,3 +631,37 @@ def rms_norm_backward_ops(element: str, weighted: bool, kind: str) -> tuple[Any,
                                        ("COLS", cols)), names), kind=kind)
     rstd, dx, dw = (operator(name) for _, name in names)
     return rstd, dx, dw
+
+
+# ---------------------------------------------------------------- rotary embedding
+
+# positions per block of the rotary kernel, by device kind
+ROTARY_ROWS = {"cpu": 16, "gpu": 64}
+
+
+@constant_result
+def rotary_name(element: str, head_dim: int, kind: str) -> str:
+    """``(x [B, H, L, D], cos [CB, L, D], sin [CB, L, D]) -> [B, L, H, D]`` (rotary.co),
+    with autograd: the gradient of ``x`` is the inverse rotation of the output's (the
+    same kernel with ``-sin``); cos and sin get none."""
+    name = f"rotary_{element}_d{head_dim}_{kind}"
+    defines = (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("HEAD_DIM", head_dim),
+               ("HALF", head_dim // 2), ("ROWS", ROTARY_ROWS[kind]))
+    variant = Variant("rotary", defines, (("NAME", name),))
+
+    def autograd(module: Module) -> None:
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(inputs[1], inputs[2])
+
+        def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+            cos, sin = ctx.saved_tensors
+            # (dy is [B, L, H, D] as the output; its rotation back, [B, L, H, D] in
+            # memory, is x's gradient viewed as [B, H, L, D])
+            dx = operator(name)(dy.transpose(1, 2), cos, -sin).transpose(1, 2)
+            return dx, None, None
+
+        torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
+                                        setup_context=setup_context)
+
+    load(variant, autograd, kind)
+    return name

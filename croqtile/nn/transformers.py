@@ -27,6 +27,8 @@ over the activations per step in eager torch) by ``croqtile.nn.RMSNorm``, one ke
 
 from __future__ import annotations
 
+import inspect
+import types
 from typing import Any, Callable
 
 import torch
@@ -387,10 +389,90 @@ def convert_norms(model: torch.nn.Module) -> int:
     return converted
 
 
+def _rotary_forward(module: torch.nn.Module) -> Callable[..., Any] | None:
+    """The forward of an attention layer whose code applies the library's module-level
+    ``apply_rotary_pos_emb`` (Llama's, Mistral's, Qwen's...), with that name bound to
+    ``_rotary`` of it: the same code, croqtile's rotary kernel. None for other modules."""
+    if not (hasattr(module, "q_proj") and hasattr(module, "k_proj")):
+        return None
+    forward = inspect.unwrap(type(module).forward)
+    scope = getattr(forward, "__globals__", None)
+    original = scope.get("apply_rotary_pos_emb") if isinstance(scope, dict) else None
+    if not callable(original) or not isinstance(forward, types.FunctionType) \
+            or "apply_rotary_pos_emb" not in forward.__code__.co_names:
+        return None
+    rebuilt = types.FunctionType(forward.__code__, {**scope, "apply_rotary_pos_emb":
+                                                    _rotary(original)},
+                                 forward.__name__, forward.__defaults__, forward.__closure__)
+    rebuilt.__kwdefaults__ = forward.__kwdefaults__
+    return types.MethodType(rebuilt, module)
+
+
+def _rotary(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``apply_rotary_pos_emb`` through ``croqtile.nn.functional.rotary_embedding`` where
+    the kernel takes the call (the library's own function otherwise: other arguments, a
+    partial rotary dimension...)."""
+
+    def apply(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+              *rest: Any, **named: Any) -> Any:
+        if rest or any(key != "unsqueeze_dim" or value != 1 for key, value in named.items()) \
+                or functional.uncovered_rotary(q, k, cos, sin) is not None:
+            return original(q, k, cos, sin, *rest, **named)
+        return functional.rotary_embedding(q, k, cos, sin)
+
+    return apply
+
+
+def _model_output(model: torch.nn.Module) -> torch.Tensor | None:
+    """The output (logits, or the last hidden state) of a language model on a few random
+    tokens, without a cache; None for a model that takes no token ids."""
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    parameter = next(model.parameters(), None)
+    if not isinstance(vocab, int) or parameter is None:
+        return None
+    ids = torch.randint(0, vocab, (1, 12), generator=torch.Generator().manual_seed(0))
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids.to(parameter.device), use_cache=False)
+    except Exception:  # (not a model of token ids)
+        return None
+    found = getattr(out, "logits", None)
+    found = getattr(out, "last_hidden_state", None) if found is None else found
+    return found if isinstance(found, torch.Tensor) else None
+
+
+def fuse_rotary(model: torch.nn.Module) -> int:
+    """Run the rotary position embedding of every attention layer of ``model`` that
+    applies the library's ``apply_rotary_pos_emb`` (Llama, Mistral, Qwen and others)
+    through croqtile's kernel (``croqtile.nn.functional.rotary_embedding``): one kernel
+    for the queries and one for the keys where eager torch makes about six passes over
+    each (the halves' copies, the negation, the concatenation, two products, the sum).
+    The layers keep their class and parameters: their forward runs the library's own
+    code with that one function bound to croqtile's. The model's output on a few random
+    tokens is compared before and after, and every layer is restored when it differs (a
+    family whose ``apply_rotary_pos_emb`` is another rotation); a model that takes no
+    token ids is left as it is. In place; returns how many layers changed."""
+    before = _model_output(model)
+    if before is None:
+        return 0
+    changed = []
+    for module in model.modules():
+        forward = _rotary_forward(module)
+        if forward is not None and "forward" not in vars(module):
+            module.forward = forward
+            changed.append(module)
+    if changed and not _same(before, _model_output(model)):
+        for module in changed:
+            del module.forward
+        return 0
+    return len(changed)
+
+
 # The rewrites of ``optimize`` by name, in the order it applies them (a later one finds
 # the modules an earlier one made: fuse_qkv takes croqtile.nn.Linear projections)
 REWRITES: dict[str, Callable[[torch.nn.Module], int]] = {
-    "fuse_mlps": fuse_mlps, "fuse_qkv": fuse_qkv, "convert_norms": convert_norms}
+    "fuse_mlps": fuse_mlps, "fuse_qkv": fuse_qkv, "convert_norms": convert_norms,
+    "fuse_rotary": fuse_rotary}
 
 
 def optimize(model: torch.nn.Module) -> dict[str, int]:
