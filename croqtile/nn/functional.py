@@ -53,7 +53,8 @@ def _uncovered_device(*tensors: torch.Tensor) -> str | None:
 
 
 def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                     activation: str | None) -> str | None:
+                     activation: str | None,
+                     residual: torch.Tensor | None = None) -> str | None:
     """Why the linear kernel does not take this call (``None``: it does)."""
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return "operands of different dtypes"
@@ -67,25 +68,38 @@ def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         return "a bias that is not [out]"
     if x.numel() == 0 or weight.numel() == 0:
         return "an empty tensor"
+    if residual is not None:
+        if residual.dtype != x.dtype:
+            return "a residual of another dtype"
+        if tuple(residual.shape) != (*x.shape[:-1], weight.shape[0]):
+            return "a residual that is not of the output's shape [..., out]"
+        return _uncovered_device(x, weight, residual) if bias is None else _uncovered_device(
+            x, weight, bias, residual)
     return _uncovered_device(x, weight) if bias is None else _uncovered_device(x, weight, bias)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
-           activation: str | None = None) -> torch.Tensor:
-    """``activation(x @ weight.T + bias)`` with the bias and activation fused into the
-    GEMM's epilogue; ``x`` is ``[..., in]``, ``weight`` ``[out, in]`` as
-    ``torch.nn.Linear`` stores it, ``activation`` one of ``None``, ``"relu"``, ``"gelu"``,
-    ``"gelu_tanh"`` and ``"silu"``."""
+           activation: str | None = None,
+           residual: torch.Tensor | None = None) -> torch.Tensor:
+    """``activation(x @ weight.T + bias) + residual`` with the bias, the activation and
+    the residual fused into the GEMM's epilogue (added to the accumulator before its one
+    store: a transformer block's residual connection costs no pass of its own); ``x`` is
+    ``[..., in]``, ``weight`` ``[out, in]`` as ``torch.nn.Linear`` stores it,
+    ``residual`` of the output's shape ``[..., out]`` and dtype, ``activation`` one of
+    ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` and ``"silu"``."""
     linear_activation(activation)
-    if uncovered_linear(x, weight, bias, activation) is not None:
-        return _ACTIVATIONS[activation](F.linear(x, weight, bias))
+    if uncovered_linear(x, weight, bias, activation, residual) is not None:
+        out = _ACTIVATIONS[activation](F.linear(x, weight, bias))
+        return out if residual is None else out + residual
     element = kernels.ELEMENTS[x.dtype][0]
     kind = kernels.device_kind(x)
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
     tiles = kernels.linear_tiles(x2.shape[0], weight.shape[0], element, kind, x.device)
     name = kernels.linear_name(element, kernels.ACTIVATIONS[activation], bias is not None,
-                               kind, tiles)
+                               kind, tiles, residual is not None)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
+    if residual is not None:
+        args += (residual.reshape(x2.shape[0], weight.shape[0]).contiguous(),)
     return kernels.run(name, *args).reshape(*x.shape[:-1], weight.shape[0])
 
 
