@@ -54,7 +54,8 @@ def _uncovered_device(*tensors: torch.Tensor) -> str | None:
 
 
 def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                     activation: str | None) -> str | None:
+                     activation: str | None,
+                     residual: torch.Tensor | None = None) -> str | None:
     """Why the linear kernel does not take this call (``None``: it does)."""
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return "operands of different dtypes"
@@ -68,6 +69,13 @@ def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         return "a bias that is not [out]"
     if x.numel() == 0 or weight.numel() == 0:
         return "an empty tensor"
+    if residual is not None:
+        if residual.dtype != x.dtype:
+            return "a residual of another dtype"
+        if tuple(residual.shape) != (*x.shape[:-1], weight.shape[0]):
+            return "a residual that is not of the output's shape [..., out]"
+        return _uncovered_device(x, weight, residual) if bias is None else _uncovered_device(
+            x, weight, bias, residual)
     return _uncovered_device(x, weight) if bias is None else _uncovered_device(x, weight, bias)
 
 
@@ -75,38 +83,49 @@ _LINEAR_PLANS = kernels.Plans()
 
 
 def _linear_key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                activation: str | None) -> tuple[Any, ...] | None:
+                activation: str | None,
+                residual: torch.Tensor | None = None) -> tuple[Any, ...] | None:
     """The key of a linear call's plan: everything ``uncovered_linear``, the choice of
     kernel and its signature read (None when a tensor is not contiguous)."""
-    key = (tensor_key(x), tensor_key(weight), tensor_key(bias), activation)
-    return None if None in key[:3] else key
+    key = (tensor_key(x), tensor_key(weight), tensor_key(bias), tensor_key(residual),
+           activation)
+    return None if None in key[:4] else key
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
-           activation: str | None = None) -> torch.Tensor:
-    """``activation(x @ weight.T + bias)`` with the bias and activation fused into the
-    GEMM's epilogue; ``x`` is ``[..., in]``, ``weight`` ``[out, in]`` as
-    ``torch.nn.Linear`` stores it, ``activation`` one of ``None``, ``"relu"``, ``"gelu"``,
-    ``"gelu_tanh"`` and ``"silu"``."""
+           activation: str | None = None,
+           residual: torch.Tensor | None = None) -> torch.Tensor:
+    """``activation(x @ weight.T + bias) + residual`` with the bias, the activation and
+    the residual fused into the GEMM's epilogue (added to the accumulator before its one
+    store: a transformer block's residual connection costs no pass of its own); ``x`` is
+    ``[..., in]``, ``weight`` ``[out, in]`` as ``torch.nn.Linear`` stores it,
+    ``residual`` of the output's shape ``[..., out]`` and dtype, ``activation`` one of
+    ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` and ``"silu"``."""
     # (keys only for eager calls: tracing sees no addresses)
-    key = _linear_key(x, weight, bias, activation) if kernels.direct(x, weight, bias) else None
+    key = _linear_key(x, weight, bias, activation, residual) \
+        if kernels.direct(x, weight, bias, residual) else None
     found = _LINEAR_PLANS.get(key)
     if found is not None:
         # (a warm eager call of a known kind: the plan's launch alone)
-        plan = found[0]
         rows = x if x.dim() == 2 else x.view(-1, x.shape[-1])
-        out = plan(rows, weight) if bias is None else plan(rows, weight, bias)
+        args = (rows, weight) if bias is None else (rows, weight, bias)
+        if residual is not None:
+            args += (residual.view(rows.shape[0], weight.shape[0]),)
+        out = found[0](*args)
         return out if x.dim() == 2 else out.view(*x.shape[:-1], weight.shape[0])
     linear_activation(activation)
-    if uncovered_linear(x, weight, bias, activation) is not None:
-        return _ACTIVATIONS[activation](F.linear(x, weight, bias))
+    if uncovered_linear(x, weight, bias, activation, residual) is not None:
+        out = _ACTIVATIONS[activation](F.linear(x, weight, bias))
+        return out if residual is None else out + residual
     element = kernels.ELEMENTS[x.dtype][0]
     kind = kernels.device_kind(x)
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
     tiles = kernels.linear_tiles(x2.shape[0], weight.shape[0], element, kind, x.device)
     name = kernels.linear_name(element, kernels.ACTIVATIONS[activation], bias is not None,
-                               kind, tiles)
+                               kind, tiles, residual is not None)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
+    if residual is not None:
+        args += (residual.reshape(x2.shape[0], weight.shape[0]).contiguous(),)
     out = kernels.run(name, *args).reshape(*x.shape[:-1], weight.shape[0])
     _LINEAR_PLANS.remember(key, name, args)
     return out

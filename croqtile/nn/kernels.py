@@ -12,7 +12,7 @@ What the backward of each operator runs:
 - linear: ``LINEAR_GRAD`` (a Croqtile kernel: the product recomputed, times the
   activation's slope, in the epilogue) gives ``g = dL/d(pre-activation)``; then
   ``dx = g w`` and ``dw = g^T x`` are the Croqtile GEMMs of ``matmul.co``; ``dbias`` is
-  torch's ``g.sum(0)``.
+  torch's ``g.sum(0)``; a residual added in the epilogue gets ``dy`` itself.
 - attention: the Croqtile kernels of ``attention_backward.co`` (flash-attention style,
   the probabilities recomputed tile by tile from each row's log-sum-exp): one for the
   rows' log-sum-exp and ``delta = rowsum(dout * out)``, one for ``dq``, one for ``dk`` and
@@ -404,17 +404,17 @@ def linear_tiles(rows: int | torch.SymInt, out_features: int, element: str, kind
 
 
 def linear_ops(element: str, activation: str, bias: bool, kind: str,
-               tiles: str = "wide") -> Any:
-    """The forward operator ``(x [M, K], w [N, K][, bias [N]]) -> [M, N]`` of a variant,
-    with its autograd (``tiles``: see ``linear_tiles``)."""
-    return operator(linear_name(element, activation, bias, kind, tiles))
+               tiles: str = "wide", residual: bool = False) -> Any:
+    """The forward operator ``(x [M, K], w [N, K][, bias [N]][, residual [M, N]]) ->
+    [M, N]`` of a variant, with its autograd (``tiles``: see ``linear_tiles``)."""
+    return operator(linear_name(element, activation, bias, kind, tiles, residual))
 
 
 def linear_grad_op(element: str, activation: str, bias: bool, kind: str,
-                   tiles: str = "wide") -> Any:
+                   tiles: str = "wide", residual: bool = False) -> Any:
     """The first step of that variant's backward: ``(x, w[, bias], dy) -> dy * act'(x w^T
-    + bias)`` (its other functions are ``matmul_ops``)."""
-    return operator(linear_name(element, activation, bias, kind, tiles).replace(
+    + bias)`` (its other functions are ``matmul_ops``; the residual is not an argument)."""
+    return operator(linear_name(element, activation, bias, kind, tiles, residual).replace(
         "linear_", "linear_grad_", 1))
 
 
@@ -428,21 +428,25 @@ _SHAPES: dict[str, tuple[dict[tuple[str, str], tuple[int, int, int]],
 
 @constant_result
 def linear_name(element: str, activation: str, bias: bool, kind: str,
-                tiles: str = "wide") -> str:
+                tiles: str = "wide", residual: bool = False) -> str:
+    """The forward operator's name of a linear variant (compiled and registered on first
+    use): ``linear_<element>_<activation>[_bias][_residual]_<kind>[_<tiles>]``."""
     activation = activation.upper()  # (one variant, and one registration, per spelling)
-    suffix = (f"{element}_{activation.lower()}{'_bias' if bias else ''}_{kind}"
+    suffix = (f"{element}_{activation.lower()}{'_bias' if bias else ''}"
+              f"{'_residual' if residual else ''}_{kind}"
               f"{'' if tiles == 'wide' else '_' + tiles}")
     forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
     table, options = _SHAPES[tiles]
     variant = Variant("linear", _gemm_defines(table[kind, element], element)
-                      + (("ACT", activation), ("BIAS", int(bias))),
+                      + (("ACT", activation), ("BIAS", int(bias)), ("RESIDUAL", int(residual))),
                       (("LINEAR", forward), ("LINEAR_GRAD", grad)), options[kind])
+    operands = 3 if bias else 2  # (x, w[, bias]: what the backward keeps)
 
     def autograd(module: Module) -> None:
         grad_op = operator(grad)
 
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-            ctx.save_for_backward(*inputs)
+            ctx.save_for_backward(*inputs[:operands])
 
         def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
             saved = ctx.saved_tensors
@@ -452,9 +456,12 @@ def linear_name(element: str, activation: str, bias: bool, kind: str,
             nn, tn = matmul_ops(element, kind)
             dx = nn(g, w) if ctx.needs_input_grad[0] else None
             dw = tn(g, x) if ctx.needs_input_grad[1] else None
-            if not bias:
-                return dx, dw
-            return dx, dw, g.sum(0) if ctx.needs_input_grad[2] else None
+            grads: tuple[torch.Tensor | None, ...] = (dx, dw)
+            if bias:
+                grads += (g.sum(0) if ctx.needs_input_grad[2] else None,)
+            if residual:
+                grads += (dy if ctx.needs_input_grad[operands] else None,)
+            return grads
 
         torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
                                         setup_context=setup_context)

@@ -23,6 +23,11 @@ projection's output reaches memory. ``fuse_qkv(model)`` makes each attention lay
 query, key and value projections one GEMM (``FusedProjection``). ``convert_norms(model)``
 replaces the library's RMS normalisation layers (``LlamaRMSNorm`` and its kin, a pass
 over the activations per step in eager torch) by ``croqtile.nn.RMSNorm``, one kernel.
+The modules these rewrites put in place are those of ``croqtile.nn.fused``.
+
+``fuse_residuals(model)`` (``croqtile.nn.blocks``, which rewrites whole decoder layers)
+adds each decoder layer's two residual connections in the epilogues of the attention's
+output projection and the MLP's down projection.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ from typing import Any, Callable
 import torch
 
 from . import functional
+from .blocks import fuse_residuals as fuse_residuals
+from .fused import FusedProjection as FusedProjection
+from .fused import GatedMLP as GatedMLP
+from .fused import SharedProduct, same_output
 from .kernels import GATED_ACTIVATIONS as GATED
 from .modules import Linear, RMSNorm
 
@@ -43,10 +52,6 @@ NAME = "croqtile"
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu", "relu")
 # inputs on which an activation module is compared with them (float64)
 _PROBE_RANGE = (-8.0, 8.0, 161)
-# relative error allowed between a gated MLP's output before and after fusing, by dtype
-# (the fused GEMM rounds once where the unfused pair rounds twice)
-_FUSED_TOLERANCE = {torch.float16: 5e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4,
-                    torch.float64: 1e-10}
 
 
 def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
@@ -148,12 +153,6 @@ def _bias(linear: torch.nn.Linear) -> torch.Tensor | None:
     return bias
 
 
-def _same(before: torch.Tensor, after: torch.Tensor) -> bool:
-    """Whether a module's output after a rewrite is its output before, up to rounding."""
-    error = ((after.double() - before.double()).norm() / before.double().norm()).item()
-    return bool(error <= _FUSED_TOLERANCE.get(before.dtype, 1e-4))
-
-
 def fuse_activations(model: torch.nn.Module) -> int:
     """Fuse the activation of every gated MLP of ``model`` into its ``gate_proj`` (in
     place; returns how many were fused). A module qualifies when it has linear
@@ -173,32 +172,11 @@ def fuse_activations(model: torch.nn.Module) -> int:
             before = module(probe)
             module.gate_proj, module.act_fn = Linear.of(gate, activation=name), \
                 torch.nn.Identity()
-            if not _same(before, module(probe)):
+            if not same_output(before, module(probe)):
                 module.gate_proj, module.act_fn = gate, act
                 continue
         fused += 1
     return fused
-
-
-class GatedMLP(torch.nn.Module):
-    """A gated MLP, ``down_proj(act(gate_proj(x)) * up_proj(x))``, whose first half is one
-    GEMM (``croqtile.nn.functional.gated_linear``). It holds the original module's three
-    projections under their names, so its state_dict is the original's."""
-
-    def __init__(self, gate_proj: torch.nn.Linear, up_proj: torch.nn.Linear,
-                 down_proj: torch.nn.Linear, activation: str) -> None:
-        super().__init__()
-        self.gate_proj, self.up_proj, self.down_proj = gate_proj, up_proj, down_proj
-        self.activation = activation
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = functional.gated_linear(x, self.gate_proj.weight, self.up_proj.weight,
-                                         activation=self.activation)
-        out: torch.Tensor = self.down_proj(hidden)
-        return out
-
-    def extra_repr(self) -> str:
-        return f"activation={self.activation!r}"
 
 
 def fuse_mlps(model: torch.nn.Module) -> int:
@@ -231,66 +209,10 @@ def _swap_if_same(parent: torch.nn.Module, name: str, new: torch.nn.Module,
             before = getattr(parent, name)(probe)
         except Exception:  # (a module that needs other inputs: not recognised)
             return False
-        if not isinstance(before, torch.Tensor) or not _same(before, new(probe)):
+        if not isinstance(before, torch.Tensor) or not same_output(before, new(probe)):
             return False
     setattr(parent, name, new)
     return True
-
-
-class _Fused:
-    """What a layer's fused query, key and value projections share: the fused weight
-    (and bias), of which each part's parameters are views, and the last input's fused
-    output, kept as one tuple ``(input, its version, output)`` (one reference, replaced
-    whole: a part reads it once)."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None,
-                 bounds: list[tuple[int, int]]) -> None:
-        self.weight, self.bias, self.bounds = weight, bias, bounds
-        self.kept: tuple[torch.Tensor, int, torch.Tensor] | None = None
-
-
-class FusedProjection(Linear):
-    """One of an attention layer's query, key and value projections whose parameters are
-    views of one fused matrix (``fuse_qkv``): the query projection computes all three
-    products as one GEMM, and the key and value projections, called next on the same
-    input, return their columns of it. The parameters keep their names, so the layer's
-    state_dict is the original's. Any other call computes its own product: a gradient
-    wanted, tracing, a different input, or parameters no longer views of the fused
-    matrix (after ``.to()``; fuse after moving the model)."""
-
-    _fused: _Fused  # set by fuse_qkv
-    _index: int  # which of the parts: 0 (the query projection), 1 or 2
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        fused = self._fused
-        if not self._shares(fused, x):
-            return super().forward(x)
-        start, stop = fused.bounds[self._index]
-        if self._index == 0:
-            out = functional.linear(x, fused.weight, fused.bias)
-            fused.kept = (x, _version(x), out)
-            return out[..., start:stop]
-        kept = fused.kept
-        if kept is None or kept[0] is not x or kept[1] != _version(x):
-            return super().forward(x)
-        if self._index == len(fused.bounds) - 1:
-            fused.kept = None  # (the last part: nothing left to serve)
-        return kept[2][..., start:stop]
-
-    def _shares(self, fused: _Fused, x: torch.Tensor) -> bool:
-        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (
-                x.requires_grad or self.weight.requires_grad)):
-            return False
-        start = fused.bounds[self._index][0]
-        offset = start * fused.weight.stride(0) * fused.weight.element_size()
-        return self.weight.data_ptr() == fused.weight.data_ptr() + offset \
-            and self.weight.dtype == fused.weight.dtype and x.device == fused.weight.device
-
-
-def _version(x: torch.Tensor) -> int:
-    """``x``'s version counter (in-place writes advance it); -1 for a tensor made under
-    inference mode, which has none."""
-    return -1 if x.is_inference() else x._version
 
 
 def _qkv_parts(module: torch.nn.Module) -> list[torch.nn.Linear] | None:
@@ -332,7 +254,7 @@ def fuse_qkv(model: torch.nn.Module) -> int:
                 if biases[0] is not None else None
         ends = torch.tensor([p.out_features for p in parts]).cumsum(0).tolist()
         bounds = [(end - p.out_features, end) for p, end in zip(parts, ends)]
-        shared = _Fused(weight, bias, bounds)
+        shared = SharedProduct(weight, bias, bounds)
         new = []
         for index, (part, (start, stop)) in enumerate(zip(parts, bounds)):
             fused = FusedProjection.of(part)
@@ -345,7 +267,7 @@ def fuse_qkv(model: torch.nn.Module) -> int:
             new.append(fused)
         with torch.no_grad():
             after = [p(probe) for p in new]
-        if not all(_same(b, a) for b, a in zip(before, after)):
+        if not all(same_output(b, a) for b, a in zip(before, after)):
             continue
         module.q_proj, module.k_proj, module.v_proj = new
         fused_layers += 1
@@ -469,19 +391,21 @@ def fuse_rotary(model: torch.nn.Module) -> int:
 
 
 # The rewrites of ``optimize`` by name, in the order it applies them (a later one finds
-# the modules an earlier one made: fuse_qkv takes croqtile.nn.Linear projections)
+# the modules an earlier one made: fuse_qkv takes croqtile.nn.Linear projections; the
+# decoder-layer rewrites come last, over the fused modules)
 REWRITES: dict[str, Callable[[torch.nn.Module], int]] = {
     "fuse_mlps": fuse_mlps, "fuse_qkv": fuse_qkv, "convert_norms": convert_norms,
-    "fuse_rotary": fuse_rotary}
+    "fuse_rotary": fuse_rotary, "fuse_residuals": fuse_residuals}
 
 
 def optimize(model: torch.nn.Module) -> dict[str, int]:
     """Every croqtile rewrite of a ``transformers`` model, in place: attention through
     croqtile's kernel (``register()`` and ``attn_implementation="croqtile"``), its
     ``torch.nn.Linear`` layers converted (``croqtile.nn.convert``), then each of
-    ``REWRITES`` (gated MLPs, query/key/value projections, RMS norms). Each rewrite checks
-    the output of what it replaced, as its own documentation says. Returns how many
-    modules each rewrite changed, by name (``"linear"`` for the conversion)."""
+    ``REWRITES`` (gated MLPs, query/key/value projections, RMS norms, the decoder layers'
+    residual connections). Each rewrite checks the output of what it replaced, as its own
+    documentation says. Returns how many modules each rewrite changed, by name
+    (``"linear"`` for the conversion)."""
     from .modules import convert
 
     register()

@@ -53,6 +53,10 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                        (_f32(20, 40, grad=True), _f32(36, 40, grad=True), _f32(36, grad=True))),
     "linear (no bias)": lambda: (kernels.linear_ops("f32", "NONE", False, "cpu"),
                                  (_f32(20, 40, grad=True), _f32(36, 40, grad=True))),
+    "linear (residual)": lambda: (kernels.linear_ops("f32", "GELU_TANH", True, "cpu",
+                                                     residual=True),
+                                  (_f32(20, 40, grad=True), _f32(36, 40, grad=True),
+                                   _f32(36, grad=True), _f32(20, 36, grad=True))),
     "linear_grad": lambda: (kernels.linear_grad_op("f32", "GELU", True, "cpu"),
                             (_f32(20, 40), _f32(36, 40), _f32(36), _f32(20, 36))),
     "gated": lambda: (kernels.gated_op("f32", "silu", "cpu"),
@@ -100,7 +104,8 @@ def test_every_registered_operator_is_of_a_checked_kind() -> None:
 
 
 class Tiny(torch.nn.Module):
-    """Attention (two heads of 32) and an MLP on croqtile.nn."""
+    """Attention (two heads of 32) and an MLP on croqtile.nn, the MLP's residual added in
+    its down projection's epilogue."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -115,7 +120,7 @@ class Tiny(torch.nn.Module):
         h = cf.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                             v.transpose(1, 2), is_causal=True)
         x = x + h.transpose(1, 2).reshape(b, s, 64)
-        return x + self.down(self.up(x))
+        return cf.linear(self.up(x), self.down.weight, residual=x)
 
 
 @pytest.mark.filterwarnings("ignore:Your compiler for AOTAutograd:UserWarning")
@@ -257,13 +262,17 @@ def test_the_gpu_gemm_variants_compile(element: str) -> None:
                       kernels.NARROW_LINEAR_OPTIONS),
                      ("linear", kernels.SKINNY_GEMM_TILES["gpu", element],
                       kernels.SKINNY_LINEAR_OPTIONS)]
-    for program, tiles, options in variants:
+    # each linear variant also with a residual added in its epilogue
+    variants += [(program, tiles, options, {"RESIDUAL": 1})
+                 for program, tiles, options in variants if program == "linear"]
+    for program, tiles, options, *extra in variants:
         source = (kernels.KERNELS / f"{program}.co").read_text()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
             module = croqtile.compile(source, defines={
                 "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "GELU_TANH",
-                "BM": tiles[0], "BN": tiles[1], "BK": tiles[2]}, **dict(options))
+                "BM": tiles[0], "BN": tiles[1], "BK": tiles[2], **(extra[0] if extra else {})},
+                **dict(options))
         assert all("tl.dot(" in f.triton_source for f in module.functions.values())
         if dict(options).get("stream_k"):  # (the skinny variant: K shared by the SMs)
             assert all("stream-K" in f.triton_source for f in module.functions.values())

@@ -1,6 +1,7 @@
 """croqtile.nn.functional.linear and croqtile.nn.Linear (arch 4.1): the GEMM kernel with
-the bias and activation fused, against float64 torch, with autograd (gradcheck in f64 and
-gradients against torch's), torch.nn.Linear's parameters and state_dict, and convert()."""
+the bias, activation and residual fused, against float64 torch, with autograd (gradcheck in
+f64 and gradients against torch's), torch.nn.Linear's parameters and state_dict, and
+convert()."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import croqtile
 import croqtile.nn.functional as cf
 from croqtile.nn import kernels
 
-from ..e2e.checks import assert_close, random
+from ..e2e.checks import assert_close, poisoned_empty, random
 from .ops import croqtile_ops
 
 ACTIVATIONS = {
@@ -25,9 +26,10 @@ ACTIVATIONS = {
 
 
 def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
-              activation: str | None) -> torch.Tensor:
-    return ACTIVATIONS[activation](F.linear(x.double(), w.double(),
-                                            None if b is None else b.double()))
+              activation: str | None, residual: torch.Tensor | None = None) -> torch.Tensor:
+    out = ACTIVATIONS[activation](F.linear(x.double(), w.double(),
+                                           None if b is None else b.double()))
+    return out if residual is None else out + residual.double()
 
 
 @pytest.mark.parametrize("activation", list(ACTIVATIONS))
@@ -47,6 +49,54 @@ def test_linear_without_bias(dtype: torch.dtype) -> None:
     y, ran = croqtile_ops(cf.linear, x, w, activation="silu")
     assert len(ran) == 1
     assert_close(y, reference(x, w, None, "silu"), dtype)
+
+
+@pytest.mark.parametrize("activation, bias", [(None, False), ("silu", True),
+                                              ("gelu_tanh", False)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_linear_adds_a_residual_in_its_epilogue(activation: str | None, bias: bool,
+                                                dtype: torch.dtype) -> None:
+    """``act(x w^T + b) + residual`` as one kernel (its output poisoned before the run):
+    rows and columns crossing the 32-wide tiles with tails."""
+    x, w = random((2, 19, 70), dtype), random((40, 70), dtype)
+    b = random((40,), dtype) if bias else None
+    residual = random((2, 19, 40), dtype) * 4
+    with poisoned_empty():
+        y, ran = croqtile_ops(cf.linear, x, w, b, activation=activation, residual=residual)
+    assert len(ran) == 1 and "_residual_" in ran[0], ran
+    assert y.dtype == dtype and y.shape == residual.shape
+    assert_close(y, reference(x, w, b, activation, residual), dtype)
+
+
+def test_a_residual_the_kernel_does_not_take_is_added_by_torch() -> None:
+    """A residual of another dtype or of a shape that only broadcasts: torch's result."""
+    x, w = random((6, 8), torch.float32), random((4, 8), torch.float32)
+    for residual in (random((6, 4), torch.float64), random((4,), torch.float32)):
+        y, ran = croqtile_ops(cf.linear, x, w, residual=residual)
+        assert ran == [] and torch.equal(y, F.linear(x, w) + residual)
+        assert cf.uncovered_linear(x, w, None, None, residual) is not None
+    assert cf.uncovered_linear(x, w, None, None, random((6, 4), torch.float32)) is None
+
+
+def test_gradients_through_a_residual() -> None:
+    """gradcheck in f64 (the residual's gradient is dy), and f32 gradients of every
+    operand against torch's at shapes crossing the tiles."""
+    leaves = [random(s, torch.float64).requires_grad_() for s in ((5, 12), (7, 12), (7,),
+                                                                  (5, 7))]
+    assert torch.autograd.gradcheck(
+        lambda x, w, b, r: cf.linear(x, w, b, activation="silu", residual=r), leaves,
+        fast_mode=True, atol=1e-8, rtol=1e-6)
+    x, w, r = (random(s, torch.float32).requires_grad_() for s in ((3, 20, 40), (36, 40),
+                                                                   (3, 20, 36)))
+    y = cf.linear(x, w, activation="gelu_tanh", residual=r)
+    dy = random(tuple(y.shape), torch.float32)
+    grads, ran = croqtile_ops(torch.autograd.grad, y, (x, w, r), dy)
+    assert any(op.startswith("croqtile.linear_grad_") for op in ran), ran
+    doubles = [t.detach().double().requires_grad_() for t in (x, w, r)]
+    expected = torch.autograd.grad(reference(doubles[0], doubles[1], None, "gelu_tanh",
+                                             doubles[2]), doubles, dy.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
 
 
 def test_an_unknown_activation_is_refused_by_name() -> None:

@@ -43,6 +43,26 @@ def test_the_gpu_linear_decomposes_into_its_kernel_made_descriptor_form(
     assert [k.fn.__name__ for k in decomposing_on_cpu] == [f"{name}_k0"]
 
 
+def test_a_residual_variant_decomposes_too(decomposing_on_cpu: list[Any]) -> None:  # noqa: F811
+    """The narrow bf16 linear with a residual added in its epilogue: traced whole, with
+    the residual one more argument of the kernel."""
+    name = kernels.linear_name("bf16", "NONE", False, "gpu", "narrow", True)
+    assert name.endswith("_residual_gpu_narrow")
+    stand_in = library.decomposition(kernels.NAMESPACE, name)
+    assert stand_in is not None and stand_in.reason is None
+
+    def model(x: torch.Tensor, w: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        return kernels.run(name, x, w, r)
+
+    graphs = Graphs()
+    compiled = torch.compile(model, fullgraph=True, backend=graphs)
+    x, w, r = (random(s, torch.bfloat16) for s in ((20, 48), (40, 48), (20, 40)))
+    expected = F.linear(x.double(), w.double()) + r.double()
+    assert_close(compiled(x, w, r), expected, torch.bfloat16)
+    code = "\n".join(graphs.code)
+    assert "triton_kernel_wrapper_functional" in code and name not in code
+
+
 def test_cpu_variants_have_no_stand_ins() -> None:
     name = kernels.linear_name("f32", "NONE", False, "cpu", "wide")
     assert takes_host_descriptors(kernels.function(name))
