@@ -363,6 +363,10 @@ def _model_output(model: torch.nn.Module) -> torch.Tensor | None:
     return found if isinstance(found, torch.Tensor) else None
 
 
+def _same_logits(before: torch.Tensor, after: torch.Tensor | None) -> bool:
+    return after is not None and after.shape == before.shape and same_output(before, after)
+
+
 def fuse_rotary(model: torch.nn.Module) -> int:
     """Run the rotary position embedding of every attention layer of ``model`` that
     applies the library's ``apply_rotary_pos_emb`` (Llama, Mistral, Qwen and others)
@@ -383,7 +387,7 @@ def fuse_rotary(model: torch.nn.Module) -> int:
         if forward is not None and "forward" not in vars(module):
             module.forward = forward
             changed.append(module)
-    if changed and not _same(before, _model_output(model)):
+    if changed and not _same_logits(before, _model_output(model)):
         for module in changed:
             del module.forward
         return 0

@@ -81,6 +81,9 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
        for part in ("rstd", "dx", "dw")},
     "rms_norm (no weight)": lambda: (kernels.rms_norm_op("f32", False, "cpu"),
                                      (_f32(20, 40, grad=True), torch.tensor([1e-6]))),
+    "rotary": lambda: (kernels.operator(kernels.rotary_name("f32", 32, "cpu")),
+                       (_f32(1, 20, 2, 32, grad=True).transpose(1, 2), _f32(1, 20, 32),
+                        _f32(1, 20, 32))),
 }
 
 
@@ -99,7 +102,7 @@ def test_every_registered_operator_is_of_a_checked_kind() -> None:
     kinds = ("linear_grad_", "linear_", "gated_grad_", "gated_", "matmul_nn_", "matmul_tn_",
              "attention_stats_",
              "attention_dq_", "attention_dkv_", "attention_", "rms_norm_rstd_",
-             "rms_norm_dx_", "rms_norm_dw_", "rms_norm_")
+             "rms_norm_dx_", "rms_norm_dw_", "rms_norm_", "rotary_")
     assert names and all(name.startswith(kinds) for name in names), names
 
 
