@@ -443,7 +443,7 @@ def check(case: Case, prepared: Prepared) -> tuple[bool, float | None, str]:
     try:
         result = prepared.ours()
     except Exception as exc:  # a kernel that fails to run is a failed row, not a crash
-        return False, None, _describe(exc)
+        return False, None, describe_error(exc)
     out = prepared.output if prepared.output is not None else result
     if not isinstance(out, torch.Tensor):
         return False, None, f"the kernel returned {type(out).__name__}, not a tensor"
@@ -531,12 +531,12 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
     try:
         fn = load(case)
     except Exception as exc:
-        return Row(case, False, None, note="compile: " + _describe(exc))
+        return Row(case, False, None, note="compile: " + describe_error(exc))
     try:
         prepared = prepare(case, fn, device)
         ok, err, note = check(case, prepared)
     except Exception as exc:
-        return Row(case, False, None, note="check: " + _describe(exc))
+        return Row(case, False, None, note="check: " + describe_error(exc))
     if not ok or timer is None:
         return Row(case, ok, err, config=config_string(fn), note=note)
     timed = prepared.rotation or prepared
@@ -546,11 +546,11 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
             timed.compiled()
             sides.append(timed.compiled)
         except Exception as exc:  # the other baseline is still timed
-            note = "torch.compile: " + _describe(exc)
+            note = "torch.compile: " + describe_error(exc)
     try:
         ours_ms, base_ms, *compiled = time_interleaved(sides, timer, reps)
     except Exception as exc:  # correct, but not timed: still ok
-        return Row(case, ok, err, config=config_string(fn), note="timing: " + _describe(exc))
+        return Row(case, ok, err, config=config_string(fn), note="timing: " + describe_error(exc))
     row = Row(case, ok, err, ours_ms, base_ms, config_string(fn), note,
               compiled_ms=compiled[0] if compiled else None,
               input_sets=prepared.rotation.sets if prepared.rotation else 1)
@@ -560,7 +560,7 @@ def run_case(case: Case, load: KernelLoader, device: str, timer: Timer | None,
                                baseline_host_us=host_timer(prepared.baseline))
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     """The first line of an exception, short enough for a CSV cell."""
     lines = str(exc).splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:200]

@@ -182,11 +182,17 @@ def csv_record(row: Row, fraction: float | None = None) -> dict[str, str]:
 
 
 def _cell(name: str, value: Any) -> str:
+    return cell(value, _DIGITS.get(name, 4), integer=name in _INTEGERS)
+
+
+def cell(value: Any, digits: int = 4, integer: bool = False) -> str:
+    """One CSV cell: empty for None, booleans, strings and integers as written, any other
+    number with ``digits`` significant digits."""
     if value is None:
         return ""
-    if isinstance(value, (bool, str)) or name in _INTEGERS:
+    if isinstance(value, (bool, str)) or integer:
         return str(value)
-    return f"{value:.{_DIGITS.get(name, 4)}g}"
+    return f"{value:.{digits}g}"
 
 
 OUT_ROOT = Path("bench-results")  # the default --out's parent, in the current directory
