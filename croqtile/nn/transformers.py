@@ -95,7 +95,39 @@ def register() -> None:
         raise ImportError("croqtile.nn.transformers.register() needs the optional "
                           "dependency 'transformers' (pip install transformers)") from error
     AttentionInterface.register(NAME, attention_forward)
-    AttentionMaskInterface.register(NAME, sdpa_mask)
+    AttentionMaskInterface.register(NAME, causal_or_sdpa_mask(sdpa_mask))
+
+
+def causal_or_sdpa_mask(sdpa_mask: Callable[..., Any]) -> Callable[..., Any]:
+    """The mask function of ``attn_implementation="croqtile"``: the library's ``sdpa``
+    one, except where the mask is plain causal attention of queries over exactly their
+    own keys (a prefill with nothing cached: no padding, no local window, the library's
+    causal mask function, keys as many as queries, no offset), where it is None and the
+    attention runs croqtile's causal kernel. Some versions of the library skip that mask
+    only outside tracing, so that under ``torch.compile`` every prefill would otherwise
+    run a materialised mask through the masked kernel (five times slower at 2,048
+    tokens)."""
+    from transformers.masking_utils import causal_mask_function
+
+    signature = inspect.signature(sdpa_mask)
+
+    def mask(*args: Any, **kwargs: Any) -> Any:
+        try:
+            given = signature.bind(*args, **kwargs).arguments
+        except TypeError:  # (another version's arguments: the library's mask)
+            return sdpa_mask(*args, **kwargs)
+        queries = given.get("q_length")
+        if queries is None and isinstance(given.get("cache_position"), torch.Tensor):
+            queries = given["cache_position"].shape[0]
+        offsets = (given.get("q_offset", 0), given.get("kv_offset", 0))
+        plain = (given.get("attention_mask") is None and given.get("local_size") is None
+                 and given.get("mask_function", causal_mask_function) is causal_mask_function
+                 and given.get("allow_is_causal_skip", True) is True
+                 and all(type(o) is int and o == 0 for o in offsets)
+                 and type(queries) is int and queries == given.get("kv_length"))
+        return None if plain else sdpa_mask(*args, **kwargs)
+
+    return mask
 
 
 def activation_of(module: torch.nn.Module) -> str | None:

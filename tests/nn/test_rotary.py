@@ -128,6 +128,7 @@ def test_another_rotation_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None
 def test_every_rewrite_traces_without_graph_breaks() -> None:
     """``optimize`` (every rewrite, the rotary one included): the model traces as one
     graph, and eager calls' launch plans do not get in the way."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
     from torch._dynamo.utils import counters
 
     model = _model("Llama")
@@ -136,8 +137,41 @@ def test_every_rewrite_traces_without_graph_breaks() -> None:
     ids = torch.randint(0, 96, (1, 16), generator=torch.Generator().manual_seed(4))
     torch._dynamo.reset()
     counters.clear()
+    backend = AotEagerAndRecordGraphs()
     with torch.no_grad():
-        out = torch.compile(ours, backend="aot_eager")(ids).logits
+        out = torch.compile(ours, backend=backend)(ids).logits
         ref = model(ids).logits
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert_close(out, ref.double(), torch.float32)
+    # a prefill's plain causal mask is not materialised while tracing: the attention is
+    # croqtile's causal kernel, not its masked one
+    code = "\n".join(graph.code for graph in backend.fw_graphs)
+    assert "attention_f32" in code and "_mask_" not in code
+
+
+def test_a_plain_causal_prefill_needs_no_mask() -> None:
+    """croqtile's mask function is None for a prefill of plain causal attention (also
+    where the library's own would materialise a mask, as some versions do while
+    tracing), and the library's mask for anything else: padding, a cache before the
+    queries, a local window."""
+    import inspect
+
+    from transformers.masking_utils import sdpa_mask
+
+    calls = []
+
+    def materialising(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls.append(kwargs)
+        return torch.ones(1, dtype=torch.bool)
+
+    materialising.__signature__ = inspect.signature(sdpa_mask)  # type: ignore[attr-defined]  # (the library's arguments)
+    mask = integration.causal_or_sdpa_mask(materialising)
+    names = inspect.signature(sdpa_mask).parameters
+    queries = {"q_length": 8} if "q_length" in names else {"cache_position": torch.arange(8)}
+    assert mask(batch_size=1, kv_length=8, **queries) is None
+    assert calls == []
+    padded = torch.ones(1, 8, dtype=torch.bool)
+    for other in ({"kv_length": 12}, {"kv_length": 8, "attention_mask": padded},
+                  {"kv_length": 8, "local_size": 4}):
+        assert mask(batch_size=1, **queries, **other) is not None
+    assert len(calls) == 3
