@@ -163,9 +163,11 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
     if uncovered_gated_linear(x, gate_weight, up_weight, activation) is not None:
         return _ACTIVATIONS[activation](F.linear(x, gate_weight)) * F.linear(x, up_weight)
     element = kernels.ELEMENTS[x.dtype][0]
-    name = kernels.gated_name(element, activation, kernels.device_kind(x))
+    kind = kernels.device_kind(x)
     args = (x.reshape(-1, x.shape[-1]).contiguous(), gate_weight.contiguous(),
             up_weight.contiguous())
+    name = kernels.gated_name(element, activation, kind,
+                              kernels.gated_tiles(args[0].shape[0], element, kind))
     out = kernels.run(name, *args)
     if key is not None and None not in key[:3]:
         _GATED_PLANS.remember(key, name, args)

@@ -67,9 +67,12 @@ def test_what_the_kernel_does_not_take_runs_torch() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
-def test_gated_linear_bf16_gpu(activation: str) -> None:
-    x = random((1000, 1024), torch.bfloat16, "cuda").requires_grad_()
+@pytest.mark.parametrize("activation, rows", [("silu", 1000), ("gelu_tanh", 1000),
+                                              ("silu", 1), ("silu", 16)])
+def test_gated_linear_bf16_gpu(activation: str, rows: int) -> None:
+    """Wide tiles, and a decode step's skinny ones (at most 16 rows), forward and
+    backward."""
+    x = random((rows, 1024), torch.bfloat16, "cuda").requires_grad_()
     wg = (random((2816, 1024), torch.bfloat16, "cuda") / 32).requires_grad_()
     wu = (random((2816, 1024), torch.bfloat16, "cuda") / 32).requires_grad_()
     out, ran = croqtile_ops(cf.gated_linear, x, wg, wu, activation=activation)
