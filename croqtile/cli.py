@@ -8,6 +8,10 @@
                    [--sizes ...] [--reps N] [--out DIR] [--autotune none|quick|full]
                    [--device cuda|cpu] [--quick] [-D NAME=VALUE]...
                    [--tutorial PATH] [--upstream PATH] [--kernels KERNEL...]
+    croqtile bench models [--models MODEL...] [--forms FORM...] [--workloads WORKLOAD...]
+                   [--layers N] [--seq S...] [--decode-tokens N] [--decode-batch B...]
+                   [--prompt N] [--train-layers N] [--train-seq S] [--tiny] [--reps N]
+                   [--device cuda|cpu] [--out DIR]
     croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
@@ -32,13 +36,16 @@ timed; exit status 1 when a case is wrong. The files go to ``--out``, by default
 name; ``cpu`` for interpreter runs); a maintainer refreshing the repository's figures
 passes ``--out bench/results/h200``. ``--tutorial`` and ``--upstream`` name checkouts of
 the Croqtile tutorial and of the reference repository whose flash-attention kernels the
-attention sweep adds.
+attention sweep adds. ``bench models`` (``croqtile.bench.models``, run only when named)
+times whole ``transformers`` models in eager, compiled and croqtile forms; it needs the
+optional dependency ``transformers``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -161,8 +168,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _BENCH_SWEEPS = ("square", "llm", "fp8", "memory", "attention", "epilogue", "decode", "sparse",
-                 "all")
+                 "models", "all")
+# run only when named: the sparse sweep needs the CUDA backend, the models sweep the
+# optional dependency transformers (and takes long)
+_NAMED_SWEEPS = ("sparse", "models")
 _BENCH_DTYPES = ("f16", "bf16")
+_KERNEL_REPS = 3  # do_bench repetitions per kernel when --reps is not given
 
 
 def _add_bench_parser(commands: Any) -> None:
@@ -171,8 +182,8 @@ def _add_bench_parser(commands: Any) -> None:
         description="Check each case against a float64 reference, then time croqtile and "
                     "torch interleaved; write CSV, JSON (and PNG plots) per sweep.")
     bench.add_argument("sweeps", nargs="*", metavar="SWEEP", default=["all"],
-                       help="square, llm, fp8, memory, attention, epilogue, decode, sparse "
-                            "or all (default all: every sweep but sparse)")
+                       help="square, llm, fp8, memory, attention, epilogue, decode, sparse, "
+                            "models or all (default all: every sweep but sparse and models)")
     bench.add_argument("--dtype", nargs="+", default=list(_BENCH_DTYPES),
                        choices=_BENCH_DTYPES, help="element types (default f16 bf16); the "
                        "memory sweep uses the first; the published attention kernels run "
@@ -180,8 +191,10 @@ def _add_bench_parser(commands: Any) -> None:
     bench.add_argument("--sizes", nargs="+", type=int, metavar="S",
                        help="square and fp8 GEMM sizes, memory tensor sides [S, S], "
                             "attention sequence lengths, epilogue and decode token counts M")
-    bench.add_argument("--reps", type=int, default=3,
-                       help="do_bench repetitions per kernel; the median is kept (default 3)")
+    bench.add_argument("--reps", type=int,
+                       help=f"do_bench repetitions per kernel; the median is kept (default "
+                            f"{_KERNEL_REPS}); models: timing rounds of the forms (default "
+                            f"{_KERNEL_REPS}, 1 on the CPU)")
     bench.add_argument("--out", metavar="DIR",
                        help="output directory (default bench-results/GPU in the current "
                             "directory: h200, h100, ... or cpu)")
@@ -213,27 +226,84 @@ def _add_bench_parser(commands: Any) -> None:
                        help="a checkout of the reference Croqtile repository (or its "
                             "tests/gpu/end2end/flash_atten.co): the attention sweep adds "
                             "that kernel, compiled as written")
+    _add_models_options(bench)
+
+
+def _add_models_options(bench: argparse.ArgumentParser) -> None:
+    """The options of ``croqtile bench models`` (an argument group of ``bench``)."""
+    from .bench import models as model_sweep
+
+    full, tiny = model_sweep.Settings(), model_sweep.Settings(**model_sweep.TINY)
+
+    def default(name: str) -> str:
+        def shown(value: Any) -> str:
+            return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+        mine, small = getattr(full, name), getattr(tiny, name)
+        return f"default {shown(mine)}" + (f"; --tiny {shown(small)}" if small != mine else "")
+
+    group = bench.add_argument_group(
+        "models sweep", "`croqtile bench models`: transformers models with random weights "
+        "(nothing downloaded) in the forms eager, compile, croqtile (croqtile.nn.transformers."
+        "optimize) and croqtile+compile; prefill, decode (generate) and a training step")
+    group.add_argument("--models", nargs="+", choices=list(model_sweep.MODELS),
+                       metavar="MODEL", help="the models' widths: "
+                       f"{', '.join(model_sweep.MODELS)} (default all)")
+    group.add_argument("--forms", nargs="+", choices=model_sweep.FORMS, metavar="FORM",
+                       help=f"{', '.join(model_sweep.FORMS)} (default all; on the CPU "
+                            "eager and croqtile: torch.compile there needs a C compiler and "
+                            "minutes); eager always runs, the ratios are to it")
+    group.add_argument("--workloads", nargs="+", choices=model_sweep.WORKLOADS,
+                       metavar="WORKLOAD", help=f"{', '.join(model_sweep.WORKLOADS)} "
+                                                "(default all)")
+    group.add_argument("--layers", type=int, metavar="N",
+                       help=f"decoder layers ({default('layers')})")
+    group.add_argument("--seq", type=int, nargs="+", metavar="S", dest="seqs",
+                       help=f"prefill lengths, batch 1 ({default('seqs')})")
+    group.add_argument("--prompt", type=int, metavar="N",
+                       help=f"prompt tokens before decoding ({default('prompt')})")
+    group.add_argument("--decode-tokens", type=int, metavar="N",
+                       help=f"new tokens per generate ({default('decode_tokens')})")
+    group.add_argument("--decode-batch", type=int, nargs="+", metavar="B",
+                       dest="decode_batches",
+                       help=f"decode batch sizes ({default('decode_batches')})")
+    group.add_argument("--train-layers", type=int, metavar="N",
+                       help=f"layers of the training-step model ({default('train_layers')})")
+    group.add_argument("--train-seq", type=int, metavar="S",
+                       help=f"tokens of a training step ({default('train_seq')})")
+    group.add_argument("--tiny", action="store_true",
+                       help="small float32 models (what the CPU runs), also on a GPU")
 
 
 def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``croqtile bench``: run the sweeps, write the files, print the summary table."""
-    # torch and triton load only for this command
-    from .bench import attention as attention_sweep
-    from .bench import harness, report, suite
-
     if args.plot:
         return _plot_only(Path(args.plot), out, err)
     sweeps = _bench_sweeps(args.sweeps)
-    if args.reps < 1:
+    if args.reps is not None and args.reps < 1:
         raise UsageError("--reps must be at least 1")
-    try:
-        attention = attention_sweep.programs(args.tutorial, args.upstream)
-    except (attention_sweep.SourceError, harness.KernelFileError) as exc:
-        raise UsageError(str(exc)) from None
     device = args.device or ("cuda" if _cuda_available() else "cpu")
     if device == "cuda" and not _cuda_available():
         raise UsageError("--device cuda: no CUDA device here (use --device cpu to check "
                          "correctness through the interpreter)")
+    kernel_sweeps = [s for s in sweeps if s != "models"]
+    status = _run_kernel_sweeps(args, kernel_sweeps, device, out, err) if kernel_sweeps else 0
+    if "models" in sweeps:
+        status = max(status, _run_models_sweep(args, device, out, err))
+    return status
+
+
+def _run_kernel_sweeps(args: argparse.Namespace, sweeps: Sequence[str], device: str,
+                       out: TextIO, err: TextIO) -> int:
+    """The kernel sweeps of ``croqtile bench`` (every one but models)."""
+    # torch and triton load only for this command
+    from .bench import attention as attention_sweep
+    from .bench import harness, report, suite
+
+    try:
+        attention = attention_sweep.programs(args.tutorial, args.upstream)
+    except (attention_sweep.SourceError, harness.KernelFileError) as exc:
+        raise UsageError(str(exc)) from None
     kernels = list(attention)
     if args.sizes:
         cases = suite.full_cases(sweeps, args.dtype, args.sizes, kernels)
@@ -250,7 +320,8 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     except harness.KernelFileError as exc:
         raise UsageError(str(exc)) from None
     out_dir = Path(args.out) if args.out else report.default_out_dir(device)
-    result = suite.run_bench(cases, out_dir, device=device, reps=args.reps,
+    result = suite.run_bench(cases, out_dir, device=device,
+                             reps=_KERNEL_REPS if args.reps is None else args.reps,
                              autotune=args.autotune, defines=_parse_defines(args.define),
                              timer=harness.TIMERS[args.timer] if device == "cuda" else None,
                              progress=err, attention=attention)
@@ -258,6 +329,36 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
         if not row.ok:
             print(f"FAILED {row.case.describe()}: {row.note} (rel_error "
                   f"{row.rel_error})", file=err)
+    for message in result.messages:
+        print(message, file=err)
+    print(result.table, file=out)
+    print(f"wrote {len(result.files)} files to {out_dir}", file=out)
+    return 1 if result.failed else 0
+
+
+def _run_models_sweep(args: argparse.Namespace, device: str, out: TextIO, err: TextIO) -> int:
+    """``croqtile bench models``: whole transformers models (the CPU runs the tiny ones)."""
+    from .bench import models as model_sweep
+    from .bench import report
+
+    if importlib.util.find_spec("transformers") is None:
+        raise UsageError("the models sweep needs the optional dependency 'transformers' "
+                         "(pip install transformers)")
+    tiny = args.tiny or device == "cpu"
+    if tiny and not args.tiny:
+        print("models: the CPU runs the small models of --tiny", file=err)
+    sizes = {name: getattr(args, name) for name in (
+        "models", "workloads", "layers", "seqs", "prompt", "decode_tokens", "decode_batches",
+        "train_layers", "train_seq", "reps")}
+    try:
+        run = model_sweep.settings(device, tiny, forms=args.forms, **sizes)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out_dir = Path(args.out) if args.out else report.default_out_dir(device)
+    result = model_sweep.run_models(run, out_dir, progress=err)
+    for row in result.rows:
+        if row.ok is False:
+            print(f"FAILED {row.describe()}: {row.note}", file=err)
     for message in result.messages:
         print(message, file=err)
     print(result.table, file=out)
@@ -281,18 +382,19 @@ def _bench_sweeps(names: Sequence[str]) -> list[str]:
     if unknown:
         raise UsageError(f"unknown sweep {unknown[0]!r}; choose from "
                          + ", ".join(_BENCH_SWEEPS))
-    if "all" in names:  # (the sparse sweep runs when named: it needs the CUDA backend)
-        return [n for n in _BENCH_SWEEPS[:-1] if n != "sparse"] + [
-            n for n in names if n == "sparse"]
+    if "all" in names:  # (with the named-only sweeps that are named too)
+        return [n for n in _BENCH_SWEEPS if n not in (*_NAMED_SWEEPS, "all")] + [
+            n for n in _NAMED_SWEEPS if n in names]
     return list(dict.fromkeys(names))
 
 
 def _plot_only(csv_path: Path, out: TextIO, err: TextIO) -> int:
-    from .bench import report
+    from .bench import model_report, report
 
     if not csv_path.is_file():
         raise UsageError(f"no such CSV file: {str(csv_path)!r}")
-    png, message = report.plot_csv(csv_path)
+    plot = model_report.plot_csv if model_report.is_models_csv(csv_path) else report.plot_csv
+    png, message = plot(csv_path)
     if png is None:
         print(message, file=err)
         return 1

@@ -11,6 +11,8 @@ This package owns the benchmark tool and its kernels, shipped as package data so
 * ``spaces``: the autotuning candidates of the project's own kernels (``--autotune``);
 * ``report``: the CSV, JSON and PNG files of a run, and its summary table;
 * ``suite``: every sweep together, what the command line runs;
+* ``models``, ``model_report``: the models sweep (whole ``transformers`` models in eager,
+  compiled and croqtile forms; run only when named) and its files;
 * ``kernels/``: the Croqtile programs the sweeps compile (``*.co``, data only).
 
 Maintainer scripts that go beyond these sweeps live in the repository's ``bench/`` folder.
