@@ -1,7 +1,8 @@
 """Where a Llama prefill's GPU time goes, eager torch against croqtile ops (also with the
 MLP activations fused, ``fuse_activations``, and with the gated MLPs as one GEMM,
 ``fuse_mlps``, of ``croqtile.nn.transformers``): one profiled forward of each
-(``torch.profiler``), after three warm ones, on the model of ``bench/model_sweep.py``.
+(``torch.profiler``), after three warm ones, on the Llama model of ``croqtile bench models``
+(``croqtile.bench.models``: Llama-3-8B widths, random weights).
 
 Prints, per form, the GPU time of its kernels grouped as GEMMs (cuBLAS's ``nvjet``/
 ``sm90``/``gemm`` kernels, croqtile's ``linear``), attention (cuDNN's or Triton's flash
@@ -18,13 +19,13 @@ import argparse
 import copy
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_sweep import WIDTHS, build  # noqa: E402
+from croqtile.bench.models import MODELS, build
+
+LLAMA = MODELS["llama3-8b"]
 
 GROUPS = (("gemm", ("nvjet", "gemm", "sm90_xmma", "cutlass", "linear", "matmul", "gated")),
           ("attention", ("flash", "fmha", "attention", "sdpa")))
@@ -74,12 +75,12 @@ def main() -> int:
     import croqtile.nn
     from croqtile.nn import transformers as integration
 
-    model = build(args.layers, "cuda", torch.bfloat16, WIDTHS)
+    model = build(LLAMA, args.layers, "cuda", torch.bfloat16)
     integration.register()
     ours = copy.deepcopy(model)
     ours.set_attn_implementation(integration.NAME)
     croqtile.nn.convert(ours)
-    ids = torch.randint(0, WIDTHS["vocab_size"], (1, args.seq), device="cuda",
+    ids = torch.randint(0, LLAMA.widths["vocab_size"], (1, args.seq), device="cuda",
                         generator=torch.Generator("cuda").manual_seed(1))
     fused, mlp = copy.deepcopy(ours), copy.deepcopy(ours)
     integration.fuse_activations(fused)
