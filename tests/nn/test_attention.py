@@ -193,6 +193,19 @@ def test_attention_gradients_gpu(d: int) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("length", [1, 5, 16])
+def test_decode_step_attention_gpu(length: int) -> None:
+    """A decode step's few queries (16-row blocks) over a long cache: grouped heads,
+    without a mask and with a padding-style boolean one, with gradients."""
+    q, k, v = (t.requires_grad_() for t in qkv(2, 32, 8, length, 3000, 128,
+                                                torch.bfloat16, "cuda"))
+    check(q, k, v, enable_gqa=True)
+    mask = torch.rand(2, 1, length, 3000, device="cuda") > 0.1
+    check(q, k, v, attn_mask=mask, enable_gqa=True)
+    check_causal_gqa_gradients(q, k, v)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("d", [64, 256])
 def test_attention_gqa_and_mask_gpu(d: int) -> None:
     q, k, v = qkv(2, 8, 2, 1000, 1500, d, torch.float16, "cuda")
