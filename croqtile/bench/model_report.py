@@ -102,30 +102,18 @@ def write_files(rows: Sequence[ModelRow], out_dir: Path, meta: Mapping[str, Any]
 # ----------------------------------------------------------------------------------------
 
 
-<<<<<<< HEAD
-def _number(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-=======
 def _number(value: float | None, spec: str, width: int = 0) -> str:
     """``value`` formatted by ``spec`` ("-" for None), right-aligned in ``width``."""
     return ("-" if value is None else format(value, spec)).rjust(width)
->>>>>>> models
 
 
 def row_line(row: ModelRow) -> str:
     """One row in a line: what it is, its time and ratios, what its check found."""
     status = {True: "ok", False: "FAILED", None: "skipped"}[row.ok]
-<<<<<<< HEAD
-    parts = [f"{row.describe():<44}", f"{_number(row.ms, '10.3f')} ms",
-             f"{_number(row.tokens_per_s, '10.0f')} tok/s",
-             f"x{_number(row.ratio_eager, '.3f')} eager",
-             f"x{_number(row.ratio_compile, '.3f')} compile", status]
-=======
     parts = [f"{row.describe():<50}", f"{_number(row.ms, '.3f', 10)} ms",
              f"{_number(row.tokens_per_s, '.0f', 9)} tok/s",
              f"vs eager {_number(row.ratio_eager, '.3f', 6)}",
              f"vs compile {_number(row.ratio_compile, '.3f', 6)}", status]
->>>>>>> models
     if row.rel_error is not None:
         parts.append(f"error {row.rel_error:.2e}")
     if row.tokens_equal is not None and row.new_tokens:
@@ -149,11 +137,7 @@ def summary_table(rows: Sequence[ModelRow]) -> str:
         mine = [r for r in rows if (r.workload, r.form) == (workload, form)]
         lines.append(f"{workload:<9} {form:<17} {len(mine):>4} "
                      f"{sum(r.ok is False for r in mine):>6} "
-<<<<<<< HEAD
-                     f"{_number(ratio['eager'], '9.3f')} {_number(ratio['compile'], '10.3f')}")
-=======
                      f"{_number(ratio['eager'], '.3f', 9)} {_number(ratio['compile'], '.3f', 10)}")
->>>>>>> models
     return "\n".join(lines)
 
 

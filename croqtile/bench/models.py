@@ -130,13 +130,8 @@ def settings(device: str, tiny: bool = False, forms: Sequence[str] | None = None
     base = Settings(device=device, tiny=tiny, **(TINY if tiny else {}))
     if device == "cpu":
         base = dataclasses.replace(base, reps=CPU_REPS)
-<<<<<<< HEAD
-    chosen = {k: tuple(v) if isinstance(v, (list, tuple)) else v
-              for k, v in given.items() if v is not None}
-=======
     chosen: dict[str, Any] = {k: tuple(v) if isinstance(v, (list, tuple)) else v
                               for k, v in given.items() if v is not None}
->>>>>>> models
     skipped: dict[str, str] = {}
     if forms is None:
         forms = FORMS if device != "cpu" else ("eager", "croqtile")

@@ -9,10 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
-<<<<<<< HEAD
-=======
 import importlib.util
->>>>>>> models
 import inspect
 import io
 import json
@@ -63,11 +60,7 @@ def test_the_tiny_sweep_checks_and_times_every_form(tiny_run: tuple[int, str, st
     status, out, err, out_dir = tiny_run
     assert status == 0, err
     rows = _rows(out_dir)
-<<<<<<< HEAD
-    # per model: prefill at one length, decode at batch 1 and 8, a training step; 4 forms
-=======
     # per model: prefill at one length, decode at batch 1 and 2, a training step; 4 forms
->>>>>>> models
     assert len(rows) == 2 * 4 * 4
     assert {r["model"] for r in rows} == {"llama3-8b", "qwen2.5-7b"}
     assert [r["workload"] for r in rows[:16:4]] == ["prefill", "decode", "decode", "train"]
@@ -176,23 +169,14 @@ def test_models_runs_only_when_named() -> None:
     assert cli._bench_sweeps(["models"]) == ["models"]
 
 
-<<<<<<< HEAD
-def test_the_models_csv_plots_as_its_own(tiny_run: tuple[int, str, str, Path],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    out_dir = tiny_run[3]
-    kernel_csv = out_dir / "square.csv"
-=======
 def test_the_models_csv_plots_as_its_own(tiny_run: tuple[int, str, str, Path], tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     out_dir = tiny_run[3]
     kernel_csv = tmp_path / "square.csv"
->>>>>>> models
     report.write_csv([], kernel_csv, report.CSV_COLUMNS)
     assert not model_report.is_models_csv(kernel_csv)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
     assert model_report.plot_csv(out_dir / "models.csv") == (None, report.NO_MATPLOTLIB)
-<<<<<<< HEAD
-=======
     status, _, err = _main(["bench", "--plot", str(out_dir / "models.csv")])
     assert status == 1 and report.NO_MATPLOTLIB in err
 
@@ -207,7 +191,6 @@ def test_without_transformers_it_says_so(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(importlib.util, "find_spec", missing)
     status, _, err = _main([*TINY_RUN, "--out", str(tmp_path)])
     assert status == 2 and "needs the optional dependency 'transformers'" in err
->>>>>>> models
 
 
 # ----------------------------------------------------------------------------------------
