@@ -5,11 +5,14 @@ package (``croqtile/kernels/*.co``), compiled on first use, with autograd (arch 
                        device=None, dtype=None)
     croqtile.nn.RMSNorm(normalized_shape, eps=None, elementwise_affine=True, device=None,
                         dtype=None)
-    croqtile.nn.functional.linear(x, weight, bias=None, *, activation=None, residual=None)
+    croqtile.nn.functional.linear(x, weight, bias=None, *, activation=None, residual=None,
+                                  row_scale=None)
     croqtile.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None,
         dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)
     croqtile.nn.functional.rms_norm(x, normalized_shape, weight=None, eps=None)
-    croqtile.nn.functional.gated_linear(x, gate_weight, up_weight, *, activation="silu")
+    croqtile.nn.functional.gated_linear(x, gate_weight, up_weight, *, activation="silu",
+                                        row_scale=None)
+    croqtile.nn.functional.rms_rstd(x, eps=None)
     croqtile.nn.convert(model)
 """
 

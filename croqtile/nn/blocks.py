@@ -8,6 +8,15 @@ projection adds ``x`` in its GEMM's epilogue and the MLP's down projection adds 
 its own (``croqtile.nn.functional.linear(..., residual=)``), so neither residual
 connection is a pass of its own.
 
+``fold_norms(model)`` (inference; on layers ``fuse_residuals`` rewrote, after
+``fuse_qkv``, ``fuse_mlps`` and ``convert_norms``): the RMS norm before the attention
+folds into the fused query/key/value projection, and the one before the MLP into the
+fused gate/up projection: ``rms_norm(x) * w @ W.T = rstd[:, None] * (x @ (W * w).T)``.
+One light pass computes each row's ``rstd`` (``croqtile.nn.functional.rms_rstd``), the
+GEMM multiplies its accumulator's rows by it (``linear(..., row_scale=)``), and the
+normalised activations never reach memory. The folded weights are copies (``NormFold``).
+With a gradient wanted or under ``torch.compile`` the layer runs the norms as before.
+
 A layer qualifies when its children are exactly ``input_layernorm``, ``self_attn`` (with
 a linear ``o_proj``), ``post_attention_layernorm`` and ``mlp`` (with a linear
 ``down_proj``). The rewritten layer keeps its class, submodules, parameters and
@@ -28,7 +37,8 @@ from typing import Any, Callable
 
 import torch
 
-from .fused import ResidualLinear, same_output
+from . import functional
+from .fused import FusedProjection, GatedMLP, NormFold, ResidualLinear, SharedProduct, same_output
 from .modules import Linear
 
 # the children of a Llama-family decoder layer, which a rewritten layer calls
@@ -48,11 +58,14 @@ class LayerForm:
     """What a rewritten decoder layer's forward knows of the original: the names of its
     positional parameters (``hidden_states`` first), the forward it replaced (called
     where a part is no longer of the rewritten form), and whether it returns a tuple
-    (``transformers`` before 4.54) rather than a tensor."""
+    (``transformers`` before 4.54) rather than a tensor; and the norms folded into the
+    attention's and the MLP's projections (``fold_norms``)."""
 
     positional: tuple[str, ...]
     original: Callable[..., Any]
     returns_tuple: bool
+    attention_fold: NormFold | None = None
+    mlp_fold: NormFold | None = None
 
 
 def _plain_linear(module: Any) -> bool:
@@ -109,16 +122,37 @@ def fused_layer_forward(layer: Any, *args: Any, **kwargs: Any) -> Any:
     hidden = named.pop(form.positional[0])
     o_proj.add_to_next(hidden)
     try:
-        out = attention(hidden_states=layer.input_layernorm(hidden), **named)
-    finally:
-        o_proj.add_to_next(None)  # (not left for a later call, whatever happened)
+        out = attention(hidden_states=_normalised(layer.input_layernorm, form.attention_fold,
+                                                  hidden), **named)
+    finally:  # (nothing left pending for a later call, whatever happened)
+        o_proj.add_to_next(None)
+        _unfold(form.attention_fold)
     hidden, rest = (out[0], tuple(out[1:])) if isinstance(out, tuple) else (out, ())
     down_proj.add_to_next(hidden)
     try:
-        hidden = mlp(layer.post_attention_layernorm(hidden))
+        hidden = mlp(_normalised(layer.post_attention_layernorm, form.mlp_fold, hidden))
     finally:
         down_proj.add_to_next(None)
+        _unfold(form.mlp_fold)
     return (hidden,) + _attention_outputs(rest, named) if form.returns_tuple else hidden
+
+
+def _normalised(norm: Any, fold: NormFold | None, x: torch.Tensor) -> torch.Tensor:
+    """``norm(x)``; or, where the norm is folded into the projections after it and may be
+    (no gradient wanted, not tracing, the norm's weight still the folded one), ``x``
+    itself with its rows' reciprocal RMS pending for those projections."""
+    if fold is None or torch.is_grad_enabled() or torch.compiler.is_compiling() \
+            or getattr(norm, "weight", None) is not fold.norm_weight:
+        normed: torch.Tensor = norm(x)
+        return normed
+    fold.pending = (x, functional.rms_rstd(x, norm.eps))
+    return x
+
+
+def _unfold(fold: NormFold | None) -> None:
+    """End what ``_normalised`` began."""
+    if fold is not None:
+        fold.pending = None
 
 
 def _fuse_layer(layer: torch.nn.Module, before: Any) -> Callable[[], None] | None:
@@ -156,6 +190,78 @@ def fuse_residuals(model: torch.nn.Module) -> int:
     and each layer whose output changes is restored (see the module's documentation)."""
     return rewrite_checked(model, [m for m in model.modules() if decoder_layer(m)],
                            _fuse_layer)
+
+
+def _rms_norm(module: Any) -> bool:
+    """Whether ``module`` is torch's (or croqtile's) RMS norm over the last dimension,
+    with a weight: what ``NormFold`` folds."""
+    if not isinstance(module, torch.nn.RMSNorm):
+        return False
+    weight: torch.Tensor | None = module.weight  # (None: made without one)
+    return weight is not None and len(module.normalized_shape) == 1
+
+
+def _qkv_product(attention: Any) -> SharedProduct | None:
+    """The shared product of an attention's query, key and value projections made one
+    GEMM by ``fuse_qkv`` (None: they are not, or a norm is folded in already)."""
+    found = [getattr(attention, name, None) for name in ("q_proj", "k_proj", "v_proj")]
+    parts = [p for p in found if isinstance(p, FusedProjection)]
+    if len(parts) != len(found):
+        return None
+    shared = parts[0]._fused
+    if shared.fold is not None or any(p._fused is not shared for p in parts):
+        return None
+    return shared
+
+
+def _foldable(layer: torch.nn.Module) -> tuple[SharedProduct | None, GatedMLP | None]:
+    """What of a layer rewritten by ``fuse_residuals`` a norm folds into: the attention's
+    fused q/k/v projection after ``input_layernorm`` and the ``GatedMLP`` after
+    ``post_attention_layernorm``, each where that norm is an RMS norm with a weight."""
+    parts: Any = layer
+    form = vars(layer).get(FORM)
+    if not isinstance(form, LayerForm):
+        return None, None
+    shared = _qkv_product(parts.self_attn) if form.attention_fold is None \
+        and _rms_norm(parts.input_layernorm) else None
+    mlp = parts.mlp if form.mlp_fold is None and isinstance(parts.mlp, GatedMLP) \
+        and parts.mlp.fold is None and _rms_norm(parts.post_attention_layernorm) else None
+    return shared, mlp
+
+
+def _fold_layer(layer: torch.nn.Module, before: Any) -> Callable[[], None] | None:
+    """``fold_norms``'s rewrite of one decoder layer (``Rewrite``)."""
+    parts: Any = layer
+    form: LayerForm = getattr(layer, FORM)
+    shared, mlp = _foldable(layer)
+    if shared is None and mlp is None:
+        return None
+    if shared is not None:
+        form.attention_fold = shared.fold = NormFold(parts.input_layernorm.weight)
+    if mlp is not None:
+        form.mlp_fold = mlp.fold = NormFold(parts.post_attention_layernorm.weight)
+
+    def undo() -> None:
+        form.attention_fold = form.mlp_fold = None
+        if shared is not None:
+            shared.fold = None
+        if mlp is not None:
+            mlp.fold = None
+
+    return undo
+
+
+def fold_norms(model: torch.nn.Module) -> int:
+    """Fold the RMS norms of every decoder layer of ``model`` rewritten by
+    ``fuse_residuals`` into the projections after them, for inference: the input norm
+    into the query/key/value projection made one GEMM by ``fuse_qkv``, the
+    post-attention norm into the ``GatedMLP`` of ``fuse_mlps`` (each where the norm is an
+    RMS norm with a weight, as ``convert_norms`` makes them). In place; returns how many
+    layers changed. Each folded projection keeps a copy of its weight times the norm's
+    (made on first use: as much memory again as those weights); with a gradient wanted or
+    under ``torch.compile`` the norms run as before. Checked as ``fuse_residuals`` is."""
+    return rewrite_checked(model, [m for m in model.modules() if _foldable(m) != (None, None)],
+                           _fold_layer)
 
 
 def rewrite_checked(model: torch.nn.Module, modules: list[torch.nn.Module],

@@ -1,7 +1,8 @@
-"""``croqtile.nn.functional``: torch's ``linear``, ``scaled_dot_product_attention`` and
-``rms_norm`` (same signatures and semantics), and ``gated_linear`` (a gated MLP's first
-half), running Croqtile kernels (``croqtile/kernels/*.co``, see ``croqtile.nn.kernels``),
-with autograd.
+"""``croqtile.nn.functional``: torch's ``linear`` (with a residual and a row scale fused
+too), ``scaled_dot_product_attention`` and ``rms_norm`` (same signatures and semantics),
+``gated_linear`` (a gated MLP's first half) and ``rms_rstd`` (each row's reciprocal RMS),
+running Croqtile kernels (``croqtile/kernels/*.co``, see ``croqtile.nn.kernels``), with
+autograd.
 
 A call the kernels do not cover runs torch's own function instead, so that the result is
 never wrong: ``uncovered_*`` say why for each function (``None`` when a kernel runs).
@@ -53,9 +54,23 @@ def _uncovered_device(*tensors: torch.Tensor) -> str | None:
     return None
 
 
+def _uncovered_row_scale(x: torch.Tensor, row_scale: torch.Tensor,
+                         *operands: torch.Tensor | None) -> str | None:
+    """Why a kernel's row scale does not take ``row_scale`` for ``x`` (``None``: it does);
+    ``operands`` are the call's other tensors, whose gradients it does not give."""
+    if row_scale.dtype != kernels.ACC_DTYPE[kernels.ELEMENTS[x.dtype][1]]:
+        return "a row scale not of the accumulator's dtype (float32; float64 for float64)"
+    if tuple(row_scale.shape) != tuple(x.shape[:-1]):
+        return "a row scale that is not of x's shape without its last dimension"
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                       for t in (x, row_scale) + operands):
+        return "a gradient wanted with a row scale (its kernels have no backward)"
+    return _uncovered_device(x, row_scale)
+
+
 def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                     activation: str | None,
-                     residual: torch.Tensor | None = None) -> str | None:
+                     activation: str | None, residual: torch.Tensor | None = None,
+                     row_scale: torch.Tensor | None = None) -> str | None:
     """Why the linear kernel does not take this call (``None``: it does)."""
     if weight.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return "operands of different dtypes"
@@ -69,6 +84,10 @@ def uncovered_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
         return "a bias that is not [out]"
     if x.numel() == 0 or weight.numel() == 0:
         return "an empty tensor"
+    if row_scale is not None:
+        why = _uncovered_row_scale(x, row_scale, weight, bias, residual)
+        if why is not None:
+            return why
     if residual is not None:
         if residual.dtype != x.dtype:
             return "a residual of another dtype"
@@ -83,27 +102,34 @@ _LINEAR_PLANS = kernels.Plans()
 
 
 def _linear_key(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                activation: str | None,
-                residual: torch.Tensor | None = None) -> tuple[Any, ...] | None:
+                activation: str | None, residual: torch.Tensor | None = None,
+                row_scale: torch.Tensor | None = None) -> tuple[Any, ...] | None:
     """The key of a linear call's plan: everything ``uncovered_linear``, the choice of
     kernel and its signature read (None when a tensor is not contiguous)."""
     key = (tensor_key(x), tensor_key(weight), tensor_key(bias), tensor_key(residual),
-           activation)
-    return None if None in key[:4] else key
+           tensor_key(row_scale), activation)
+    return None if None in key[:5] else key
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
-           activation: str | None = None,
-           residual: torch.Tensor | None = None) -> torch.Tensor:
+           activation: str | None = None, residual: torch.Tensor | None = None,
+           row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """``activation(x @ weight.T + bias) + residual`` with the bias, the activation and
     the residual fused into the GEMM's epilogue (added to the accumulator before its one
     store: a transformer block's residual connection costs no pass of its own); ``x`` is
     ``[..., in]``, ``weight`` ``[out, in]`` as ``torch.nn.Linear`` stores it,
     ``residual`` of the output's shape ``[..., out]`` and dtype, ``activation`` one of
-    ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` and ``"silu"``."""
+    ``None``, ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` and ``"silu"``.
+
+    ``row_scale`` (``[...]``, x's shape without its last dimension; float32, float64 for
+    float64 ``x``) multiplies each row of the product before the bias:
+    ``activation(row_scale[..., None] * (x @ weight.T) + bias) + residual``, which is how
+    an RMS norm before the layer folds into it (``rms_norm(x) * w @ W.T`` is
+    ``rms_rstd(x)[..., None] * (x @ (W * w).T)``). Its kernels have no backward: with a
+    gradient wanted, torch computes the call."""
     # (keys only for eager calls: tracing sees no addresses)
-    key = _linear_key(x, weight, bias, activation, residual) \
-        if kernels.direct(x, weight, bias, residual) else None
+    key = _linear_key(x, weight, bias, activation, residual, row_scale) \
+        if kernels.direct(x, weight, bias, residual, row_scale) else None
     found = _LINEAR_PLANS.get(key)
     if found is not None:
         # (a warm eager call of a known kind: the plan's launch alone)
@@ -111,28 +137,68 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         args = (rows, weight) if bias is None else (rows, weight, bias)
         if residual is not None:
             args += (residual.view(rows.shape[0], weight.shape[0]),)
+        if row_scale is not None:
+            args += (row_scale.view(rows.shape[0]),)
         out = found[0](*args)
         return out if x.dim() == 2 else out.view(*x.shape[:-1], weight.shape[0])
     linear_activation(activation)
-    if uncovered_linear(x, weight, bias, activation, residual) is not None:
-        out = _ACTIVATIONS[activation](F.linear(x, weight, bias))
-        return out if residual is None else out + residual
+    if uncovered_linear(x, weight, bias, activation, residual, row_scale) is not None:
+        return _torch_linear(x, weight, bias, activation, residual, row_scale)
     element = kernels.ELEMENTS[x.dtype][0]
     kind = kernels.device_kind(x)
     x2 = x.reshape(-1, x.shape[-1]).contiguous()
     tiles = kernels.linear_tiles(x2.shape[0], weight.shape[0], element, kind, x.device)
     name = kernels.linear_name(element, kernels.ACTIVATIONS[activation], bias is not None,
-                               kind, tiles, residual is not None)
+                               kind, tiles, residual is not None, row_scale is not None)
     args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
     if residual is not None:
         args += (residual.reshape(x2.shape[0], weight.shape[0]).contiguous(),)
+    if row_scale is not None:
+        args += (row_scale.reshape(x2.shape[0]).contiguous(),)
     out = kernels.run(name, *args).reshape(*x.shape[:-1], weight.shape[0])
     _LINEAR_PLANS.remember(key, name, args)
     return out
 
 
+def _torch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                  activation: str | None, residual: torch.Tensor | None,
+                  row_scale: torch.Tensor | None) -> torch.Tensor:
+    """``linear`` in torch's functions (for calls the kernel does not take)."""
+    if row_scale is None:
+        out = F.linear(x, weight, bias)
+    else:
+        out = _row_scaled(F.linear(x, weight), row_scale)
+        out = out if bias is None else out + bias
+    out = _ACTIVATIONS[activation](out)
+    return out if residual is None else out + residual
+
+
+def _row_scaled(product: torch.Tensor, row_scale: torch.Tensor) -> torch.Tensor:
+    """``row_scale[..., None] * product`` in the product's dtype."""
+    return (product * row_scale.unsqueeze(-1)).to(product.dtype)
+
+
+def rms_rstd(x: torch.Tensor, eps: float | None = None) -> torch.Tensor:
+    """Each row's reciprocal root mean square, ``1 / sqrt(mean(x^2) + eps)`` over the last
+    dimension of ``x`` (``[...]``, in float32; float64 for float64 ``x``; ``eps``
+    defaults to ``finfo(x.dtype).eps``): the row scale of an RMS norm folded into the
+    GEMM after it (``linear(..., row_scale=)``). One pass over ``x``; no backward (with a
+    gradient wanted, torch computes it)."""
+    eps_value = torch.finfo(x.dtype).eps if eps is None else float(eps)
+    if x.dtype not in kernels.ELEMENTS or x.dim() == 0 or x.numel() == 0 \
+            or _uncovered_device(x) is not None or (torch.is_grad_enabled() and x.requires_grad):
+        wide = x.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+        return torch.rsqrt(wide.pow(2).mean(-1) + eps_value)
+    element, acc_name = kernels.ELEMENTS[x.dtype]
+    eps_t = kernels.scalar_tensor(eps_value, kernels.ACC_DTYPE[acc_name], x.device)
+    name = kernels.rms_rstd_name(element, kernels.device_kind(x))
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    return kernels.run(name, rows, eps_t).reshape(x.shape[:-1])
+
+
 def uncovered_gated_linear(x: torch.Tensor, gate_weight: torch.Tensor,
-                           up_weight: torch.Tensor, activation: str) -> str | None:
+                           up_weight: torch.Tensor, activation: str,
+                           row_scale: torch.Tensor | None = None) -> str | None:
     """Why the gated linear kernel does not take this call (``None``: it does)."""
     if activation not in kernels.GATED_ACTIVATIONS:
         return f"activation {activation!r}"
@@ -141,35 +207,50 @@ def uncovered_gated_linear(x: torch.Tensor, gate_weight: torch.Tensor,
         return why
     if up_weight.shape != gate_weight.shape or up_weight.dtype != gate_weight.dtype:
         return "gate and up weights of different shapes or dtypes"
+    if row_scale is not None:
+        why = _uncovered_row_scale(x, row_scale, gate_weight, up_weight)
+        if why is not None:
+            return why
     return _uncovered_device(x, gate_weight, up_weight)
 
 
 def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Tensor, *,
-                 activation: str = "silu") -> torch.Tensor:
+                 activation: str = "silu",
+                 row_scale: torch.Tensor | None = None) -> torch.Tensor:
     """``activation(x @ gate_weight.T) * (x @ up_weight.T)``, the first half of a gated
     MLP (SwiGLU for ``"silu"``), as one GEMM computing both products: the activation and
     the product run on its two accumulators, so neither projection's output reaches
     memory. ``x`` is ``[..., in]``, the weights ``[out, in]`` as ``torch.nn.Linear``
-    stores them; ``activation`` one of ``"silu"``, ``"gelu_tanh"`` and ``"relu"``."""
-    key = (tensor_key(x), tensor_key(gate_weight), tensor_key(up_weight), activation) \
-        if kernels.direct(x, gate_weight, up_weight) else None
+    stores them; ``activation`` one of ``"silu"``, ``"gelu_tanh"`` and ``"relu"``.
+    ``row_scale`` multiplies each row of both products first, as ``linear``'s does (an
+    RMS norm before the MLP, folded into the weights; no backward)."""
+    key = (tensor_key(x), tensor_key(gate_weight), tensor_key(up_weight),
+           tensor_key(row_scale), activation) \
+        if kernels.direct(x, gate_weight, up_weight, row_scale) else None
     found = _GATED_PLANS.get(key)
     if found is not None:  # (see linear)
-        out = found[0](x.view(-1, x.shape[-1]), gate_weight, up_weight)
+        rows = x.view(-1, x.shape[-1])
+        out = found[0](rows, gate_weight, up_weight) if row_scale is None else \
+            found[0](rows, gate_weight, up_weight, row_scale.view(rows.shape[0]))
         return out.view(*x.shape[:-1], gate_weight.shape[0])
     if activation not in _ACTIVATIONS or activation is None:
         choices = ", ".join(repr(a) for a in kernels.GATED_ACTIVATIONS)
         raise ValueError(f"activation={activation!r}: expected one of {choices}")
-    if uncovered_gated_linear(x, gate_weight, up_weight, activation) is not None:
-        return _ACTIVATIONS[activation](F.linear(x, gate_weight)) * F.linear(x, up_weight)
+    if uncovered_gated_linear(x, gate_weight, up_weight, activation, row_scale) is not None:
+        gate, up = F.linear(x, gate_weight), F.linear(x, up_weight)
+        if row_scale is not None:
+            gate, up = _row_scaled(gate, row_scale), _row_scaled(up, row_scale)
+        return _ACTIVATIONS[activation](gate) * up
     element = kernels.ELEMENTS[x.dtype][0]
     kind = kernels.device_kind(x)
-    args = (x.reshape(-1, x.shape[-1]).contiguous(), gate_weight.contiguous(),
-            up_weight.contiguous())
-    name = kernels.gated_name(element, activation, kind,
-                              kernels.gated_tiles(args[0].shape[0], element, kind))
+    x2 = x.reshape(-1, x.shape[-1]).contiguous()
+    args: tuple[torch.Tensor, ...] = (x2, gate_weight.contiguous(), up_weight.contiguous())
+    if row_scale is not None:
+        args += (row_scale.reshape(x2.shape[0]).contiguous(),)
+    name = kernels.gated_name(element, activation, kind, row_scale is not None,
+                              kernels.gated_tiles(x2.shape[0], element, kind))
     out = kernels.run(name, *args)
-    if key is not None and None not in key[:3]:
+    if key is not None and None not in key[:4]:
         _GATED_PLANS.remember(key, name, args)
     return out.reshape(*x.shape[:-1], gate_weight.shape[0])
 

@@ -1,11 +1,13 @@
 """The modules that croqtile's rewrites of a model put in place of its own
 (``croqtile.nn.transformers``, ``croqtile.nn.blocks``), and what they share: a gated MLP
 as one GEMM (``GatedMLP``), query, key and value projections as one (``FusedProjection``),
-a projection that adds a residual in its GEMM's epilogue (``ResidualLinear``), and the
-comparison by which a rewrite checks that a replacement computes what it replaced
-(``same_output``)."""
+a projection that adds a residual in its GEMM's epilogue (``ResidualLinear``), an RMS norm
+folded into the projections after it (``NormFold``), and the comparison by which a
+rewrite checks that a replacement computes what it replaced (``same_output``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -24,10 +26,58 @@ def same_output(before: torch.Tensor, after: torch.Tensor) -> bool:
     return bool(error <= FUSED_TOLERANCE.get(before.dtype, 1e-4))
 
 
+class NormFold:
+    """An RMS norm (``x / rms(x) * w``) folded into the projections after it:
+    ``norm(x) @ W.T`` is ``rstd[:, None] * (x @ (W * w).T)``, ``rstd`` each row's
+    reciprocal RMS (``functional.rms_rstd``), so the normalised activations never reach
+    memory. ``pending`` is ``(x, rstd)`` while the projections' owner runs on the
+    un-normalised ``x``: a projection that holds this fold and gets that very ``x``
+    computes from the folded weight with ``rstd`` as its GEMM's row scale. The folded
+    weights are made on first use, kept (memory as large as the weights folded), and made
+    anew when a weight or the norm's weight changes (in place, moved or replaced). For
+    inference: the decoder layer sets ``pending`` only when no gradient is wanted and
+    torch.compile is not tracing (``croqtile.nn.blocks.fold_norms``)."""
+
+    def __init__(self, norm_weight: torch.Tensor) -> None:
+        self.norm_weight = norm_weight
+        self.pending: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._folded: dict[str, tuple[tuple[Any, ...], torch.Tensor]] = {}
+
+    def scale_for(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The row scale of ``x`` when it is the pending un-normalised input, else None."""
+        pending = self.pending
+        return pending[1] if pending is not None and pending[0] is x else None
+
+    def folded(self, key: str, weight: torch.Tensor) -> torch.Tensor:
+        """``weight * norm_weight`` (columns scaled), kept under ``key`` until either
+        changes."""
+        stamp = (_stamp(weight), _stamp(self.norm_weight))
+        made = self._folded.get(key)
+        if made is None or made[0] != stamp:
+            with torch.no_grad():
+                wide = torch.float64 if weight.dtype == torch.float64 else torch.float32
+                product = weight.to(wide) * self.norm_weight.to(device=weight.device, dtype=wide)
+                made = self._folded[key] = (stamp, product.to(weight.dtype))
+        return made[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # (a copy of a model remakes its own folded weights, from its own parameters)
+        return {**vars(self), "pending": None, "_folded": {}}
+
+
+def _stamp(t: torch.Tensor) -> tuple[Any, ...]:
+    """What changes when ``t``'s values may have: its storage, version, type and place."""
+    return (t.data_ptr(), version_of(t), t.dtype, t.device, tuple(t.shape))
+
+
 class GatedMLP(torch.nn.Module):
     """A gated MLP, ``down_proj(act(gate_proj(x)) * up_proj(x))``, whose first half is one
     GEMM (``croqtile.nn.functional.gated_linear``). It holds the original module's three
-    projections under their names, so its state_dict is the original's."""
+    projections under their names, so its state_dict is the original's. With a ``fold``
+    (``NormFold``, set by ``croqtile.nn.blocks.fold_norms``), its pending input is taken
+    un-normalised, the norm folded into the gate and up weights."""
+
+    fold: NormFold | None = None
 
     def __init__(self, gate_proj: torch.nn.Linear, up_proj: torch.nn.Linear,
                  down_proj: torch.nn.Linear, activation: str) -> None:
@@ -36,8 +86,14 @@ class GatedMLP(torch.nn.Module):
         self.activation = activation
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = functional.gated_linear(x, self.gate_proj.weight, self.up_proj.weight,
-                                         activation=self.activation)
+        gate, up = self.gate_proj.weight, self.up_proj.weight
+        fold = self.fold
+        rstd = None if fold is None else fold.scale_for(x)
+        if fold is None or rstd is None:
+            hidden = functional.gated_linear(x, gate, up, activation=self.activation)
+        else:
+            hidden = functional.gated_linear(x, fold.folded("gate", gate), fold.folded("up", up),
+                                             activation=self.activation, row_scale=rstd)
         out: torch.Tensor = self.down_proj(hidden)
         return out
 
@@ -47,14 +103,16 @@ class GatedMLP(torch.nn.Module):
 
 class SharedProduct:
     """What a layer's fused query, key and value projections share: the fused weight
-    (and bias), of which each part's parameters are views, and the last input's fused
-    output, kept as one tuple ``(input, its version, output)`` (one reference, replaced
-    whole: a part reads it once)."""
+    (and bias), of which each part's parameters are views, the norm folded into them if
+    any (``NormFold``), and the last input's fused output, kept as one tuple ``(input,
+    its version, its row scale, output)`` (one reference, replaced whole: a part reads it
+    once)."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None,
                  bounds: list[tuple[int, int]]) -> None:
         self.weight, self.bias, self.bounds = weight, bias, bounds
-        self.kept: tuple[torch.Tensor, int, torch.Tensor] | None = None
+        self.fold: NormFold | None = None
+        self.kept: tuple[torch.Tensor, int, torch.Tensor | None, torch.Tensor] | None = None
 
 
 class FusedProjection(Linear):
@@ -64,26 +122,39 @@ class FusedProjection(Linear):
     input, return their columns of it. The parameters keep their names, so the layer's
     state_dict is the original's. Any other call computes its own product: a gradient
     wanted, tracing, a different input, or parameters no longer views of the fused
-    matrix (after ``.to()``; fuse after moving the model)."""
+    matrix (after ``.to()``; fuse after moving the model). With a fold (``NormFold``, in
+    the shared product), the pending un-normalised input is taken with the norm folded
+    into the weights, whichever way the product is computed."""
 
     _fused: SharedProduct  # set by fuse_qkv
     _index: int  # which of the parts: 0 (the query projection), 1 or 2
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fused = self._fused
+        rstd = None if fused.fold is None else fused.fold.scale_for(x)
         if not self._shares(fused, x):
-            return super().forward(x)
+            return self._own(x, rstd)
         start, stop = fused.bounds[self._index]
         if self._index == 0:
-            out = functional.linear(x, fused.weight, fused.bias)
-            fused.kept = (x, version_of(x), out)
+            weight = fused.weight if fused.fold is None or rstd is None \
+                else fused.fold.folded("fused", fused.weight)
+            out = functional.linear(x, weight, fused.bias, row_scale=rstd)
+            fused.kept = (x, version_of(x), rstd, out)
             return out[..., start:stop]
         kept = fused.kept
-        if kept is None or kept[0] is not x or kept[1] != version_of(x):
-            return super().forward(x)
+        if kept is None or kept[0] is not x or kept[1] != version_of(x) or kept[2] is not rstd:
+            return self._own(x, rstd)
         if self._index == len(fused.bounds) - 1:
             fused.kept = None  # (the last part: nothing left to serve)
-        return kept[2][..., start:stop]
+        return kept[3][..., start:stop]
+
+    def _own(self, x: torch.Tensor, rstd: torch.Tensor | None) -> torch.Tensor:
+        """This part's own product (of the folded weight for the fold's pending input)."""
+        fold = self._fused.fold
+        if fold is None or rstd is None:
+            return super().forward(x)
+        return functional.linear(x, fold.folded(f"part {self._index}", self.weight), self.bias,
+                                 row_scale=rstd)
 
     def _shares(self, fused: SharedProduct, x: torch.Tensor) -> bool:
         if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (

@@ -416,10 +416,11 @@ def linear_tiles(rows: int | torch.SymInt, out_features: int, element: str, kind
 
 
 def linear_ops(element: str, activation: str, bias: bool, kind: str,
-               tiles: str = "wide", residual: bool = False) -> Any:
-    """The forward operator ``(x [M, K], w [N, K][, bias [N]][, residual [M, N]]) ->
-    [M, N]`` of a variant, with its autograd (``tiles``: see ``linear_tiles``)."""
-    return operator(linear_name(element, activation, bias, kind, tiles, residual))
+               tiles: str = "wide", residual: bool = False, row_scale: bool = False) -> Any:
+    """The forward operator ``(x [M, K], w [N, K][, bias [N]][, residual [M, N]][, rstd
+    [M]]) -> [M, N]`` of a variant, with its autograd (none with ``row_scale``: an
+    inference variant) (``tiles``: see ``linear_tiles``)."""
+    return operator(linear_name(element, activation, bias, kind, tiles, residual, row_scale))
 
 
 def linear_grad_op(element: str, activation: str, bias: bool, kind: str,
@@ -440,17 +441,18 @@ _SHAPES: dict[str, tuple[dict[tuple[str, str], tuple[int, int, int]],
 
 @constant_result
 def linear_name(element: str, activation: str, bias: bool, kind: str,
-                tiles: str = "wide", residual: bool = False) -> str:
+                tiles: str = "wide", residual: bool = False, row_scale: bool = False) -> str:
     """The forward operator's name of a linear variant (compiled and registered on first
-    use): ``linear_<element>_<activation>[_bias][_residual]_<kind>[_<tiles>]``."""
+    use): ``linear_<element>_<activation>[_bias][_residual][_rowscale]_<kind>[_<tiles>]``."""
     activation = activation.upper()  # (one variant, and one registration, per spelling)
     suffix = (f"{element}_{activation.lower()}{'_bias' if bias else ''}"
-              f"{'_residual' if residual else ''}_{kind}"
+              f"{'_residual' if residual else ''}{'_rowscale' if row_scale else ''}_{kind}"
               f"{'' if tiles == 'wide' else '_' + tiles}")
     forward, grad = f"linear_{suffix}", f"linear_grad_{suffix}"
     table, options = _SHAPES[tiles]
     variant = Variant("linear", _gemm_defines(table[kind, element], element)
-                      + (("ACT", activation), ("BIAS", int(bias)), ("RESIDUAL", int(residual))),
+                      + (("ACT", activation), ("BIAS", int(bias)), ("RESIDUAL", int(residual)),
+                         ("ROW_SCALE", int(row_scale))),
                       (("LINEAR", forward), ("LINEAR_GRAD", grad)), options[kind])
     operands = 3 if bias else 2  # (x, w[, bias]: what the backward keeps)
 
@@ -478,7 +480,7 @@ def linear_name(element: str, activation: str, bias: bool, kind: str,
         torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
                                         setup_context=setup_context)
 
-    load(variant, autograd, kind)
+    load(variant, None if row_scale else autograd, kind)
     return forward
 
 
@@ -510,22 +512,26 @@ def gated_tiles(rows: int | torch.SymInt, element: str, kind: str) -> str:
     return "wide"
 
 
-def gated_op(element: str, activation: str, kind: str) -> Any:
-    """``(x [M, K], wg [N, K], wu [N, K]) -> act(x wg^T) * (x wu^T)`` [M, N], with its
-    autograd (``activation`` a key of GATED_ACTIVATIONS)."""
-    return operator(gated_name(element, activation, kind))
+def gated_op(element: str, activation: str, kind: str, row_scale: bool = False) -> Any:
+    """``(x [M, K], wg [N, K], wu [N, K][, rstd [M]]) -> act(x wg^T) * (x wu^T)`` [M, N]
+    (each product's rows scaled by rstd first), with its autograd (none with
+    ``row_scale``: an inference variant) (``activation`` a key of GATED_ACTIVATIONS)."""
+    return operator(gated_name(element, activation, kind, row_scale))
 
 
 @constant_result
-def gated_name(element: str, activation: str, kind: str, tiles: str = "wide") -> str:
-    """(``tiles``: "skinny" for at most SKINNY_ROWS rows on the GPU, see
-    ``gated_tiles``.)"""
-    suffix = f"{element}_{activation}_{kind}{'' if tiles == 'wide' else '_' + tiles}"
+def gated_name(element: str, activation: str, kind: str, row_scale: bool = False,
+               tiles: str = "wide") -> str:
+    """The forward operator's name of a gated linear variant (compiled and registered on
+    first use): ``gated_<element>_<activation>[_rowscale]_<kind>[_skinny]`` (``tiles``:
+    "skinny" for at most SKINNY_ROWS rows on the GPU, see ``gated_tiles``)."""
+    suffix = f"{element}_{activation}{'_rowscale' if row_scale else ''}_{kind}" \
+        f"{'' if tiles == 'wide' else '_' + tiles}"
     forward, grad = f"gated_{suffix}", f"gated_grad_{suffix}"
     table, options = (SKINNY_GATED_TILES, SKINNY_GATED_OPTIONS) if tiles == "skinny" else \
         (GATED_TILES, GATED_OPTIONS[kind])
     variant = Variant("gated_linear", _gemm_defines(table[kind, element], element)
-                      + (("ACT", GATED_ACTIVATIONS[activation]),),
+                      + (("ACT", GATED_ACTIVATIONS[activation]), ("ROW_SCALE", int(row_scale))),
                       (("GATED", forward), ("GATED_GRAD", grad)), options)
 
     def autograd(module: Module) -> None:
@@ -547,7 +553,7 @@ def gated_name(element: str, activation: str, kind: str, tiles: str = "wide") ->
         torch.library.register_autograd(f"{NAMESPACE}::{forward}", backward,
                                         setup_context=setup_context)
 
-    load(variant, autograd, kind)
+    load(variant, None if row_scale else autograd, kind)
     return forward
 
 
@@ -666,6 +672,21 @@ def rms_norm_name(element: str, weighted: bool, kind: str) -> str:
 def rms_norm_backward_ops(element: str, weighted: bool, kind: str) -> tuple[Any, Any, Any]:
     """The backward's operators (rms_norm_backward.co): ``rstd`` (each row's reciprocal
     RMS), ``dx`` and ``dw``."""
+    rstd, dx, dw = (operator(name) for _, name in _rms_norm_backward(element, weighted, kind))
+    return rstd, dx, dw
+
+
+@constant_result
+def rms_rstd_name(element: str, kind: str) -> str:
+    """The name of the operator ``(x [R, N], eps [1]) -> rstd`` (ACC [R]), each row's
+    reciprocal RMS: the RMS norm backward's first kernel, also the row scale of an RMS
+    norm folded into the GEMM after it (``linear(..., row_scale=)``)."""
+    return _rms_norm_backward(element, False, kind)[0][1]
+
+
+def _rms_norm_backward(element: str, weighted: bool,
+                       kind: str) -> tuple[tuple[str, str], ...]:
+    """The names of the rms_norm_backward.co variant's functions by macro (loaded)."""
     rows, cols = RMS_TILES[kind]
     suffix = f"{element}{'_weight' if weighted else ''}_{kind}"
     names = (("NAME_RSTD", f"rms_norm_rstd_{suffix}"), ("NAME_DX", f"rms_norm_dx_{suffix}"),
@@ -675,8 +696,7 @@ def rms_norm_backward_ops(element: str, weighted: bool, kind: str) -> tuple[Any,
                                        ("WEIGHT", int(weighted)), ("ROWS", rows),
                                        ("COLS", cols), ("DW_ROWS", dw_rows),
                                        ("DW_COLS", dw_cols)), names), kind=kind)
-    rstd, dx, dw = (operator(name) for _, name in names)
-    return rstd, dx, dw
+    return names
 
 
 # ---------------------------------------------------------------- rotary embedding

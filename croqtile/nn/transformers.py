@@ -27,7 +27,8 @@ The modules these rewrites put in place are those of ``croqtile.nn.fused``.
 
 ``fuse_residuals(model)`` (``croqtile.nn.blocks``, which rewrites whole decoder layers)
 adds each decoder layer's two residual connections in the epilogues of the attention's
-output projection and the MLP's down projection.
+output projection and the MLP's down projection; ``fold_norms(model)`` then folds each
+layer's RMS norms into the fused projections after them (inference).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from typing import Any, Callable
 import torch
 
 from . import functional
+from .blocks import fold_norms as fold_norms
 from .blocks import fuse_residuals as fuse_residuals
 from .fused import FusedProjection as FusedProjection
 from .fused import GatedMLP as GatedMLP
@@ -439,9 +441,10 @@ def optimize(model: torch.nn.Module) -> dict[str, int]:
     croqtile's kernel (``register()`` and ``attn_implementation="croqtile"``), its
     ``torch.nn.Linear`` layers converted (``croqtile.nn.convert``), then each of
     ``REWRITES`` (gated MLPs, query/key/value projections, RMS norms, the decoder layers'
-    residual connections). Each rewrite checks the output of what it replaced, as its own
-    documentation says. Returns how many modules each rewrite changed, by name
-    (``"linear"`` for the conversion)."""
+    residual connections, the norms folded into the projections after them). Each
+    rewrite checks the output of what it replaced, as its own documentation says.
+    Returns how many modules each rewrite changed, by name (``"linear"`` for the
+    conversion)."""
     from .modules import convert
 
     register()

@@ -1,9 +1,11 @@
 """croqtile.nn.blocks: rewrites of whole decoder layers. ``fuse_residuals`` adds a
 layer's two residual connections in the epilogues of its attention's output projection and
-its MLP's down projection. Tiny Llama and Qwen2 models (Qwen2's q/k/v projections have a
-bias) built from configs (random weights, nothing downloaded) give the same logits,
-greedy tokens and gradients after the rewrite, and compile without a graph break; toy
-layers of other forms are restored, or called as an older ``transformers`` calls them."""
+its MLP's down projection; ``fold_norms`` folds its RMS norms into the fused projections
+after them (each row's reciprocal RMS as the GEMM's row scale). Tiny Llama and Qwen2
+models (Qwen2's q/k/v projections have a bias) built from configs (random weights, nothing
+downloaded) give the same logits, greedy tokens and gradients after the rewrites, and
+compile without a graph break; toy layers of other forms are restored, or called as an
+older ``transformers`` calls them."""
 
 from __future__ import annotations
 
@@ -137,6 +139,95 @@ def test_fused_layers_compile_without_a_graph_break() -> None:
         ref = model(ids).logits
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert _relative(out, ref) < 1e-4
+
+
+def _folded(family: str, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
+    """A tiny model and its copy with every rewrite (``optimize``), then its norms folded
+    (``fold_norms``: not one of ``optimize``'s, for the memory of its copies)."""
+    model = _model(family, dtype)
+    ours = copy.deepcopy(model)
+    integration.optimize(ours)
+    assert integration.fold_norms(ours) == 2
+    return model, ours
+
+
+@pytest.mark.parametrize("family", ["Llama", "Qwen2"])
+def test_folded_norms_keep_the_logits_and_the_greedy_tokens(family: str) -> None:
+    """Per layer: one light pass for each norm's row statistics, the q/k/v and gate/up
+    GEMMs scaling their rows by them; only the final norm (before the LM head) runs."""
+    model, ours = _folded(family)
+    layer = ours.model.layers[0]
+    assert layer.mlp.fold is not None and layer.self_attn.q_proj._fused.fold is not None
+    ids = _ids(10)
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    assert sum(op.startswith("croqtile.rms_norm_rstd_") for op in ran) == 2 * 2, ran
+    assert sum(op.startswith("croqtile.rms_norm_") for op in ran) == 2 * 2 + 1, ran
+    assert sum("_rowscale_" in op for op in ran) == 2 * 2, ran
+    assert _relative(out.logits, ref) < 1e-4
+    with torch.no_grad():
+        prompt = ids[1:, :10]
+        want = model.generate(prompt, max_new_tokens=4, do_sample=False)
+        assert torch.equal(ours.generate(prompt, max_new_tokens=4, do_sample=False), want)
+
+
+def test_folded_norms_in_bf16() -> None:
+    model, ours = _folded("Qwen2", torch.bfloat16)
+    ids = _ids(11)
+    with torch.no_grad():
+        out, ran = croqtile_ops(ours, ids)
+        assert _relative(out.logits, model(ids).logits) < 2e-2
+    assert sum("_rowscale_" in op for op in ran) == 2 * 2, ran
+
+
+def test_folded_norms_run_as_before_with_gradients_and_follow_new_weights() -> None:
+    """With a gradient wanted the norms run (no row-scale kernel), and the gradients are
+    the original model's; weights loaded later reach the folded copies."""
+    model, ours = _folded("Llama")
+    ids, labels = _ids(12), _ids(13)
+    logits, ran = croqtile_ops(ours, ids)
+    assert not any("_rowscale_" in op for op in ran), ran
+    F.cross_entropy(logits.logits.flatten(0, 1), labels.flatten()).backward()
+    F.cross_entropy(model(ids).logits.flatten(0, 1), labels.flatten()).backward()
+    mine = dict(ours.named_parameters())
+    for name, p in model.named_parameters():
+        assert _relative(mine[name].grad, p.grad) < 1e-4, name
+    with torch.no_grad():
+        ours(ids)  # (the folded copies made)
+        for p in model.parameters():
+            p.mul_(1.1) if p.dim() == 1 else p.add_(0.01)
+        ours.load_state_dict(model.state_dict())
+        assert _relative(ours(ids).logits, model(ids).logits) < 1e-4
+
+
+def test_folded_layers_compile_without_a_graph_break() -> None:
+    """Under torch.compile the norms run (tracing sees no folded path)."""
+    from torch._dynamo.utils import counters
+
+    model, ours = _folded("Llama")
+    torch._dynamo.reset()
+    counters.clear()
+    ids = _ids(14)
+    with torch.no_grad():
+        out = torch.compile(ours, backend="eager")(ids).logits
+        ref = model(ids).logits
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert _relative(out, ref) < 1e-4
+
+
+def test_a_copy_of_a_folded_model_folds_its_own_weights() -> None:
+    model, ours = _folded("Llama")
+    ids = _ids(15)
+    with torch.no_grad():
+        ours(ids)
+        fold = ours.model.layers[0].mlp.fold
+        assert fold._folded  # (made on first use)
+        twin = copy.deepcopy(ours)
+        copied = twin.model.layers[0].mlp.fold
+        assert copied is not fold and not copied._folded
+        assert copied.norm_weight is twin.model.layers[0].post_attention_layernorm.weight
+        assert _relative(twin(ids).logits, model(ids).logits) < 1e-4
 
 
 # ---------------------------------------------------------------- toy layers of other forms

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
 
-from ..e2e.checks import assert_close, random
+from ..e2e.checks import assert_close, poisoned_empty, random
 from .ops import croqtile_ops
 
 ACTS = {"silu": F.silu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu}
@@ -31,6 +31,25 @@ def test_gated_linear(activation: str, dtype: torch.dtype) -> None:
     assert ran and all(op.startswith("croqtile.gated_") for op in ran)
     assert out.shape == (2, 19, 45) and out.dtype == dtype
     assert_close(out, reference(x, wg, wu, activation), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_gated_linear_with_a_row_scale(dtype: torch.dtype) -> None:
+    """Both products' rows scaled first (an RMS norm folded in), no gradient wanted; a
+    gradient wanted runs torch's, with the same values."""
+    x = random((2, 19, 40), dtype)
+    wg, wu = random((45, 40), dtype) / 6, random((45, 40), dtype) / 6
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    scale = torch.rand((2, 19), dtype=torch.float64).add(0.5).to(wide)
+    with torch.no_grad(), poisoned_empty():
+        out, ran = croqtile_ops(cf.gated_linear, x, wg, wu, row_scale=scale)
+    assert len(ran) == 1 and ran[0].startswith("croqtile.gated_") and "_rowscale_" in ran[0]
+    expected = reference(x.double() * scale.double()[..., None], wg, wu, "silu")
+    assert_close(out, expected, dtype)
+    xg = x.detach().requires_grad_()
+    out, ran = croqtile_ops(cf.gated_linear, xg, wg, wu, row_scale=scale)
+    assert ran == [] and out.requires_grad
+    assert_close(out, expected, dtype)
 
 
 @pytest.mark.parametrize("activation", list(ACTS))

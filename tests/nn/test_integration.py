@@ -57,10 +57,16 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                                                      residual=True),
                                   (_f32(20, 40, grad=True), _f32(36, 40, grad=True),
                                    _f32(36, grad=True), _f32(20, 36, grad=True))),
+    "linear (row scale)": lambda: (kernels.linear_ops("f32", "SILU", True, "cpu",
+                                                      row_scale=True),
+                                   (_f32(20, 40), _f32(36, 40), _f32(36), torch.rand(20) + 0.5)),
     "linear_grad": lambda: (kernels.linear_grad_op("f32", "GELU", True, "cpu"),
                             (_f32(20, 40), _f32(36, 40), _f32(36), _f32(20, 36))),
     "gated": lambda: (kernels.gated_op("f32", "silu", "cpu"),
                       (_f32(20, 40, grad=True), _f32(36, 40, grad=True), _f32(36, 40, grad=True))),
+    "gated (row scale)": lambda: (kernels.gated_op("f32", "silu", "cpu", row_scale=True),
+                                  (_f32(20, 40), _f32(36, 40), _f32(36, 40),
+                                   torch.rand(20) + 0.5)),
     "gated_grad": lambda: (kernels.operator(kernels.gated_name("f32", "gelu_tanh", "cpu")
                                             .replace("gated_", "gated_grad_", 1)),
                            (_f32(20, 40), _f32(36, 40), _f32(36, 40), _f32(20, 36))),
@@ -265,9 +271,10 @@ def test_the_gpu_gemm_variants_compile(element: str) -> None:
                       kernels.NARROW_LINEAR_OPTIONS),
                      ("linear", kernels.SKINNY_GEMM_TILES["gpu", element],
                       kernels.SKINNY_LINEAR_OPTIONS)]
-    # each linear variant also with a residual added in its epilogue
-    variants += [(program, tiles, options, {"RESIDUAL": 1})
-                 for program, tiles, options in variants if program == "linear"]
+    # each linear variant also with a residual added in its epilogue, and a row scale
+    variants += [(program, tiles, options, {"RESIDUAL": 1, "ROW_SCALE": scaled})
+                 for program, tiles, options in variants if program == "linear"
+                 for scaled in (0, 1)]
     for program, tiles, options, *extra in variants:
         source = (kernels.KERNELS / f"{program}.co").read_text()
         with warnings.catch_warnings():
@@ -281,15 +288,17 @@ def test_the_gpu_gemm_variants_compile(element: str) -> None:
             assert all("stream-K" in f.triton_source for f in module.functions.values())
     source = (kernels.KERNELS / "gated_linear.co").read_text()
     bm, bn, bk = kernels.GATED_TILES["gpu", element]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", croqtile.CompileWarning)
-        module = croqtile.compile(source, defines={
-            "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "SILU",
-            "BM": bm, "BN": bn, "BK": bk}, **dict(kernels.GATED_OPTIONS["gpu"]))
-    # the gate's and the up projection's products, in one K loop
-    for f in module.functions.values():
-        loop = f.triton_source[f.triton_source.index("for kk in"):]
-        assert loop.count("tl.dot(") == 2
+    for scaled in (0, 1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            module = croqtile.compile(source, defines={
+                "DT": element, "ACC": kernels.ELEMENTS_ACC[element], "ACT": "SILU",
+                "BM": bm, "BN": bn, "BK": bk, "ROW_SCALE": scaled},
+                **dict(kernels.GATED_OPTIONS["gpu"]))
+        # the gate's and the up projection's products, in one K loop
+        for f in module.functions.values():
+            loop = f.triton_source[f.triton_source.index("for kk in"):]
+            assert loop.count("tl.dot(") == 2
 
 
 def test_a_tile_loaded_in_the_key_loop_counts_in_its_pipeline() -> None:

@@ -99,6 +99,68 @@ def test_gradients_through_a_residual() -> None:
         assert_close(got, want, torch.float32)
 
 
+def _row_scale(x: torch.Tensor) -> torch.Tensor:
+    """Positive scales, one per row of ``x``, in its accumulator's dtype."""
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return torch.rand(x.shape[:-1], dtype=torch.float64).add(0.5).to(wide)
+
+
+@pytest.mark.parametrize("bias, residual", [(False, False), (True, True)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_linear_scales_each_row_of_its_product(bias: bool, residual: bool,
+                                               dtype: torch.dtype) -> None:
+    """``act(row_scale[:, None] * (x w^T) + b) + residual`` as one kernel (its output
+    poisoned), with no gradient wanted."""
+    x, w = random((2, 19, 70), dtype), random((40, 70), dtype)
+    b = random((40,), dtype) if bias else None
+    r = random((2, 19, 40), dtype) if residual else None
+    scale = _row_scale(x)
+    with torch.no_grad(), poisoned_empty():
+        y, ran = croqtile_ops(cf.linear, x, w, b, activation="silu", residual=r,
+                              row_scale=scale)
+    assert len(ran) == 1 and "_rowscale_" in ran[0], ran
+    expected = F.silu(F.linear(x.double(), w.double()) * scale.double()[..., None]
+                      + (0 if b is None else b.double()))
+    assert_close(y, expected + (0 if r is None else r.double()), dtype)
+
+
+def test_a_row_scale_the_kernel_does_not_take_is_torch_s() -> None:
+    """A row scale of another dtype or shape, or with a gradient wanted (its kernels have
+    no backward): torch computes the call, gradients included."""
+    x, w = random((6, 8), torch.float32), random((4, 8), torch.float32)
+    for scale in (_row_scale(x).double(), _row_scale(x)[:3]):
+        assert cf.uncovered_linear(x, w, None, None, row_scale=scale) is not None
+    scale = _row_scale(x).requires_grad_()
+    y, ran = croqtile_ops(cf.linear, x, w, row_scale=scale)
+    assert ran == []
+    (grad,) = torch.autograd.grad(y.sum(), scale)
+    assert_close(grad, F.linear(x, w).double().sum(-1), torch.float32)
+    with torch.no_grad():
+        assert cf.uncovered_linear(x, w, None, None, row_scale=scale) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_rms_rstd(dtype: torch.dtype) -> None:
+    """Each row's reciprocal RMS in one pass (the RMS norm backward's first kernel), in
+    the accumulator's dtype; what folds an RMS norm into the next GEMM."""
+    x = random((3, 13, 72), dtype) * 3
+    with poisoned_empty():
+        rstd, ran = croqtile_ops(cf.rms_rstd, x, 1e-5)
+    assert ran == [f"croqtile.rms_norm_rstd_{kernels.ELEMENTS[dtype][0]}_cpu.default"], ran
+    assert rstd.shape == (3, 13)
+    assert rstd.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
+    assert_close(rstd, torch.rsqrt(x.double().pow(2).mean(-1) + 1e-5), torch.float32
+                 if dtype == torch.bfloat16 else dtype)
+    w, nw = random((40, 72), dtype), random((72,), dtype)
+    with torch.no_grad():
+        folded = cf.linear(x, (w.double() * nw.double()).to(dtype), row_scale=cf.rms_rstd(x))
+    expected = F.linear(F.rms_norm(x.double(), (72,), nw.double(), torch.finfo(dtype).eps),
+                        w.double())
+    assert_close(folded, expected, dtype)
+    xg = x.float().requires_grad_()
+    assert croqtile_ops(cf.rms_rstd, xg)[1] == []  # (a gradient wanted: torch's)
+
+
 def test_an_unknown_activation_is_refused_by_name() -> None:
     x, w = random((4, 8), torch.float32), random((3, 8), torch.float32)
     with pytest.raises(ValueError, match="activation='tanh': expected one of None, 'relu'"):
