@@ -119,11 +119,6 @@ def attention_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int, i
     return (128, 64, 64) if head_dim == 256 else (128, 128, 64)
 
 
-# (ROWS, COLS, WG_ROWS) of a decode step's attention (at most SKINNY_ROWS queries): with
-# a static cache of 8,192 positions, 128-row blocks took 114 us a call on an H100
-SHORT_ATTENTION_TILES = {("gpu", "f16"): (16, 128, 16), ("gpu", "bf16"): (16, 128, 16)}
-
-
 def attention_backward_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
     """(ROWS, COLS) of the backward: query rows and keys per step. Smaller than the
     forward's: the statistics kernel stages q, out, dout and k, and the dk/dv kernel keeps
@@ -574,16 +569,9 @@ def attention_defines(element: str, head_dim: int, masked: bool,
 
 
 @constant_result
-def attention_name(element: str, head_dim: int, masked: bool, kind: str,
-                   short: bool = False) -> str:
-    """(``short``: at most SKINNY_ROWS queries, a decode step: on the GPU, 16-row blocks
-    (SHORT_ATTENTION_TILES) where the prefill's 128 rows would compute 8 times the
-    product for one query.)"""
-    short = short and (kind, element) in SHORT_ATTENTION_TILES
-    rows, cols, wg_rows = SHORT_ATTENTION_TILES[kind, element] if short else \
-        attention_tiles(kind, element, head_dim)
-    name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}" \
-        f"{'_short' if short else ''}"
+def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
+    rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
+    name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
     # (every block stores its whole [ROWS, HEAD_DIM] tile of o, rows past L masked: o
     # needs no zero fill, which the compiler cannot prove for the banded block order)
     variant = Variant("attention", attention_defines(
