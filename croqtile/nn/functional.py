@@ -134,13 +134,14 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if found is not None:
         # (a warm eager call of a known kind: the plan's launch alone)
         rows = x if x.dim() == 2 else x.view(-1, x.shape[-1])
-        args = (rows, weight) if bias is None else (rows, weight, bias)
+        given: tuple[torch.Tensor, ...] = (rows, weight) if bias is None else \
+            (rows, weight, bias)
         if residual is not None:
-            args += (residual.view(rows.shape[0], weight.shape[0]),)
+            given += (residual.view(rows.shape[0], weight.shape[0]),)
         if row_scale is not None:
-            args += (row_scale.view(rows.shape[0]),)
-        out = found[0](*args)
-        return out if x.dim() == 2 else out.view(*x.shape[:-1], weight.shape[0])
+            given += (row_scale.view(rows.shape[0]),)
+        planned: torch.Tensor = found[0](*given)
+        return planned if x.dim() == 2 else planned.view(*x.shape[:-1], weight.shape[0])
     linear_activation(activation)
     if uncovered_linear(x, weight, bias, activation, residual, row_scale) is not None:
         return _torch_linear(x, weight, bias, activation, residual, row_scale)
@@ -150,7 +151,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     tiles = kernels.linear_tiles(x2.shape[0], weight.shape[0], element, kind, x.device)
     name = kernels.linear_name(element, kernels.ACTIVATIONS[activation], bias is not None,
                                kind, tiles, residual is not None, row_scale is not None)
-    args = (x2, weight.contiguous()) + ((bias.contiguous(),) if bias is not None else ())
+    args: tuple[torch.Tensor, ...] = (x2, weight.contiguous()) + (
+        (bias.contiguous(),) if bias is not None else ())
     if residual is not None:
         args += (residual.reshape(x2.shape[0], weight.shape[0]).contiguous(),)
     if row_scale is not None:
@@ -230,9 +232,9 @@ def gated_linear(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torch.Te
     found = _GATED_PLANS.get(key)
     if found is not None:  # (see linear)
         rows = x.view(-1, x.shape[-1])
-        out = found[0](rows, gate_weight, up_weight) if row_scale is None else \
-            found[0](rows, gate_weight, up_weight, row_scale.view(rows.shape[0]))
-        return out.view(*x.shape[:-1], gate_weight.shape[0])
+        planned: torch.Tensor = found[0](rows, gate_weight, up_weight) if row_scale is None \
+            else found[0](rows, gate_weight, up_weight, row_scale.view(rows.shape[0]))
+        return planned.view(*x.shape[:-1], gate_weight.shape[0])
     if activation not in _ACTIVATIONS or activation is None:
         choices = ", ".join(repr(a) for a in kernels.GATED_ACTIVATIONS)
         raise ValueError(f"activation={activation!r}: expected one of {choices}")
@@ -334,8 +336,9 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         if attn_mask is None and dropout_p == 0.0 and kernels.direct(q, k, v) else None
     found = _ATTENTION_PLANS.get(key)
     if found is not None:  # (see linear)
-        return found[0](q, k, v, bool(is_causal),
-                        kernels.scalar_tensor(*found[1])).transpose(1, 2)
+        planned: torch.Tensor = found[0](q, k, v, bool(is_causal),
+                                         kernels.scalar_tensor(*found[1]))
+        return planned.transpose(1, 2)
     if _batch_dims(q, k, v, attn_mask):
         lead = q.shape[:-3] if q.dim() > 3 else ()
         qf, kf, vf = (t.reshape(-1, *t.shape[-3:]) for t in (q, k, v))
@@ -410,9 +413,10 @@ def rms_norm(x: torch.Tensor, normalized_shape: int | Sequence[int],
     found = _RMS_PLANS.get(key)
     if found is not None:  # (see linear)
         plan, eps_t = found[0], kernels.scalar_tensor(*found[1])
-        rows = x.view(-1, width)
-        out = plan(rows, eps_t) if weight is None else plan(rows, weight, eps_t)
-        return out.view(x.shape)
+        rows = x.view(-1, x.shape[-1])  # (the key's width: the last dimension)
+        normed: torch.Tensor = plan(rows, eps_t) if weight is None else \
+            plan(rows, weight, eps_t)
+        return normed.view(x.shape)
     shape = ((normalized_shape,) if isinstance(normalized_shape, int)
              else tuple(map(int, normalized_shape)))
     if uncovered_rms_norm(x, shape, weight) is not None:

@@ -352,10 +352,12 @@ def _rotary_forward(module: torch.nn.Module) -> Callable[..., Any] | None:
     if not (hasattr(module, "q_proj") and hasattr(module, "k_proj")):
         return None
     forward = inspect.unwrap(type(module).forward)
-    scope = getattr(forward, "__globals__", None)
-    original = scope.get("apply_rotary_pos_emb") if isinstance(scope, dict) else None
-    if not callable(original) or not isinstance(forward, types.FunctionType) \
+    if not isinstance(forward, types.FunctionType) \
             or "apply_rotary_pos_emb" not in forward.__code__.co_names:
+        return None
+    scope: dict[str, Any] = forward.__globals__
+    original = scope.get("apply_rotary_pos_emb")
+    if not callable(original):
         return None
     rebuilt = types.FunctionType(forward.__code__, {**scope, "apply_rotary_pos_emb":
                                                     _rotary(original)},
