@@ -156,8 +156,14 @@ class Options:
         the tile loop and the K loop become one software pipeline.""")
     warp_specialize: bool = _option(
         False, "True or False", _is_bool, """
-        Triton's ``warp_specialize`` hint on the persistent tile loop: loads and MMAs run
-        in separate warps (Hopper and newer GPUs).""")
+        Triton's ``warp_specialize`` hint on the persistent tile loop, or without one on
+        the outermost loops that multiply matrices: loads and MMAs run in separate warps
+        (Hopper and newer GPUs). On Hopper, Triton 3.6 specialises only a 4-warp program
+        with one such loop and no branch with an ``else`` (a producer warpgroup and two
+        consumer warpgroups), whose loads go through descriptors made in the kernel
+        (``descriptors="kernel"``); the views of a squeezed tensor (``.sqz()``, a head
+        of ``[B, H, S, D]``) then get descriptors of their own, made once each block's
+        coordinates are known. Other programs compile as if it were off.""")
     epilogue_split: int = _option(
         1, "1 or 2", _one_of(1, 2), """
         Tensor-descriptor stores of 2-D output tiles written as this many column slices:

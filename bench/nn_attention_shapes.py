@@ -38,13 +38,14 @@ SHAPES = [
     ("b4 4096", 4, 32, 32, 4096, True, False),
     ("b4 4096 full", 4, 32, 32, 4096, False, False),
 ]
-# the kernel compiled with croqtile.nn's defines, under these launch options
-# ("kernel": the options croqtile.nn compiles it with; its blocks already start with the
-# longest causal row tiles, see attention.co)
+# the kernel compiled as croqtile.nn compiles it (kernels.attention_variant), under these
+# launch options ("kernel": croqtile.nn's own; its blocks already start with the longest
+# causal row tiles, see attention.co; "ws": not an option but the warp-specialised form)
 OPTIONS: dict[str, dict[str, Any]] = {
     "kernel": {},
     "stages2": {"num_stages": 2},
     "stages4": {"num_stages": 4},
+    "ws": {"ws": True},  # the warp-specialised form (CROQTILE_ATTENTION_WS)
 }
 HEAD_DIM = 128
 LOG2E = 1.4426950408889634
@@ -56,14 +57,16 @@ def compile_options(dtype: str = "bf16") -> dict[str, Any]:
     from croqtile.nn import kernels
 
     source = (kernels.KERNELS / "attention.co").read_text()
-    rows, cols, wg_rows = kernels.attention_tiles("gpu", dtype, HEAD_DIM)
-    defines = dict(kernels.attention_defines(dtype, HEAD_DIM, False, (
-        ("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))))
     compiled = {}
     for name, options in OPTIONS.items():
+        options = dict(options)
+        variant = kernels.attention_variant(dtype, HEAD_DIM, False, "gpu",
+                                            options.pop("ws", False))
+        defines = {**dict(variant.defines), "NAME": "attention"}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
-            compiled[name] = croqtile.compile(source, defines=defines, **options).attention
+            compiled[name] = croqtile.compile(source, defines=defines, **{
+                **dict(variant.options), **options}).attention
     return compiled
 
 

@@ -58,3 +58,10 @@ def cache_size() -> int | None:
     if value < 1:
         raise ValueError(f"CROQTILE_CACHE_SIZE={text!r}: expected a positive integer")
     return value
+
+
+def attention_ws() -> bool:
+    """``CROQTILE_ATTENTION_WS``: when set to anything but ``""`` or ``"0"``,
+    ``croqtile.nn``'s attention forward on a GPU (f16/bf16, head dimension up to 128, no
+    mask) runs its warp-specialised form (``croqtile.nn.kernels.attention_ws``)."""
+    return os.environ.get("CROQTILE_ATTENTION_WS", "") not in ("", "0")

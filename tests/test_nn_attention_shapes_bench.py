@@ -26,6 +26,7 @@ def test_every_variant_compiles_with_its_option() -> None:
     sources = {name: fn.triton_source for name, fn in compiled.items()}
     assert "num_stages=2" in sources["stages2"] and "num_stages=4" in sources["stages4"]
     assert "num_stages=3" in sources["kernel"]
+    assert "warp_specialize=True" in sources["ws"] and "num_warps=4" in sources["ws"]
     # the blocks start with the last row tiles (the longest when causal)
     for source in sources.values():
         assert "row_tile = (((" in source and "- (within // planes))" in source

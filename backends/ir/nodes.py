@@ -319,13 +319,15 @@ class Branch(Stmt):
 
 @dataclass(frozen=True, eq=False)
 class DefineDesc(Stmt):
-    """``name = tl.make_tensor_descriptor(base, shape, strides, block_shape)``."""
+    """``name = tl.make_tensor_descriptor(base [+ offset], shape, strides, block_shape)``
+    (``offset``: elements past the tensor's first, the start of a view it describes)."""
 
     name: str
     base: str
     shape: tuple[Sym, ...]
     strides: tuple[Sym, ...]
     block: tuple[int, ...]
+    offset: Expr | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -137,6 +137,9 @@ class KernelState(ABC):
                                      if p.shape is None}
         self.level_bounds: dict[Level, int] = {}
         self.descs: dict[tuple[str, tuple[int, ...], tuple[int, ...]], str] = {}  # (tensor, block, order)
+        # descriptors of squeezed views made by each program (tiles._view_descriptor): by
+        # (tensor, block, the view's coordinates) -> (descriptor, its shift past the end)
+        self.view_descs: dict[tuple[object, ...], tuple[str, str]] = {}
         # the tensor of each descriptor over the tensor's own dimension order (the tile
         # passes make descriptors of pieces of its block: split_tiles, halve_last_wave)
         self.desc_tensors: dict[str, TensorRef] = {}

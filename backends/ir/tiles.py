@@ -3,6 +3,7 @@ descriptors (TMA on Hopper) when the host finds the tensor aligned at launch tim
 
 from __future__ import annotations
 
+from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import checks
@@ -174,6 +175,11 @@ def _descriptor(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...]
         return None  # a transposed view: pointer loads handle any order
     if any(o.axes for o in region.origin):
         return None
+    if squeezing and kl.fl.options.descriptor_maker == "kernel" \
+            and kl.fl.options.warp_specialize:
+        view = _view_descriptor(kl, region, dims)
+        if view is not None:
+            return view
     block = [1] * len(tensor.dims)
     kept = [region.axis_of(view_dim) for view_dim in range(len(dims))]
     for view_dim, axis in enumerate(dims):
@@ -192,6 +198,59 @@ def _descriptor(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...]
     name = make_descriptor(kl, tensor, tuple(block), order)
     offsets = tuple(region.origin[i] for i in order)
     return flag, name, tuple(block) if squeezing else (), offsets
+
+
+def _view_descriptor(kl: KernelState, region: Region, dims: tuple[ir.Axis, ...]
+                     ) -> tuple[str, str, tuple[int, ...], tuple[ir.Expr, ...]] | None:
+    """A squeezed view's own descriptor (``_descriptor``'s result): of the view's rank,
+    starting at the view's coordinates along the dropped dimensions, made by each program
+    once those coordinates are known (they must be computable in the kernel's outermost
+    statement list, before its loops: a head of ``[B, H, S, D]`` picked by the block).
+    Triton 3.6's warp specialisation on Hopper partitions loads of such a block's tile
+    among its consumer warpgroups, but not of a ``[1, ..., 1, tile]`` block reshaped.
+
+    A dropped coordinate past its dimension (a block beyond the tensor) shifts the
+    block's first kept coordinate past the view's end, so that the descriptor reads zeros
+    and writes nothing there, as the whole tensor's descriptor would."""
+    tensor = region.tensor
+    kept = [region.axis_of(view_dim) for view_dim in range(len(dims))]
+    dropped = [t for t in range(len(tensor.dims)) if t not in kept]
+    coords = [region.origin[t] for t in dropped]
+    if not all(kl.readable_at(0, c) for c in coords) or kept[-1] != len(tensor.dims) - 1:
+        return None
+    elem_bytes = tensor.elem.bits // 8
+    block = tuple(axis.size for axis in dims)
+    if elem_bytes not in (1, 2, 4, 8) or block[-1] * elem_bytes < 16:
+        return None
+    flag = kl.tma_flag(tensor)
+    key = (tensor.name, block, tuple(kl.canonical(c) for c in coords))
+    made = kl.view_descs.get(key)
+    if made is None:
+        name = kl.fresh(f"{tensor.name}_view_desc")
+        shift = kl.fresh(f"{tensor.name}_view_past")
+        strides = tensor.strides()
+        offset: ir.Expr = b.const(0)
+        inside: ir.Expr | None = None
+        for t, coord in zip(dropped, coords):
+            offset = b.add(offset, b.mul(coord, b.sym(strides[t])))
+            inside = b.and_(inside, b.binary("<", coord, b.sym(tensor.dims[t])))
+        assert inside is not None  # (a squeezed view drops a dimension)
+        past = ir.Where((), b.I32, inside, b.const(0), b.sym(tensor.dims[kept[0]]))
+        # (the last stride is 1: the host's flag checks it of a strided tensor, and
+        # Triton takes only a constant 1 there)
+        kept_strides = tuple(strides[t] for t in kept[:-1]) + (Sym(1),)
+        define = ir.DefineDesc(None, name, tensor.pointer, tuple(tensor.dims[t] for t in kept),
+                               kept_strides, block, offset)
+        with kl.emitting_into(kl.scopes[0], 0):
+            kl.emit(ir.Branch(None, flag, [define, ir.Let(None, shift, past)], []))
+        for dim in tensor.dims + strides:
+            kl.use_sym(dim)
+        made = (name, shift)
+        kl.view_descs[key] = made
+    name, shift = made
+    offsets = tuple(region.origin[t] for t in kept)
+    offsets = (b.add(offsets[0], b.var(shift)),) + offsets[1:]
+    return flag, name, (), offsets
 
 
 def make_descriptor(kl: KernelState, tensor: TensorRef, block: tuple[int, ...],

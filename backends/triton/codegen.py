@@ -194,11 +194,14 @@ class KernelWriter:
             shape = ", ".join(render_sym(s) for s in stmt.shape)
             strides = ", ".join(render_sym(s) for s in stmt.strides)
             block = ", ".join(str(b) for b in stmt.block)
-            w.line(f"{stmt.name} = tl.make_tensor_descriptor({stmt.base}, shape=[{shape}], "
+            base = stmt.base
+            if stmt.offset is not None:
+                base = f"{base} + {self.expr(stmt.offset, ())}"
+            w.line(f"{stmt.name} = tl.make_tensor_descriptor({base}, shape=[{shape}], "
                    f"strides=[{strides}], block_shape=[{block}])")
             if stmt.name in self.split_stores:  # the descriptor of one column slice
                 rows, cols = stmt.block
-                w.line(f"{stmt.name}_part = tl.make_tensor_descriptor({stmt.base}, "
+                w.line(f"{stmt.name}_part = tl.make_tensor_descriptor({base}, "
                        f"shape=[{shape}], strides=[{strides}], "
                        f"block_shape=[{rows}, {cols // self.kernel.epilogue_split}])")
         elif isinstance(stmt, ir.Print):

@@ -37,6 +37,7 @@ import torch
 from torch._C import _functorch
 from torch.autograd import forward_ad as _forward_ad
 
+from .. import settings
 from ..api import compile as compile_source
 from ..backends.bounded import LRU, TableInfo
 from ..errors import CompileWarning
@@ -568,15 +569,47 @@ def attention_defines(element: str, head_dim: int, masked: bool,
             ("MASK", int(masked))) + tiles
 
 
-@constant_result
-def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
+# The warp-specialised form of the attention forward: attention.co with EVERY_TILE (every
+# key tile masked by one comparison an element, no branch in the key loop) compiled with
+# Triton's warp specialisation, which on Hopper (Triton 3.6) takes only a 4-warp program
+# with one such loop, no if/else, and tensor descriptors made in the kernel (squeezed
+# views then get descriptors of their own, tiles._view_descriptor): a producer warpgroup
+# loads K and V, two consumer warpgroups of 64 rows compute, each at its own pace (the
+# default form's loop holds its two warpgroups in step with CTA-wide barriers around every
+# TMA load, so one's softmax never overlaps the other's products). 2 stages: 3 need 257 KiB.
+# Checked on the CPU and compiled for sm_90 (12 warps, no spills); not yet timed, so off
+# unless CROQTILE_ATTENTION_WS=1 (see attention_ws).
+ATTENTION_WS_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("warp_specialize", True), ("num_warps", 4), ("num_stages", 2), ("descriptors", "kernel"))
+
+
+def attention_ws(element: str, head_dim: int, masked: bool, kind: str) -> bool:
+    """Whether croqtile.nn's attention forward runs the warp-specialised form: on a GPU,
+    for f16/bf16 without a mask at head dimensions up to 128 (128-row tiles of 128 keys),
+    when ``CROQTILE_ATTENTION_WS`` asks for it."""
+    return settings.attention_ws() and kind == "gpu" and element in ("f16", "bf16") \
+        and not masked and head_dim <= 128
+
+
+def attention_variant(element: str, head_dim: int, masked: bool, kind: str,
+                      ws: bool = False) -> Variant:
+    """The attention forward's program, defines and options (``ws``: the warp-specialised
+    form, ``ATTENTION_WS_OPTIONS``), named as croqtile.nn names its operator."""
     rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
-    name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
+    name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}{'_ws' if ws else ''}_{kind}"
+    defines = attention_defines(element, head_dim, masked, (
+        ("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))) + (("EVERY_TILE", int(ws)),)
     # (every block stores its whole [ROWS, HEAD_DIM] tile of o, rows past L masked: o
     # needs no zero fill, which the compiler cannot prove for the banded block order)
-    variant = Variant("attention", attention_defines(
-        element, head_dim, masked, (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
-        (("NAME", name),), (("fill_buffers", False),))
+    options = (("fill_buffers", False),) + (ATTENTION_WS_OPTIONS if ws else ())
+    return Variant("attention", defines, (("NAME", name),), options)
+
+
+@constant_result
+def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
+    variant = attention_variant(element, head_dim, masked, kind,
+                                attention_ws(element, head_dim, masked, kind))
+    name = dict(variant.names)["NAME"]
 
     def autograd(module: Module) -> None:
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:

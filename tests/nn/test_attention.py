@@ -5,6 +5,7 @@ does not cover gives torch's result."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
 
+from ..backends.sm90 import HAVE_CUDA_BACKEND
 from ..e2e.checks import assert_close, random
 from .ops import croqtile_ops
 
@@ -255,3 +257,119 @@ def test_every_output_element_is_written(causal: bool) -> None:
     out = module.written(q, k, v, causal, scale).transpose(1, 2)
     assert not torch.isnan(out).any()
     assert_close(out, reference(q, k, v, is_causal=causal, enable_gqa=True), torch.float32)
+
+
+def test_the_output_is_divided_by_one_reciprocal_a_row() -> None:
+    """The epilogue takes one reciprocal of each row's sum and multiplies the row by it
+    (a division of every element cost 192 more instructions a block on sm_90). The
+    results against float64 are the other tests' (rows without keys still give 0:
+    test_a_boolean_mask_with_fully_masked_rows)."""
+    import croqtile
+    from croqtile.nn import kernels
+
+    defines = dict(kernels.attention_defines("bf16", 64, False, (
+        ("ROWS", 32), ("COLS", 32), ("WG_ROWS", 16))))
+    source = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
+                              defines={**defines, "NAME": "recip"}).recip.triton_source
+    assert "(1.0 / denominator)" in source and "(acc * denominator[:, None])" in source
+    assert "(acc / denominator" not in source
+
+
+# ------------------------------------------------------------------ the warp-specialised form
+
+
+def _form(element: str, d: int, ws: bool, kind: str = "cpu", name: str = "form") -> Any:
+    """attention.co compiled as croqtile.nn compiles a form of it (attention_variant)."""
+    import croqtile
+    from croqtile.nn import kernels
+
+    variant = kernels.attention_variant(element, d, False, kind, ws)
+    return getattr(croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
+                                    defines={**dict(variant.defines), "NAME": name},
+                                    **dict(variant.options)), name)
+
+
+def test_warp_specialised_form_has_one_branchless_key_loop() -> None:
+    """The form croqtile.nn runs with CROQTILE_ATTENTION_WS: every key tile masked by one
+    comparison an element (no uniform `if` in the loop, which Triton 3.6's Hopper warp
+    specialisation refuses), the loop warp-specialised, 4 warps a program and 2 stages,
+    each head's q, k, v and o described by a 2-D descriptor of its own (no reshape). The
+    default form keeps its branch around the mask of the tiles that need it."""
+    source = _form("bf16", 64, True).triton_source
+    loops = re.findall(r"for kt in (.*):", source)
+    assert loops == ["tl.range(0, key_tiles, warp_specialize=True)"]
+    assert "if (kt >= whole_tiles)" not in source and "last_key" in source
+    assert "num_warps=4, num_stages=2" in source
+    assert sorted(re.findall(r"(\w+)_view_desc = tl\.make_tensor_descriptor", source)) == [
+        "k", "o", "q", "v"]
+    assert "tl.reshape" not in source
+    default = _form("bf16", 64, False).triton_source
+    assert "if (kt >= whole_tiles):" in default and "warp_specialize" not in default
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_warp_specialised_form_against_float64(shape: tuple[int, ...], causal: bool,
+                                               dtype: torch.dtype) -> None:
+    """The warp-specialised form (run by Triton's interpreter: the same kernel text) at
+    shapes with query and key tails, L < S, L > S and grouped heads, q strided as a
+    model's [B, L, H, D] projections make it."""
+    from croqtile.nn import kernels
+
+    element = {torch.float32: "f32", torch.bfloat16: "bf16"}[dtype]
+    b, h, hkv, length, keys = shape
+    d = 64
+    form = _form(element, d, True, name=f"ws_{element}")
+    q = random((b, length, h, d), dtype).transpose(1, 2)
+    k, v = (random((b, hkv, keys, d), dtype) for _ in range(2))
+    scale = torch.full((1,), d ** -0.5 * kernels.LOG2E)
+    out = form(q, k, v, causal, scale).transpose(1, 2)
+    assert_close(out, reference(q, k, v, is_causal=causal, enable_gqa=hkv != h), dtype)
+
+
+def test_warp_specialised_form_is_chosen_by_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from croqtile.nn import kernels
+
+    monkeypatch.delenv("CROQTILE_ATTENTION_WS", raising=False)
+    assert not kernels.attention_ws("bf16", 128, False, "gpu")
+    monkeypatch.setenv("CROQTILE_ATTENTION_WS", "1")
+    assert kernels.attention_ws("bf16", 128, False, "gpu")
+    assert kernels.attention_ws("f16", 64, False, "gpu")
+    # not on the CPU, with a mask, for 4- and 8-byte types or at head dimension 256
+    assert not kernels.attention_ws("bf16", 128, False, "cpu")
+    assert not kernels.attention_ws("bf16", 128, True, "gpu")
+    assert not kernels.attention_ws("f32", 128, False, "gpu")
+    assert not kernels.attention_ws("bf16", 256, False, "gpu")
+    variant = kernels.attention_variant("bf16", 128, False, "gpu", True)
+    assert dict(variant.names)["NAME"] == "attention_bf16_d128_ws_gpu"
+    assert dict(variant.defines)["EVERY_TILE"] == 1
+    assert dict(variant.options) == {"fill_buffers": False, **dict(kernels.ATTENTION_WS_OPTIONS)}
+
+
+@pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
+@pytest.mark.parametrize("d", [64, 128])
+def test_warp_specialised_form_compiles_warp_specialised_for_sm90(d: int) -> None:
+    """Compiled for sm_90 by Triton 3.6 (no GPU needed), the form is warp-specialised: a
+    producer warpgroup and two consumer warpgroups (12 warps from a 4-warp program), and
+    fits a block's shared memory; the default form stays one 8-warp program."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from croqtile import settings
+    from croqtile.backends.triton.launcher import load_module
+
+    for ws, warps in ((True, 12), (False, 8)):
+        artifact = _form("bf16", d, ws, kind="gpu")._compiled.artifact
+        kernel = getattr(load_module(artifact, settings.cache_dir()), artifact.kernels[0])
+        signature = artifact.signatures[0]
+        constants = {(kernel.arg_names.index(n),): n != "ON_CPU"
+                     for n, kind in signature.items() if kind == "constexpr"}
+        compiled = triton.compile(ASTSource(kernel, signature, constants),
+                                  target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": artifact.num_warps[0],
+                                           "num_stages": artifact.num_stages[0]})
+        assert compiled.metadata.num_warps == warps
+        assert compiled.metadata.shared <= 227 * 1024
