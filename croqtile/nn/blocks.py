@@ -30,8 +30,8 @@ layer's output with the original's on them; a layer whose output differs is rest
 
 from __future__ import annotations
 
+import functools
 import inspect
-import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -167,7 +167,9 @@ def _fuse_layer(layer: torch.nn.Module, before: Any) -> Callable[[], None] | Non
     replaced_forward = vars(layer).get("forward")  # (an instance's own forward, if any)
     setattr(layer, FORM, LayerForm(positional, original, isinstance(before, tuple)))
     attention.o_proj, mlp.down_proj = ResidualLinear.of(o_proj), ResidualLinear.of(down_proj)
-    setattr(layer, "forward", types.MethodType(fused_layer_forward, layer))
+    # (a partial of a module-level function, not a bound method: a pickled model loads
+    # with it)
+    setattr(layer, "forward", functools.partial(fused_layer_forward, layer))
 
     def undo() -> None:
         attention.o_proj, mlp.down_proj = o_proj, down_proj

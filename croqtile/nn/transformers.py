@@ -33,6 +33,7 @@ layer's RMS norms into the fused projections after them (inference).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from typing import Any, Callable
@@ -345,13 +346,27 @@ def convert_norms(model: torch.nn.Module) -> int:
     return converted
 
 
-def _rotary_forward(module: torch.nn.Module) -> Callable[..., Any] | None:
-    """The forward of an attention layer whose code applies the library's module-level
-    ``apply_rotary_pos_emb`` (Llama's, Mistral's, Qwen's...), with that name bound to
-    ``_rotary`` of it: the same code, croqtile's rotary kernel. None for other modules."""
-    if not (hasattr(module, "q_proj") and hasattr(module, "k_proj")):
+# the rotary forward of each attention layer class (``_rotary_code``), None for a class
+# without one
+_ROTARY_CODES: dict[type, types.FunctionType | None] = {}
+
+
+def _rotary_code(layer_class: type) -> types.FunctionType | None:
+    """The forward of an attention layer class whose code applies the library's
+    module-level ``apply_rotary_pos_emb`` (Llama's, Mistral's, Qwen's...), with that name
+    bound to ``_rotary`` of it: the same code, croqtile's rotary kernel. None for other
+    classes. Made once per class."""
+    if layer_class not in _ROTARY_CODES:
+        _ROTARY_CODES[layer_class] = _rotary_rebuilt(layer_class)
+    return _ROTARY_CODES[layer_class]
+
+
+def _rotary_rebuilt(layer_class: type) -> types.FunctionType | None:
+    """``_rotary_code``, made."""
+    forward = getattr(layer_class, "forward", None)
+    if forward is None:
         return None
-    forward = inspect.unwrap(type(module).forward)
+    forward = inspect.unwrap(forward)
     if not isinstance(forward, types.FunctionType) \
             or "apply_rotary_pos_emb" not in forward.__code__.co_names:
         return None
@@ -363,7 +378,18 @@ def _rotary_forward(module: torch.nn.Module) -> Callable[..., Any] | None:
                                                     _rotary(original)},
                                  forward.__name__, forward.__defaults__, forward.__closure__)
     rebuilt.__kwdefaults__ = forward.__kwdefaults__
-    return types.MethodType(rebuilt, module)
+    return rebuilt
+
+
+def rotary_forward(layer: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """The forward ``fuse_rotary`` gives an attention layer, as a ``functools.partial``
+    of this function and the layer (so that a pickled model loads with it)."""
+    # (a dictionary's entry, which torch.compile reads as a constant)
+    code = _ROTARY_CODES.get(type(layer))
+    if code is None:  # (a model loaded in another process)
+        code = _rotary_code(type(layer))
+    assert code is not None  # (fuse_rotary gives it to layers whose class has one)
+    return code(layer, *args, **kwargs)
 
 
 def _rotary(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -419,9 +445,9 @@ def fuse_rotary(model: torch.nn.Module) -> int:
         return 0
     changed = []
     for module in model.modules():
-        forward = _rotary_forward(module)
-        if forward is not None and "forward" not in vars(module):
-            module.forward = forward
+        if hasattr(module, "q_proj") and hasattr(module, "k_proj") \
+                and _rotary_code(type(module)) is not None and "forward" not in vars(module):
+            module.forward = functools.partial(rotary_forward, module)
             changed.append(module)
     if changed and not _same_logits(before, _model_output(model)):
         for module in changed:
@@ -453,6 +479,9 @@ def optimize(model: torch.nn.Module) -> dict[str, int]:
     set_attention = getattr(model, "set_attn_implementation", None)
     if set_attention is not None:
         set_attention(NAME)
+    elif hasattr(getattr(model, "config", None), "_attn_implementation"):
+        # (versions of transformers before set_attn_implementation read the config)
+        model.config._attn_implementation = NAME
     linears = sum(type(m) is torch.nn.Linear for m in model.modules())
     convert(model)
     counts = {"linear": linears}

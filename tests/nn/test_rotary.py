@@ -175,3 +175,26 @@ def test_a_plain_causal_prefill_needs_no_mask() -> None:
                   {"kv_length": 8, "local_size": 4}):
         assert mask(batch_size=1, **queries, **other) is not None
     assert len(calls) == 3
+
+
+def test_an_optimized_model_pickles_whole() -> None:
+    """``torch.save`` of the whole model after every rewrite, and ``torch.load``: the
+    rewritten forwards (partials of module-level functions) come back, fused."""
+    import io
+
+    model = _model("Llama")
+    ours = copy.deepcopy(model)
+    counts = integration.optimize(ours)
+    assert counts["fuse_rotary"] == 2 and counts["fuse_residuals"] == 2
+    saved = io.BytesIO()
+    torch.save(ours, saved)
+    saved.seek(0)
+    loaded = torch.load(saved, weights_only=False)
+    assert all("forward" in vars(layer) and "forward" in vars(layer.self_attn)
+               for layer in loaded.model.layers)
+    ids = torch.randint(0, 96, (1, 16), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(loaded, ids)
+    assert sum(op.startswith("croqtile.rotary_") for op in ran) == 2 * 2, ran
+    assert_close(out.logits, ref.double(), torch.float32)
