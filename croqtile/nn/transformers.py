@@ -479,9 +479,11 @@ def optimize(model: torch.nn.Module) -> dict[str, int]:
     set_attention = getattr(model, "set_attn_implementation", None)
     if set_attention is not None:
         set_attention(NAME)
-    elif hasattr(getattr(model, "config", None), "_attn_implementation"):
+    else:
         # (versions of transformers before set_attn_implementation read the config)
-        model.config._attn_implementation = NAME
+        config = getattr(model, "config", None)
+        if hasattr(config, "_attn_implementation"):
+            setattr(config, "_attn_implementation", NAME)
     linears = sum(type(m) is torch.nn.Linear for m in model.modules())
     convert(model)
     counts = {"linear": linears}
