@@ -309,19 +309,29 @@ class PlannedLauncher:
     launches it directly the next time, without working out Triton's specialisation of
     the arguments. Valid only for calls whose arguments have the signature (types,
     shapes, strides, device) and 16-byte alignment of the call that made the plan: the
-    holder of the plan keys it on them. Anything else (the first launch of a kernel, a
-    CPU launch, another current device) goes through ``base``."""
+    holder of the plan keys it on them. A launch is known by its place among the call's
+    launches and its kernel (a host that launches one kernel twice, with arguments of
+    other kinds, has a compiled kernel for each). Anything else (the first launch of a
+    kernel, a CPU launch, another current device) goes through ``base``."""
 
-    __slots__ = ("base", "compiled")
+    __slots__ = ("base", "compiled", "position")
 
     def __init__(self, base: Launcher) -> None:
         self.base = base
-        # by kernel: (the device index launched on, the compiled kernel)
-        self.compiled: dict[Any, tuple[int, Any]] = {}
+        # by (place among the call's launches, kernel): (device index, compiled kernel)
+        self.compiled: dict[tuple[int, Any], tuple[int, Any]] = {}
+        self.position = 0
+
+    def begin(self) -> PlannedLauncher:
+        """Start a call of the plan's host function (its launches counted from 0)."""
+        self.position = 0
+        return self
 
     def __call__(self, kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], *,
                  num_warps: int, num_stages: int, device: Any) -> None:
-        known = self.compiled.get(kernel)
+        place = (self.position, kernel)
+        self.position += 1
+        known = self.compiled.get(place)
         if known is not None and grid and min(grid) > 0 and known[0] == _current_device():
             self.base.launches += 1
             try:
@@ -337,7 +347,7 @@ class PlannedLauncher:
             if index == _current_device():
                 compiled = self.base.compiled_for(kernel, args, index)
                 if compiled is not None:
-                    self.compiled[kernel] = (index, compiled)
+                    self.compiled[place] = (index, compiled)
 
     def sm_count(self, device: DeviceLike) -> int:
         return self.base.sm_count(device)

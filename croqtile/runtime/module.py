@@ -60,7 +60,7 @@ class Plan:
             for index, convert in self.scalars:
                 values[index] = convert(values[index])
             args = tuple(values)
-        return self.host(self.launcher, self.device, *args, *self.dims)
+        return self.host(self.launcher.begin(), self.device, *args, *self.dims)
 
 
 class Function:

@@ -134,3 +134,35 @@ def test_attention_plans_for_a_models_strided_heads() -> None:
                                                              enable_gqa=True),
                              reference, torch.float32)
             assert cf._ATTENTION_PLANS.info().hits == hits + 2
+
+
+def test_the_planned_launcher_knows_each_launch_by_its_place(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host function that launches one kernel twice with arguments of other kinds gets
+    the compiled kernel of each launch at its place (a GPU simulated: the base launcher
+    compiles, the planned one launches what it remembered)."""
+    from croqtile.backends.triton import launcher as module
+
+    launched: list[tuple[str, tuple[object, ...]]] = []
+
+    class Base:
+        launches = 0
+
+        def __call__(self, kernel: object, grid: tuple[int, ...], args: tuple[object, ...],
+                     **options: object) -> None:
+            launched.append(("compiled now", args))
+
+        def compiled_for(self, kernel: object, args: tuple[object, ...], index: int) -> str:
+            return f"compiled for {args[0]}"
+
+    monkeypatch.setattr(module, "_current_device", lambda: 0)
+    monkeypatch.setattr(module, "_launch_compiled",
+                        lambda compiled, grid, args, index: launched.append((compiled, args)))
+    planned = PlannedLauncher(Base())  # type: ignore[arg-type]  # (a stand-in base)
+    cuda = torch.device("cuda", 0)
+    for _ in range(2):
+        planned.begin()
+        planned("kernel", (2,), (16,), num_warps=4, num_stages=2, device=cuda)
+        planned("kernel", (2,), (17,), num_warps=4, num_stages=2, device=cuda)
+    assert launched == [("compiled now", (16,)), ("compiled now", (17,)),
+                        ("compiled for 16", (16,)), ("compiled for 17", (17,))]
