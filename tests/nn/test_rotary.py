@@ -92,17 +92,23 @@ def _model(family: str) -> Any:
     return getattr(transformers, f"{family}ForCausalLM")(config).eval()
 
 
+def _check_rotary_logits(model: Any, ours: Any, ids: torch.Tensor) -> None:
+    """``ours`` (a copy of the 2-layer ``model`` with fused rotary) runs croqtile's rotary
+    kernel for the queries and keys of each layer and gives ``model``'s logits."""
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    assert sum(op.startswith("croqtile.rotary_") for op in ran) == 2 * 2, ran
+    assert_close(out.logits, ref.double(), torch.float32)
+
+
 @pytest.mark.parametrize("family", ["Llama", "Qwen2"])
 def test_fused_rotary_keeps_the_logits_and_the_tokens(family: str) -> None:
     model = _model(family)
     ours = copy.deepcopy(model)
     assert integration.fuse_rotary(ours) == 2
     ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        ref = model(ids).logits
-        out, ran = croqtile_ops(ours, ids)
-    assert sum(op.startswith("croqtile.rotary_") for op in ran) == 2 * 2, ran
-    assert_close(out.logits, ref.double(), torch.float32)
+    _check_rotary_logits(model, ours, ids)
     assert torch.equal(model.generate(ids, max_new_tokens=5, do_sample=False),
                        ours.generate(ids, max_new_tokens=5, do_sample=False))
     assert ours.state_dict().keys() == model.state_dict().keys()
@@ -193,8 +199,4 @@ def test_an_optimized_model_pickles_whole() -> None:
     assert all("forward" in vars(layer) and "forward" in vars(layer.self_attn)
                for layer in loaded.model.layers)
     ids = torch.randint(0, 96, (1, 16), generator=torch.Generator().manual_seed(5))
-    with torch.no_grad():
-        ref = model(ids).logits
-        out, ran = croqtile_ops(loaded, ids)
-    assert sum(op.startswith("croqtile.rotary_") for op in ran) == 2 * 2, ran
-    assert_close(out.logits, ref.double(), torch.float32)
+    _check_rotary_logits(model, loaded, ids)
