@@ -6,7 +6,11 @@ options (what the choice of tiles and options in croqtile/nn/kernels.py rests on
 Shapes: Llama-3-8B's prefill (32 query heads, 8 key/value heads, head dimension 128,
 batch 1, q/k/v as a model makes them: ``[B, L, H, D]`` projections viewed as
 ``[B, H, L, D]``) at 2048, 4096 and 8192 tokens, causal; and batch 4 of 32 heads over
-contiguous ``[B, H, S, D]`` tensors at 2048 and 4096, causal and not. Every form is
+contiguous ``[B, H, S, D]`` tensors at 2048 and 4096, causal and not; and decode steps
+(``DECODE_SHAPES``: 1 or 4 queries over a cache of 544 to 8192 positions, with the boolean
+mask of a static cache whose last positions are still empty, or none), where croqtile.nn
+runs attention_decode.co: timed under CUDA graphs (a compiled decode step's replay), the
+prefill kernel called directly beside it. Every form is
 checked against SDPA first (relative error 2e-2, bf16), then all are timed interleaved,
 ``--reps`` rounds of ``do_bench``; the medians go into a CSV, one row per (shape, form),
 with the ratio to SDPA (above 1: faster). Needs a CUDA device.
@@ -37,6 +41,15 @@ SHAPES = [
     ("b4 2048", 4, 32, 32, 2048, True, False),
     ("b4 4096", 4, 32, 32, 4096, True, False),
     ("b4 4096 full", 4, 32, 32, 4096, False, False),
+]
+# (label, B, H, HKV, L, S, positions filled: the rest masked off as a static cache's
+# empty slots; None: no mask)
+DECODE_SHAPES = [
+    ("decode 544", 1, 32, 8, 1, 544, None),
+    ("decode 4096", 1, 32, 8, 1, 4096, None),
+    ("decode static 8192", 1, 32, 8, 1, 8192, 544),
+    ("decode b8 static 8192", 8, 32, 8, 1, 8192, 2048),
+    ("decode 4q static 8192", 1, 32, 8, 4, 8192, 548),
 ]
 # the kernel compiled as croqtile.nn compiles it (kernels.attention_variant), under these
 # launch options ("kernel": croqtile.nn's own; its blocks already start with the longest
@@ -95,19 +108,69 @@ def forms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     return made
 
 
+def decode_rows(reps: int) -> list[dict[str, Any]]:
+    """DECODE_SHAPES: SDPA, croqtile.nn (the decode kernel) and the prefill kernel
+    (attention.co, masked where the shape has a mask) under CUDA graphs."""
+    import croqtile.nn.functional as cf
+    from croqtile.nn import kernels
+    from triton.testing import do_bench_cudagraph
+
+    rows = []
+    for label, b, h, hkv, length, s, filled in DECODE_SHAPES:
+        q = heads(b, h, length, True)
+        k, v = heads(b, hkv, s, True), heads(b, hkv, s, True)
+        mask = None
+        if filled is not None:
+            mask = torch.zeros(b, 1, length, s, dtype=torch.bool, device="cuda")
+            mask[..., :filled] = True
+        additive = None if mask is None else torch.zeros(
+            mask.shape, device="cuda").masked_fill(~mask, float("-inf"))
+        prefill = kernels.operator(kernels.attention_name("bf16", HEAD_DIM, mask is not None,
+                                                          "gpu"))
+        scale = torch.full((1,), HEAD_DIM ** -0.5 * LOG2E, device="cuda")
+        extra = () if additive is None else (additive,)
+        timed: dict[str, Callable[[], torch.Tensor]] = {
+            "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                           enable_gqa=True),
+            "croqtile.nn": lambda: cf.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                                                   enable_gqa=True),
+            "prefill kernel": lambda: prefill(q, k, v, *extra, False, scale).transpose(1, 2),
+        }
+        reference = timed["sdpa"]().float()
+        for name, fn in timed.items():
+            error = ((fn().float() - reference).norm() / reference.norm()).item()
+            if error > 2e-2:
+                raise SystemExit(f"{name} wrong at {label}: rel error {error:.3g}")
+        times: dict[str, list[float]] = {name: [] for name in timed}
+        for _ in range(reps):
+            for name, fn in timed.items():
+                times[name].append(do_bench_cudagraph(fn, rep=50))
+        base = statistics.median(times["sdpa"])
+        for name in timed:
+            median = statistics.median(times[name])
+            rows.append({"shape": label, "B": b, "H": h, "HKV": hkv, "S": s, "causal": False,
+                         "form": name, "ms": median, "tflops": 0.0, "sdpa_ms": base,
+                         "ratio": base / median})
+        print(f"{label:22s} sdpa {base * 1e3:7.1f} us  " + "  ".join(
+            f"{r['form']} {r['ratio']:.3f} ({r['ms'] * 1e3:.1f} us)"
+            for r in rows[-len(timed):] if r["form"] != "sdpa"), flush=True)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("nn_attention_shapes.csv"))
+    parser.add_argument("--decode-only", action="store_true", help="the decode shapes alone")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("nn_attention_shapes.py needs a CUDA device", file=sys.stderr)
         return 2
     from triton.testing import do_bench
 
-    kernels = compile_options()
-    rows = []
-    for label, b, h, hkv, s, causal, sequence_major in SHAPES:
+    rows = decode_rows(args.reps)
+    kernels = {} if args.decode_only else compile_options()
+    for label, b, h, hkv, s, causal, sequence_major in [] if args.decode_only else SHAPES:
         q, k, v = heads(b, h, s, sequence_major), heads(b, hkv, s, sequence_major), \
             heads(b, hkv, s, sequence_major)
         timed = forms(q, k, v, causal, kernels)

@@ -360,7 +360,10 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         d = next(size for size in kernels.HEAD_DIMS if size == d)
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_t = kernels.scalar_tensor(sm_scale * kernels.LOG2E, acc, q.device)
-    name = kernels.attention_name(element, d, attn_mask is not None, kernels.device_kind(q))
+    # (a decode step's few queries: the keys split over blocks, attention_decode.co)
+    choose = kernels.attention_decode_name if length <= kernels.DECODE_ROWS \
+        else kernels.attention_name
+    name = choose(element, d, attn_mask is not None, kernels.device_kind(q))
     # strided heads (a model's [B, L, H, D] projections transposed to [B, H, L, D]) are
     # read in place: the kernel takes the strides; only a last dimension that is not
     # dense is copied

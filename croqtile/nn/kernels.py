@@ -610,6 +610,44 @@ def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
     variant = attention_variant(element, head_dim, masked, kind,
                                 attention_ws(element, head_dim, masked, kind))
     name = dict(variant.names)["NAME"]
+    load(variant, attention_autograd(name, element, head_dim, masked, kind), kind)
+    return name
+
+
+# (ROWS, COLS) of attention_decode.co: a decode step's few queries (at most DECODE_ROWS)
+# in one 16-row tile, the keys in pieces of DECODE_CHUNK_TILES steps of COLS keys, each
+# piece a block (with a static cache of 8,192 positions, attention.co's 128-row blocks,
+# one a head, took 114 us a call on an H100 where cuDNN took 6.5)
+DECODE_ROWS = 16
+DECODE_CHUNK_TILES = 4
+
+
+def attention_decode_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
+    if kind == "cpu":
+        return DECODE_ROWS, 16 if head_dim == 256 and element == "f64" else 32
+    cols = {"f16": 128, "bf16": 128, "f32": 64, "f64": 32}[element]
+    return DECODE_ROWS, cols // 2 if head_dim == 256 else cols
+
+
+@constant_result
+def attention_decode_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
+    """The operator of attention_decode.co (same arguments, result and autograd as
+    ``attention_name``'s), for at most DECODE_ROWS queries."""
+    rows, cols = attention_decode_tiles(kind, element, head_dim)
+    name = f"attention_decode_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
+    defines = attention_defines(element, head_dim, masked, (
+        ("ROWS", rows), ("COLS", cols), ("CHUNK", cols * DECODE_CHUNK_TILES)))
+    # (every element of o and of the pieces' buffers is written: no zero fill)
+    variant = Variant("attention_decode", defines, (("NAME", name),),
+                      (("fill_buffers", False),))
+    load(variant, attention_autograd(name, element, head_dim, masked, kind), kind)
+    return name
+
+
+def attention_autograd(name: str, element: str, head_dim: int, masked: bool,
+                       kind: str) -> Callable[[Module], None]:
+    """The backward of an attention forward operator ``name`` (attention_backward.co's
+    kernels, from q, k, v, the mask and the output)."""
 
     def autograd(module: Module) -> None:
         def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -632,8 +670,7 @@ def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
         torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
                                         setup_context=setup_context)
 
-    load(variant, autograd, kind)
-    return name
+    return autograd
 
 
 def attention_backward_ops(element: str, head_dim: int, masked: bool,

@@ -33,21 +33,28 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> t
                                           **kw)
 
 
-def check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> None:
+def check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, decode: bool | None = None,
+          **kw: Any) -> None:
+    """The kernel's result against torch's in float64 (``decode``: whether the decode
+    kernel, attention_decode.co, must be the one that ran; None: either)."""
     out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
     assert len(ran) == 1 and ran[0].startswith("croqtile.attention_"), ran
+    assert decode is None or ran[0].startswith("croqtile.attention_decode_") == decode, ran
     assert out.dtype == q.dtype and out.shape == q.shape
     assert_close(out, reference(q, k, v, **kw), q.dtype)
 
 
-def check_causal_gqa_gradients(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """Gradients of causal grouped-query attention against torch autograd in float64."""
+def check_causal_gqa_gradients(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                               causal: bool = True) -> None:
+    """Gradients of (causal) grouped-query attention against torch autograd in float64.
+    (Causal with one query over many keys is no test: the query sees key 0 alone, and the
+    exact gradients of q and k are 0.)"""
     do = random(tuple(q.shape), q.dtype, q.device)
-    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     grads = torch.autograd.grad(out, (q, k, v), do)
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
-    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True), leaves,
-                                   do.double())
+    expected = torch.autograd.grad(reference(*leaves, is_causal=causal, enable_gqa=True),
+                                   leaves, do.double())
     for got, want in zip(grads, expected):
         assert_close(got, want, q.dtype)
 
@@ -142,6 +149,36 @@ def test_uncovered_calls_give_torch_results() -> None:
         cf.scaled_dot_product_attention(q, k, v)
 
 
+@pytest.mark.parametrize("length", [1, 5, 16])
+def test_decode_steps_split_the_keys(length: int) -> None:
+    """At most 16 queries take attention_decode.co: the keys in pieces of 128 on the CPU
+    (here 2 whole pieces and a short one), each piece a block, then the pieces' outputs
+    weighed by their log-sum-exp. Grouped heads, causal, a padding mask with a row that
+    sees no key, an additive mask with a piece that sees none."""
+    q, k, v = qkv(2, 4, 2, length, 300, 64, torch.float32)
+    check(q, k, v, enable_gqa=True, decode=True)
+    check(q, k, v, is_causal=True, enable_gqa=True, decode=True)
+    mask = torch.rand(2, 1, length, 300) > 0.2
+    mask[1, 0, length - 1] = False
+    check(q, k, v, attn_mask=mask, enable_gqa=True, decode=True)
+    additive = random((length, 300), torch.float32)
+    additive[:, 128:256] = float("-inf")
+    check(q, k, v, attn_mask=additive, scale=0.4, enable_gqa=True, decode=True)
+
+
+def test_seventeen_queries_take_the_prefill_kernel() -> None:
+    check(*qkv(1, 2, 2, 17, 300, 64, torch.float32), decode=False)
+
+
+def test_decode_step_gradients() -> None:
+    """The decode kernel's operator has the prefill kernel's backward; heads read in
+    place from sequence-major tensors, as a model's projections give them."""
+    q, k, v = (random((1, length, heads, 32), torch.float32).transpose(1, 2).requires_grad_()
+               for heads, length in ((4, 3), (2, 200), (2, 200)))
+    check(q, k, v, enable_gqa=True, decode=True)
+    check_causal_gqa_gradients(q, k, v, causal=False)
+
+
 TIGHT = {"fast_mode": True, "atol": 1e-8, "rtol": 1e-6}
 
 
@@ -197,15 +234,14 @@ def test_attention_gradients_gpu(d: int) -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("length", [1, 5, 16])
 def test_decode_step_attention_gpu(length: int) -> None:
-    """A decode step's few queries over a long cache: grouped heads, without a mask and
-    with a padding-style boolean one, with gradients. (16-row blocks for such steps gave
-    wrong results on an H100 while Triton's interpreter ran them right: not used.)"""
+    """A decode step's few queries over a long cache (attention_decode.co): grouped heads,
+    without a mask and with a padding-style boolean one, with gradients."""
     q, k, v = (t.requires_grad_() for t in qkv(2, 32, 8, length, 3000, 128,
                                                 torch.bfloat16, "cuda"))
-    check(q, k, v, enable_gqa=True)
+    check(q, k, v, enable_gqa=True, decode=True)
     mask = torch.rand(2, 1, length, 3000, device="cuda") > 0.1
-    check(q, k, v, attn_mask=mask, enable_gqa=True)
-    check_causal_gqa_gradients(q, k, v)
+    check(q, k, v, attn_mask=mask, enable_gqa=True, decode=True)
+    check_causal_gqa_gradients(q, k, v, causal=False)
 
 
 @pytest.mark.gpu
@@ -373,3 +409,25 @@ def test_warp_specialised_form_compiles_warp_specialised_for_sm90(d: int) -> Non
                                            "num_stages": artifact.num_stages[0]})
         assert compiled.metadata.num_warps == warps
         assert compiled.metadata.shared <= 227 * 1024
+
+
+@pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
+@pytest.mark.parametrize("element,d", [("bf16", 128), ("f16", 64), ("bf16", 256), ("f32", 128)])
+def test_decode_kernels_compile_for_sm90(element: str, d: int) -> None:
+    """attention_decode.co at croqtile.nn's GPU tiles, with and without a mask: both
+    kernels (the pieces, their combination) compile for sm_90 (no GPU needed)."""
+    import croqtile
+    from croqtile.nn import kernels
+
+    from ..backends.sm90 import compile_for_sm90
+
+    rows, cols = kernels.attention_decode_tiles("gpu", element, d)
+    for masked in (False, True):
+        defines = dict(kernels.attention_defines(element, d, masked, (
+            ("ROWS", rows), ("COLS", cols), ("CHUNK", cols * kernels.DECODE_CHUNK_TILES))))
+        module = croqtile.compile((kernels.KERNELS / "attention_decode.co").read_text(),
+                                  defines={**defines, "NAME": "decode"})
+        artifact = module.decode._compiled.artifact
+        assert len(artifact.kernels) == 2
+        for index in range(2):
+            compile_for_sm90(artifact, index, f"decode {element} d{d} mask={masked}")
