@@ -24,6 +24,7 @@ from . import dtypes
 from .check_common import ERROR, WalkContext
 from .check_dma import DmaChecks
 from .check_exprs import ExprChecks
+from .check_helpers import HelperChecks
 from .check_mma import MmaChecks
 from .check_parallel import ParallelChecks
 from .check_stmts import StatementChecks
@@ -36,7 +37,8 @@ from .symbolic import Sym
 from .targets import DEFAULT_TARGET, TARGETS, Target
 
 
-class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks, ExprChecks):
+class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks, HelperChecks,
+              ExprChecks):
     """``specialize`` gives parameter dimensions their values from one call's arguments:
     they become constants, so shapes and bounds built from them are static. Without it,
     a symbolic dimension used where a constant is needed (a shared buffer's shape, a group

@@ -325,6 +325,9 @@ class CheckedFunction:
     # group bound): the function is compiled per call, with their values from the
     # arguments (see ``Checker.specialize``); empty when one compile serves every call
     specialize_on: set[str] = field(default_factory=set)
+    # id(warp shuffle of an inlined device helper) -> the `: thread` level variable whose
+    # lanes it permutes
+    lanes: dict[int, Symbol] = field(default_factory=dict)
 
     def info(self, expr: ast.Expr) -> ExprInfo:
         return self.exprs[id(expr)]
