@@ -23,6 +23,7 @@ from typing import Iterator
 
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
+from ...frontend.sema.effects import reassigned_scalars
 from ...frontend.sema.model import (CheckedFunction, Level, LevelInfo, ScalarType, Symbol,
                                      is_runtime_trips)
 from ...frontend.sema.symbolic import Sym
@@ -101,6 +102,7 @@ class FunctionState:
         self.params: list[ir.HostParam] = []
         # buffers the first kernel writes in full before any read (coverage.py): no fill
         self.written_first: set[Symbol] = set()
+        self.reassigned = reassigned_scalars(fn)  # the scalars assigned after declaration
 
     def fresh_tensor(self, base: str) -> str:
         """A host tensor name no parameter or buffer uses (scratch memory)."""
