@@ -197,6 +197,9 @@ class Interpreter(Evaluator):
     def _s_Empty(self, stmt: ast.Empty) -> None:
         pass
 
+    def _s_CppStmt(self, stmt: ast.CppStmt) -> None:
+        pass  # host C++: skipped (the checker warned; in a kernel it is an error)
+
     def _s_MmaCommit(self, stmt: ast.MmaCommit) -> None:
         pass  # spec 12.7: accepted as a no-op
 

@@ -328,7 +328,7 @@ class ExprChecks(CheckerBase):
             return ERROR
         if isinstance(lhs.type, ShapeType) or isinstance(rhs.type, ShapeType):
             if any(d is None for d in dims):
-                self._error("CQ0209", e.span, what="a shape dimension", actual="a runtime value")
+                self._error("CQ0266", e.span, what="a shape dimension", expr=expr_text(e))
                 return ERROR
             return ExprInfo(ShapeType(tuple(d for d in dims if d is not None)))
         return ExprInfo(TupleType(dims))
@@ -525,8 +525,8 @@ class ExprChecks(CheckerBase):
             missing = next((item for item, dim in zip(e.items, out) if dim is None), None)
             if missing is not None:
                 if len(self.reporter.diagnostics) == reported:  # the items reported nothing
-                    self._error("CQ0209", missing.span, what="a derived dimension",
-                                actual="a value computed at run time")
+                    self._error("CQ0266", missing.span, what="a derived dimension",
+                                expr=expr_text(missing))
                 return ERROR
             return ExprInfo(ShapeType(tuple(d for d in out if d is not None)))
         return ExprInfo(TupleType(tuple(out)))

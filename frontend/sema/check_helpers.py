@@ -15,7 +15,7 @@ from __future__ import annotations
 from .. import syntax as ast
 from ..device_helpers import SHUFFLES
 from . import dtypes
-from .check_common import CheckerBase, scalar_elem
+from .check_common import ERROR, CheckerBase, scalar_elem
 from .model import ExprInfo, Level, ScalarType
 
 _INT = ScalarType(dtypes.INT)
@@ -24,19 +24,18 @@ _INT = ScalarType(dtypes.INT)
 class HelperChecks(CheckerBase):
     """Mixin of ``Checker``: device helpers, shuffles, bit built-ins, ``__cpp__``."""
 
-    inlining = 0  # inside the inlined expressions of this many helper calls
-
     def _expr_ExternCall(self, e: ast.ExternCall) -> ExprInfo:
         if e.inlined is not None:
-            self.inlining += 1
+            self.helper_calls.append(e)
             try:
                 return self._expr(e.inlined)
             finally:
-                self.inlining -= 1
+                self.helper_calls.pop()
         for a in e.args:
             self._expr(a)
         if e.problem:
             self._error("CQ0706", e.span, helper="::".join(e.path), reason=e.problem)
+            return ERROR
         return ExprInfo(_INT)
 
     def _shuffle(self, e: ast.CallExpr) -> ExprInfo:
@@ -52,7 +51,9 @@ class HelperChecks(CheckerBase):
                             actual=extra.type.describe())
         threads = [info for info in self.ctx.levels if info.level is Level.THREAD]
         if not threads or len(threads[-1].vars) != 1:
-            self._error("CQ0707", e.span, name=e.name,
+            site = self.helper_calls[-1] if self.helper_calls else None
+            self._error("CQ0707", site.span if site else e.span, name=e.name,
+                        helper="::".join(site.path) if site else e.name,
                         where="outside a ': thread' level" if not threads else
                         "in a ': thread' level of several variables")
         else:
@@ -72,7 +73,7 @@ class HelperChecks(CheckerBase):
 
     def _is_helper_call(self, e: ast.CallExpr) -> bool:
         """Calls only an inlined helper makes (the shuffles)."""
-        return e.name in SHUFFLES and self.inlining > 0
+        return e.name in SHUFFLES and bool(self.helper_calls)
 
     def _stmt_CppStmt(self, stmt: ast.CppStmt) -> None:
         if self.ctx.on_device:
@@ -80,4 +81,4 @@ class HelperChecks(CheckerBase):
         else:
             first = stmt.code.strip().splitlines()[0] if stmt.code.strip() else ""
             shown = first if len(first) <= 40 else first[:37] + "..."
-            self._error("CQ0709", stmt.span, code=shown)
+            self._error("CQ0709", stmt.span, text=shown)

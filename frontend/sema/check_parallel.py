@@ -274,9 +274,10 @@ class ParallelChecks(CheckerBase):
             bounds = [info.static]
         elif isinstance(info.type, ErrorType):
             bounds = [Sym(1)]
-        elif is_intlike(info) and (self._static_bound(item.shape) or 0) > 0:
-            # `foreach y in X`, X a runtime integer with a static bound: X trips
-            bounds = [Sym(self._static_bound(item.shape) or 1)]
+        elif is_intlike(info):
+            # `foreach y in X`, X a runtime integer: X trips (bound: X's static bound)
+            high = self._static_bound(item.shape)
+            bounds = [Sym(high) if high is not None and high > 0 else runtime_trips(item)]
             dynamic = (item.shape,)
         else:
             self._error("CQ0209", item.shape.span, what="a loop bound",
