@@ -201,6 +201,9 @@ def _substitute(node: ast.Node, args: dict[str, ast.Expr], problem: list[str]) -
     parameters replaced and the intrinsics renamed."""
     if isinstance(node, ast.Ident) and node.name in args:
         return args[node.name]
+    if isinstance(node, ast.Select) and isinstance(node.base, ast.Ident) and \
+            node.base.name not in args:  # `f(x)` reads as a selection in Croqtile: a call here
+        node = ast.CallExpr(node.span, node.base.name, (node.index,))
     if isinstance(node, ast.CallExpr):
         mapped = _intrinsic(node.name)
         if mapped is None:
