@@ -191,8 +191,8 @@ def inline(helper: Helper, call: ast.ExternCall) -> tuple[ast.Expr | None, str]:
     args = dict(zip(helper.params, call.args))
     problem: list[str] = []
     expr = _substitute(helper.body, args, problem)
-    if problem:
-        return None, problem[0]
+    if problem or not isinstance(expr, ast.Expr):
+        return None, problem[0] if problem else "its body is not an expression"
     return expr, ""
 
 
@@ -212,7 +212,7 @@ def _substitute(node: ast.Node, args: dict[str, ast.Expr], problem: list[str]) -
         given = node.args[1:] if node.name in SHUFFLES else node.args  # (no member mask)
         new_args = tuple(_substitute(a, args, problem) for a in given)
         return dataclasses.replace(node, name=mapped, args=new_args)  # type: ignore[arg-type]
-    changes = {}
+    changes: dict[str, object] = {}
     for f in dataclasses.fields(node):
         value = getattr(node, f.name)
         if isinstance(value, ast.Node):
@@ -220,7 +220,7 @@ def _substitute(node: ast.Node, args: dict[str, ast.Expr], problem: list[str]) -
         elif isinstance(value, tuple) and any(isinstance(v, ast.Node) for v in value):
             changes[f.name] = tuple(_substitute(v, args, problem) if isinstance(v, ast.Node)
                                     else v for v in value)
-    return dataclasses.replace(node, **changes)
+    return dataclasses.replace(node, **changes)  # type: ignore[arg-type]
 
 
 def _intrinsic(name: str) -> str | None:
