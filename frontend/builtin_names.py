@@ -22,6 +22,9 @@ FLOAT_BUILTINS = frozenset({
 # Every math built-in the checker knows.
 MATH_BUILTINS = FLOAT_BUILTINS | {"__max", "__min", "__isfinite", "__alignup", "__aligndown"}
 
+# Integer bit built-ins (32-bit): population count and leading zeros; the result is an int.
+BIT_BUILTINS = frozenset({"__popc", "__clz"})
+
 # CUDA and C spellings whose Croqtile name is not just the name without its `f` suffix
 # and with a `__` prefix (those are found by rule: `__expf`, `sqrtf`, `tanhf`, ...).
 CUDA_EQUIVALENTS: dict[str, str] = {
@@ -39,6 +42,21 @@ NO_EQUIVALENT = frozenset({
     "log2", "log10", "exp10", "cbrt", "erf", "erfc", "erfinv", "hypot", "fmod", "trunc",
     "copysign", "sincos", "fdivide", "saturate", "lgamma", "tgamma", "remainder",
 })
+
+
+def cuda_builtin(name: str) -> str | None:
+    """The built-in a CUDA or C math function means exactly (``__expf`` -> ``__exp``,
+    ``fmaxf`` -> ``__max``, ``rsqrtf`` -> ``__rsqrt``); None when there is none."""
+    if name in MATH_BUILTINS:
+        return name
+    mapped = CUDA_EQUIVALENTS.get(name)
+    if mapped is not None:
+        return mapped
+    stem = name.lstrip("_")
+    for candidate in (f"__{stem}", f"__{stem[:-1]}" if stem.endswith("f") else ""):
+        if candidate in MATH_BUILTINS:
+            return candidate
+    return None
 
 
 def suggest_builtin(name: str, known: Iterable[str] = MATH_BUILTINS) -> str | None:

@@ -565,6 +565,28 @@ __co__ void rowsum(global f32 [64, 8] x, global f32 [64] y) {
 """,
         message="a dimension must be an integer, got a scalar of type 'f32'",
     ),
+    "CQ0266": Example(
+        bad="""\
+__co__ void firsts(global s32 [4] counts, global f32 [4, 64] x, global f32 [4, 64] y) {
+  parallel p by 4 : block {
+    s32 n = counts.at(p);
+    local f32 [n] row;
+    y.at(p, 0) = x.at(p, 0);
+  }
+}
+""",
+        fixed="""\
+__co__ void firsts(global s32 [4] counts, global f32 [4, 64] x, global f32 [4, 64] y) {
+  parallel p by 4 : block {
+    s32 n = counts.at(p);
+    foreach i in [n]
+      y.at(p, i) = x.at(p, i);
+  }
+}
+""",
+        message="a dimension must be known when the kernel is compiled, but 'n' is an integer "
+                "computed at run time",
+    ),
     "CQ0210": Example(
         bad="""\
 __co__ void scale(global f32 [16, 64] x, global f32 [16, 64] y) {
@@ -2448,6 +2470,89 @@ __co__ void ragged(global f32 [64] x, global s32 [4] sizes, global f32 [64] y) {
 """,
         message="tile extent 'n' has no static bound; Triton needs a constant tile shape",
     ),
+    "CQ0706": Example(
+        bad="""\
+__device__ float twice(float v) {
+  float r = v;
+  return r * 2.0f;
+}
+
+__co__ void scale(global f32 [64] x, global f32 [64] y) {
+  parallel p by 64
+    y.at(p) = call twice(x.at(p));
+}
+""",
+        fixed="""\
+__device__ float twice(float v) {
+  return v * 2.0f;
+}
+
+__co__ void scale(global f32 [64] x, global f32 [64] y) {
+  parallel p by 64
+    y.at(p) = call twice(x.at(p));
+}
+""",
+        message="the device helper 'twice' cannot be inlined: its body is not one 'return' "
+                "of an expression",
+    ),
+    "CQ0707": Example(
+        bad="""\
+template <typename T>
+__device__ T lane_swap(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+
+__co__ void swap_pairs(global f32 [4, 32] x, global f32 [4, 32] y) {
+  parallel r by 4 : block
+    y.at(r, 0) = call lane_swap(x.at(r, 0), 1);
+}
+""",
+        fixed="""\
+template <typename T>
+__device__ T lane_swap(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+
+__co__ void swap_pairs(global f32 [4, 32] x, global f32 [4, 32] y) {
+  parallel r by 4 : block
+    parallel l by 32 : thread
+      y.at(r, l) = call lane_swap(x.at(r, l), 1);
+}
+""",
+        message="the device helper 'lane_swap' shuffles ('__shfl_xor_sync') outside a "
+                "': thread' level: Triton has no shuffles, so a shuffle permutes the lanes of "
+                "one ': thread' level",
+    ),
+    "CQ0708": Example(
+        bad="""\
+__co__ void scale(global f32 [64] x, global f32 [64] y) {
+  parallel p by 64 {
+    __cpp__("y[p] = 2.0f * x[p];");
+  }
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [64] x, global f32 [64] y) {
+  parallel p by 64 {
+    y.at(p) = x.at(p) * 2.0f;
+  }
+}
+""",
+        message="'__cpp__' inside a kernel is raw CUDA, which a Triton kernel cannot run",
+    ),
+    "CQ0709": Example(
+        bad="""\
+__co__ void scale(global f32 [64] x, global f32 [64] y) {
+  __cpp__("cudaDeviceSynchronize();");
+  parallel p by 64
+    y.at(p) = x.at(p) * 2.0f;
+}
+""",
+        fixed="""\
+__co__ void scale(global f32 [64] x, global f32 [64] y) {
+  parallel p by 64
+    y.at(p) = x.at(p) * 2.0f;
+}
+""",
+        message="the host '__cpp__' block is skipped (\"cudaDeviceSynchronize();\"): host code "
+                "runs in Python",
+    ),
     "CQ0755": Example(
         bad="""\
 __co__ void ring(global f16 [64, 256] a, global f16 [64, 256] b, global f32 [64, 64] c) {
@@ -3428,6 +3533,9 @@ MEANINGS: dict[str, str] = {
               "a variable or stand for a value.",
     "CQ0209": "A dimension, loop bound, tile extent or index must be an integer, and this "
               "one has another type.",
+    "CQ0266": "A value that shapes the kernel (a buffer dimension, a shape) must be known "
+              "when the kernel is compiled; this one is an integer computed at run time (read "
+              "from a tensor, say). A trip count may be one: `foreach i in [n]`.",
     "CQ0210": "A constant index into an mdspan, ituple or bounded ituple (`s(i)`) is outside "
               "its rank. Indices start at 0.",
     "CQ0211": "A `void` function returns a value.",
@@ -3585,6 +3693,18 @@ MEANINGS: dict[str, str] = {
               "name is most likely a typo.",
     "CQ0613": "`inthreads` selects some of the parallel instances, so its predicate must "
               "depend on a parallel variable.",
+    "CQ0706": "A `call` names a `__device__` function of the same file, which the Triton "
+              "backend inlines when its body is one `return` of an expression over warp "
+              "shuffles, atomics and math or bit intrinsics; this helper is not of that form "
+              "(the message says what stops it).",
+    "CQ0707": "A warp shuffle reads the value another lane holds. A Triton program holds all "
+              "lanes of a `: thread` level as one tensor axis, so the shuffle becomes a "
+              "gather along that axis; it needs a `: thread` level with one variable around "
+              "the call.",
+    "CQ0708": "`__cpp__` pastes CUDA C++ into the generated code of the reference compiler. A "
+              "Triton kernel is Python, so CUDA inside a kernel cannot run there.",
+    "CQ0709": "Host code of a `__co__` function runs as Python between the launches; a "
+              "`__cpp__` block there (an L2 policy, a stream setting) is left out.",
     "CQ0701": "The program is valid Croqtile, but the Triton backend cannot lower this "
               "construct yet.",
     "CQ0702": "The construct is valid Croqtile, but Triton has no equivalent (for example "

@@ -80,6 +80,10 @@ _TABLE: tuple[Code, ...] = (
                       "with variable"),
     Code("CQ0208", E, "'_' is not allowed as {what}"),
     Code("CQ0209", E, "{what} must be an integer, got {actual}"),
+    Code("CQ0266", E, "{what} must be known when the kernel is compiled, but '{expr}' is an "
+         "integer computed at run time",
+         "use a constant, a parameter dimension or an expression of them; a run-time count "
+         "of loop trips is fine in `foreach i in [n]`"),
     Code("CQ0210", E, "index {index} is out of range for {what} of rank {rank}"),
     Code("CQ0211", E, "return statement with a value in void function '{name}'"),
     Code("CQ0212", E, "non-void function '{name}' has no return statement"),
@@ -297,6 +301,16 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0705", E, "compile option {option} does not apply to this kernel: {reason}",
          "compile without it, or write the block body as one loop over K that accumulates "
          "into zero-initialised f32 accumulators, followed by the epilogue"),
+    Code("CQ0706", E, "the device helper '{helper}' cannot be inlined: {reason}",
+         "make its body one `return` of an expression over warp shuffles, atomics and math "
+         "intrinsics, or write the computation with Croqtile built-ins"),
+    Code("CQ0707", E, "the device helper '{helper}' shuffles ('{name}') {where}: Triton has "
+         "no shuffles, so a shuffle permutes the lanes of one ': thread' level",
+         "call the helper inside `parallel t by N : thread`, with one variable"),
+    Code("CQ0708", E, "'__cpp__' inside a kernel is raw CUDA, which a Triton kernel cannot run",
+         "write the code in Croqtile, or move the block to the host side of the function"),
+    Code("CQ0709", W, "the host '__cpp__' block is skipped (\"{text}\"): host code runs in "
+         "Python"),
     Code("CQ0755", E, "this warp specialisation cannot be serialised into one loop: {reason}",
          "supported: roles without loops whose waits find their triggers in some order, or "
          "a ring: one producer role `foreach {{k}} in [n] {{ wait empty.at(k); <copies into "

@@ -5,8 +5,10 @@ errors, and ``ParserBase``, the typed base of every part of the grammar.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
+from .device_helpers import Helper
 from .diagnostics import Reporter
 from .source import Span
 from .syntax import Attribute, Block, Expr, Ident, MdspanDecl, Node, Parallel, SelectExpr, \
@@ -216,6 +218,11 @@ class ParserBase(TokenCursor):
     token cursor, and the rules one part calls in another. ``_Parser`` combines the parts,
     whose methods come first in its method order and define these rules; the declarations
     here exist for the type checker only."""
+
+    # the file's device helpers by name (``call`` inlines them) and whether expressions are
+    # C, as in a helper's body (a unary minus negates); set by ``_Parser``
+    helpers: Mapping[str, Helper] = {}
+    c_expressions = False
 
     if TYPE_CHECKING:
         # parser.py

@@ -4,6 +4,7 @@ indexing, derivations, view operations) and the primaries other than the dispatc
 
 from __future__ import annotations
 
+from .device_helpers import inline
 from .parse_common import (
     DOT, FLOAT, INT, MAX_DEPTH, PUNCT, STRING, ParseError, ParserBase, int_suffix,
 )
@@ -297,6 +298,10 @@ class ExpressionParsing(ParserBase):
             if number.kind is INT:
                 return IntLit(self._span(start), -number.int_value, text, int_suffix(text))
             return FloatLit(self._span(start), -number.float_value, text, text[-1] in "fF")
+        if self.c_expressions:  # a device helper's C body: `-x` negates
+            self._advance()
+            operand = self._postfix()
+            return Unary(self._span(start), "-", operand)
         self._fail("an expression (Croqtile has no unary minus: write `0 - x`)")
 
     # primary := '__to' '<' (elem_type | STRING {STRING}) '>' '(' expr ')'
@@ -335,7 +340,12 @@ class ExpressionParsing(ParserBase):
             path.append(self._scoped_name())
         template = self._template_args() if self._at("<") else ()
         args = self._paren_list(allow_empty=True)
-        return ExternCall(self._span(start), tuple(path), template, args)
+        call = ExternCall(self._span(start), tuple(path), template, args)
+        helper = self.helpers.get(path[0]) if len(path) == 1 else None
+        if helper is None:
+            return call
+        inlined, problem = inline(helper, call)  # a device helper of this file
+        return ExternCall(call.span, call.path, template, args, inlined, problem)
 
     # --- lists ------------------------------------------------------------------------
 

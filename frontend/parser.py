@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from .device_helpers import Helper, find_helpers
 from .diagnostics import Reporter
 from .lexer import gc_paused, lex
 from .parse_common import (
@@ -106,6 +107,7 @@ def parse_program(text: str, regions: Sequence[Region | tuple[int, int]],
     all, the function that overflows is reported (CQ0117) and the rest is not parsed."""
     functions = []
     budget = MAX_PROGRAM_TOKENS
+    helpers = _helpers(text, [_region_bounds(r) for r in regions], reporter)
     for region in regions:
         start, end = _region_bounds(region)
         if budget < MAX_FUNCTION_TOKENS:
@@ -114,7 +116,8 @@ def parse_program(text: str, regions: Sequence[Region | tuple[int, int]],
             name = getattr(region, "name", "")
             what = f"the __co__ function '{name}'" if name else "this __co__ function"
             limit, shown = MAX_FUNCTION_TOKENS, MAX_FUNCTION_TOKENS
-        function, count = _parse_region(text, start, end, reporter, limit, what, shown)
+        function, count = _parse_region(text, start, end, reporter, limit, what, shown,
+                                        helpers)
         if count > limit:
             if limit == budget:
                 break
@@ -125,8 +128,34 @@ def parse_program(text: str, regions: Sequence[Region | tuple[int, int]],
     return Program(Span(0, len(text)), tuple(functions))
 
 
+def _helpers(text: str, regions: list[tuple[int, int]],
+             reporter: Reporter) -> dict[str, Helper]:
+    """The file's device helpers, their returned expressions parsed as C expressions
+    (one that does not parse is a helper that cannot be inlined; no error is kept)."""
+    helpers: dict[str, Helper] = {}
+    for found in find_helpers(text, regions):
+        body = None
+        problem = found.problem
+        if not problem:
+            mark = reporter.checkpoint()
+            with recursion_headroom():
+                parser = _Parser(text, lex(text, found.start, found.end, reporter), reporter)
+                parser.c_expressions = True
+                try:
+                    body = parser.expression()
+                    parser.finish("after the expression")
+                except (ParseError, TooDeep):
+                    body = None
+            if reporter.checkpoint() != mark or body is None:
+                body, problem = None, "its returned expression is not one Croqtile can read"
+            reporter.rollback(mark)
+        helpers[found.name] = Helper(found.name, found.span, found.params, body, problem)
+    return helpers
+
+
 def _parse_region(text: str, start: int, end: int, reporter: Reporter, limit: int,
-                  what: str, shown: int) -> tuple[Function | None, int]:
+                  what: str, shown: int,
+                  helpers: dict[str, Helper] | None = None) -> tuple[Function | None, int]:
     """The function of ``text[start:end]`` and its token count; a function of more than
     ``limit`` tokens is reported (``what`` is over ``shown`` tokens) and not parsed."""
     with recursion_headroom(), gc_paused():
@@ -138,6 +167,7 @@ def _parse_region(text: str, start: int, end: int, reporter: Reporter, limit: in
                             limit=f"{shown:,}")
             return None, count
         parser = _Parser(text, tokens, reporter)
+        parser.helpers = helpers or {}
         try:
             return parser.function(), count
         except TooDeep:

@@ -9,7 +9,7 @@ language has aliases (``half`` -> ``f16``, ``bfp16`` -> ``bf16``, ``float`` -> `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Iterator
 
 from .source import Span
@@ -219,11 +219,15 @@ class SelectExpr(Expr):
 
 @dataclass(frozen=True, slots=True)
 class ExternCall(Expr):
-    """``call f::g<T>(args)``: an external device function."""
+    """``call f::g<T>(args)``: an external device function. A call of a device helper of
+    the same file (``device_helpers``) carries the helper's returned expression with the
+    arguments substituted (``inlined``), or why it cannot be inlined (``problem``)."""
 
     path: tuple[str, ...]
     template: tuple[Expr, ...]
     args: tuple[Expr, ...]
+    inlined: Expr | None = field(default=None, compare=False)
+    problem: str = field(default="", compare=False)
 
 
 # ----------------------------------------------------------------------------------------

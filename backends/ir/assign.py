@@ -72,9 +72,10 @@ class Assignments(KernelState):
                 value: ir.Expr = b.const(0, dtype)
             else:
                 value = b.cast(self.value(item.init), dtype)
-            if sym.mutable:
+            if sym.mutable and sym in self.fl.reassigned:
                 # a per-thread variable lives over the thread axes from the start, so that
-                # its type stays the same when later updates depend on the thread
+                # its type stays the same when later updates depend on the thread (one
+                # never assigned again keeps its own axes: uniform values stay scalars)
                 name = self.fresh(sym.name)
                 self._note_known(name, value)
                 value = broadcast(value, tuple(self.active))

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...frontend import syntax as ast
-from ...frontend.builtin_names import builtin_hint
+from ...frontend.builtin_names import BIT_BUILTINS, builtin_hint
 from ...frontend.sema import dtypes
 from ...frontend.sema.model import BoundedTupleType, BoundedType, ScalarType, SymKind
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
-from . import apply, builtins, scratch
+from . import apply, builtins, intrinsics, scratch
 from . import build as b
 from . import nodes as ir
 from .errors import unsupported
@@ -135,6 +135,8 @@ class Expressions(KernelState):
             return ir.Unary(operand.axes, b.I1, "not", operand)
         if e.op == "~":
             return ir.Unary(operand.axes, operand.dtype, "~", operand)
+        if e.op == "-":  # (only in a device helper's C expression)
+            return ir.Unary(operand.axes, operand.dtype, "-", operand)
         raise unsupported(e.span, f"the operator '{e.op}' in an expression")
 
     def _stepped(self, e: ast.Unary | ast.Postfix) -> ir.Expr:
@@ -205,6 +207,10 @@ class Expressions(KernelState):
     def _e_CallExpr(self, e: ast.CallExpr) -> ir.Expr:
         if e.name in ATOMICS:
             return self.atomic(e, e.span, want_result=True)
+        if id(e) in self.fn.lanes:  # a warp shuffle of an inlined device helper
+            return intrinsics.shuffle(self, e)
+        if e.name in BIT_BUILTINS:
+            return intrinsics.bits(self, e.name, self.value(e.args[0]))
         args = [self.value(a) for a in e.args]
         if e.name == "cdiv" and len(args) == 2:
             num, den = args
@@ -216,8 +222,20 @@ class Expressions(KernelState):
                               builtin_hint(e.name, builtins.SUPPORTED))
         return builtins.lower_builtin(self, e.name, args, dtype, e.span)
 
+    def _e_ExternCall(self, e: ast.ExternCall) -> ir.Expr:
+        if e.inlined is None:
+            raise unsupported(e.span, f"external calls ('call {'::'.join(e.path)}')",
+                              "define the function in this file as a __device__ helper "
+                              "whose body returns one expression")
+        return self.value(e.inlined)  # a device helper of this file
+
     def lower_expr_stmt(self, stmt: ast.ExprStmt) -> None:
         expr = stmt.expr
+        if isinstance(expr, ast.ExternCall) and expr.inlined is not None:
+            expr = expr.inlined  # (a helper's result that is not used)
+            if not isinstance(expr, ast.CallExpr) or expr.name not in ATOMICS:
+                self.value(expr)
+                return
         if isinstance(expr, ast.CallExpr) and expr.name in ATOMICS:
             self.atomic(expr, stmt.span, want_result=False)
             return

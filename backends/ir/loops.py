@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import fields
 
 from ...frontend import syntax as ast
-from ...frontend.sema.model import LoopInfo, Symbol, SymKind
+from ...frontend.sema.model import LoopInfo, Symbol, SymKind, is_runtime_trips
 from . import build as b
 from . import nodes as ir
 from .errors import LoweringError, unsupported
@@ -130,10 +130,17 @@ def _emit_loops(kl: KernelState, sequential: list[tuple[Symbol, LoopInfo, int]],
     name = kl.fresh(sym.name)
     bound = loop.bounds[i]
     start: ir.Expr = b.const(0)
-    stop: ir.Expr = kl.sym(bound)
     runtime = loop.dynamic[i] if i < len(loop.dynamic) else None
     if runtime is not None:  # `foreach y in X`: X trips (bound: the static bound of X)
         stop = kl.value(runtime)
+        if bound.value is None and bound.free_vars() and \
+                all(is_runtime_trips(n) for n in bound.free_vars()):
+            # no provable bound: `#y` names the trip count, bound here
+            (trips,) = bound.free_vars()
+            kl.emit(ir.Let(stmt.span, ir.dim_var_name(trips), stop))
+            stop = b.sym(bound)
+    else:
+        stop = kl.sym(bound)
     lower = loop.lower[i] if loop.lower else None
     upper = loop.upper[i] if loop.upper else None
     step_expr = loop.step[i] if loop.step else None

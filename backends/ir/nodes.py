@@ -211,6 +211,16 @@ class Reduce(Expr):
 
 
 @dataclass(frozen=True, eq=False)
+class Gather(Expr):
+    """``tl.gather(operand, index, axis)``: along ``axis``, lane ``i`` takes the operand's
+    value at lane ``index[i]`` (both laid out over ``axes``). A warp shuffle becomes one."""
+
+    operand: Expr
+    index: Expr
+    axis: Axis
+
+
+@dataclass(frozen=True, eq=False)
 class Relabel(Expr):
     """``operand`` with its axes renamed: the i-th axis of the operand becomes ``axes[i]``
     (same sizes; the tensor is unchanged). A register tile enters a dot this way."""

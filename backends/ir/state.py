@@ -23,7 +23,9 @@ from typing import Iterator
 
 from ...frontend import syntax as ast
 from ...frontend.sema import dtypes
-from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, ScalarType, Symbol
+from ...frontend.sema.effects import reassigned_scalars
+from ...frontend.sema.model import (CheckedFunction, Level, LevelInfo, ScalarType, Symbol,
+                                     is_runtime_trips)
 from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from ..options import Options
@@ -100,6 +102,7 @@ class FunctionState:
         self.params: list[ir.HostParam] = []
         # buffers the first kernel writes in full before any read (coverage.py): no fill
         self.written_first: set[Symbol] = set()
+        self.reassigned = reassigned_scalars(fn)  # the scalars assigned after declaration
 
     def fresh_tensor(self, base: str) -> str:
         """A host tensor name no parameter or buffer uses (scratch memory)."""
@@ -331,6 +334,8 @@ class KernelState(ABC):
     def use_sym(self, value: Sym) -> None:
         for name in sorted(value.free_vars()):
             pname = ir.dim_var_name(name)
+            if is_runtime_trips(name):
+                continue  # (a run-time trip count: bound in the kernel, before its loop)
             if pname not in self.params:
                 self.params[pname] = ir.KernelParam(pname, ir.ParamKind.INT, ir.DType.I32,
                                                     Sym.var(name))

@@ -272,6 +272,15 @@ def logical_not(value: Value) -> bool | torch.Tensor:
     return ~t if isinstance(t, torch.Tensor) else not t
 
 
+def bits(name: str, value: Value) -> Value:
+    """``__popc`` (set bits) / ``__clz`` (leading zero bits) of the low 32 bits."""
+    if isinstance(value, torch.Tensor):
+        return torch.tensor([bits(name, int(v)) for v in value.flatten().tolist()],
+                            dtype=torch.int32).view(value.shape)
+    word = int(value) & 0xFFFFFFFF
+    return bin(word).count("1") if name == "__popc" else 32 - word.bit_length()
+
+
 def bit_not(value: Value, elem: ElemType) -> Value:
     if isinstance(value, torch.Tensor):
         return torch.bitwise_not(value)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from ...frontend import syntax as ast
+from ...frontend.builtin_names import BIT_BUILTINS
 from ...frontend.sema import dtypes
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.model import (BoundedType, CheckedFunction, ExprInfo, IndexItem,
@@ -328,6 +329,8 @@ class Evaluator:
             return arith.logical_not(value)
         if e.op == "~":
             return arith.bit_not(value, self.elem_of(e.operand))
+        if e.op == "-":  # (a device helper's C expression)
+            return arith.binary("-", 0, value, self.elem_of(e.operand), self.mask)
         raise not_implemented(f"the operator '{e.op}'")
 
     def _e_Postfix(self, e: ast.Postfix) -> Any:
@@ -411,7 +414,11 @@ class Evaluator:
             return atomic(self, e)
         if e.name in _FRAGMENT_CALLS:
             return self._fragment_call(e)
+        if id(e) in self.fn.lanes:  # (instances run one at a time: no lane sees another)
+            raise not_implemented(f"warp shuffles ('{e.name}')")
         args = [self.eval(a) for a in e.args]
+        if e.name in BIT_BUILTINS:
+            return arith.bits(e.name, args[0])
         if e.name == "cdiv":
             num, den = args
             return arith.binary("/", arith.binary("-", arith.binary("+", num, den, dtypes.INT),
@@ -446,6 +453,8 @@ class Evaluator:
         return self.eval(e.options[k])
 
     def _e_ExternCall(self, e: ast.ExternCall) -> Any:
+        if e.inlined is not None:  # a device helper of this file
+            return self.eval(e.inlined)
         raise not_implemented(f"external calls ('call {'::'.join(e.path)}')")
 
     def _e_NullLit(self, e: ast.NullLit) -> Any:

@@ -26,7 +26,8 @@ from ...frontend.sema import dtypes
 from ...frontend.sema.dtypes import ElemType
 from ...frontend.sema.effects import written_parameters
 from ...frontend.sema.levels import is_device_scope
-from ...frontend.sema.model import CheckedFunction, Level, LevelInfo, SymKind, Symbol
+from ...frontend.sema.model import (CheckedFunction, Level, LevelInfo, SymKind, Symbol,
+                                     is_runtime_trips)
 from ...frontend.source import Span
 from ..options import Options
 from . import arith, dma, events, mma
@@ -195,6 +196,9 @@ class Interpreter(Evaluator):
 
     def _s_Empty(self, stmt: ast.Empty) -> None:
         pass
+
+    def _s_CppStmt(self, stmt: ast.CppStmt) -> None:
+        pass  # host C++: skipped (the checker warned; in a kernel it is an error)
 
     def _s_MmaCommit(self, stmt: ast.MmaCommit) -> None:
         pass  # spec 12.7: accepted as a no-op
@@ -399,10 +403,15 @@ class Interpreter(Evaluator):
         plan: list[tuple[Symbol, range]] = []
         for item, loop in zip(stmt.items, loops):
             for i, (sym, bound) in enumerate(zip(loop.vars, loop.bounds)):
-                start, stop, step = 0, self.sym_value(bound), 1
+                start, step = 0, 1
                 dynamic = loop.dynamic[i] if i < len(loop.dynamic) else None
                 if dynamic is not None:
                     stop = int(self.eval(dynamic))  # `foreach y in X`: X trips
+                    for name in bound.free_vars():  # (an opaque bound: `#y` is X)
+                        if is_runtime_trips(name):
+                            self.dims[name] = stop
+                else:
+                    stop = self.sym_value(bound)
                 if isinstance(item, ast.RangeItem):
                     if item.lb is not None:
                         start = int(self.eval(item.lb))

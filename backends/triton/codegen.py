@@ -364,6 +364,12 @@ class KernelWriter:
             return self._dot(e)
         if isinstance(e, ir.Relabel):
             return self.expr(e.operand, e.operand.axes)
+        if isinstance(e, ir.Gather):
+            sizes = ", ".join(str(a.size) for a in e.axes)
+            src = self.expr(e.operand, e.axes)
+            index = self.expr(e.index, e.axes)
+            return (f"tl.gather(tl.broadcast_to({src}, [{sizes}]), "
+                    f"tl.broadcast_to({index}, [{sizes}]), {e.axes.index(e.axis)})")
         if isinstance(e, ir.Reduce):
             dim = e.operand.axes.index(e.axis)
             return f"tl.{e.op}({self.expr(e.operand, e.operand.axes)}, {dim})"

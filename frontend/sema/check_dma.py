@@ -196,6 +196,13 @@ class DmaChecks(CheckerBase):
         self._check_dma_shapes(stmt, src, dst_type)
         return dst_type
 
+    def _ragged(self, operand: ast.Expr) -> bool:
+        """Whether a view has an extent known only at run time (``subspan(rows, 128)``,
+        ``rows`` read at run time): its shape holds the bound, the rest is masked."""
+        info = self._fn().views.get(id(operand))
+        return info is not None and any(d is not None for step in info.steps
+                                        for d in step.dynamic)
+
     def _check_dma_shapes(self, stmt: ast.DmaStmt, src: DataType, dst: DataType) -> None:
         """Equal shapes copy totally; a smaller source may fill part of a bigger
         destination (the rest is zero with .zfill); symbolic mismatches are tested at
@@ -203,7 +210,8 @@ class DmaChecks(CheckerBase):
         zfill = any(a.name == "zfill" for a in stmt.attrs)
         equal = [a.provably_eq(b) for a, b in zip(src.shape, dst.shape)]
         if all(e is True for e in equal):
-            if zfill and stmt.op == "copy":
+            if zfill and stmt.op == "copy" and not self._ragged(stmt.src) \
+                    and not self._ragged(stmt.dst):
                 self._error("CQ0425", stmt.span, shape=shape_text(src.shape))
             return
         fits = [a.provably_le(b) for a, b in zip(src.shape, dst.shape)]

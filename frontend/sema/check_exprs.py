@@ -5,7 +5,8 @@ types, calls to built-ins and atomics, casts, ``sizeof``, ``select`` and derived
 from __future__ import annotations
 
 from .. import syntax as ast
-from ..builtin_names import FLOAT_BUILTINS, MATH_BUILTINS, builtin_hint, suggest_builtin
+from ..builtin_names import (BIT_BUILTINS, FLOAT_BUILTINS, MATH_BUILTINS, builtin_hint,
+                             suggest_builtin)
 from . import dtypes
 from .check_common import (COMPARE, ERROR, CheckerBase, ErrorType, expr_text, is_intlike,
                            scalar_elem, type_word, with_article)
@@ -327,7 +328,7 @@ class ExprChecks(CheckerBase):
             return ERROR
         if isinstance(lhs.type, ShapeType) or isinstance(rhs.type, ShapeType):
             if any(d is None for d in dims):
-                self._error("CQ0209", e.span, what="a shape dimension", actual="a runtime value")
+                self._error("CQ0266", e.span, what="a shape dimension", expr=expr_text(e))
                 return ERROR
             return ExprInfo(ShapeType(tuple(d for d in dims if d is not None)))
         return ExprInfo(TupleType(dims))
@@ -365,6 +366,10 @@ class ExprChecks(CheckerBase):
         return ERROR if dims is None else ExprInfo(ShapeType(dims))
 
     def _expr_CallExpr(self, e: ast.CallExpr) -> ExprInfo:
+        if self._is_helper_call(e):
+            return self._shuffle(e)
+        if e.name in BIT_BUILTINS:
+            return self._bits(e)
         args = [self._expr(a) for a in e.args]
         if e.name == "cdiv":
             if len(args) != 2:
@@ -520,8 +525,8 @@ class ExprChecks(CheckerBase):
             missing = next((item for item, dim in zip(e.items, out) if dim is None), None)
             if missing is not None:
                 if len(self.reporter.diagnostics) == reported:  # the items reported nothing
-                    self._error("CQ0209", missing.span, what="a derived dimension",
-                                actual="a value computed at run time")
+                    self._error("CQ0266", missing.span, what="a derived dimension",
+                                expr=expr_text(missing))
                 return ERROR
             return ExprInfo(ShapeType(tuple(d for d in out if d is not None)))
         return ExprInfo(TupleType(tuple(out)))
@@ -544,11 +549,6 @@ class ExprChecks(CheckerBase):
         return self._expr(item).static
 
     def _expr_AnonDim(self, e: ast.AnonDim) -> ExprInfo:
-        return ExprInfo(_INT)
-
-    def _expr_ExternCall(self, e: ast.ExternCall) -> ExprInfo:
-        for a in e.args:
-            self._expr(a)
         return ExprInfo(_INT)
 
     def _expr_NullLit(self, e: ast.NullLit) -> ExprInfo:

@@ -10,7 +10,8 @@ from . import dtypes
 from .check_common import CheckerBase, ErrorType, element_count, expr_text, is_intlike
 from .dtypes import ElemType
 from .levels import DEVICE_NAMES, infer_levels, is_device_scope
-from .model import Level, LevelInfo, LoopInfo, ScalarType, ShapeType, Symbol, SymKind
+from .model import (Level, LevelInfo, LoopInfo, ScalarType, ShapeType, Symbol, SymKind,
+                    runtime_trips)
 from .symbolic import Sym
 
 
@@ -257,8 +258,11 @@ class ParallelChecks(CheckerBase):
         # `foreach y in [n]`, n a runtime integer: its item was checked already
         info = self._fn().exprs[id(runtime)] if runtime is not None else self._expr(item.shape)
         dynamic: tuple[ast.Expr | None, ...] = ()
-        if runtime is not None and (bound := self._loop_bound(runtime, 4)) is not None:
-            bounds = [bound]
+        if runtime is not None:
+            # `foreach y in [n]`, n known only at run time (read from a tensor): n trips;
+            # the bound is n's provable bound, or an opaque name the kernel binds to n
+            bound = self._loop_bound(runtime, 4)
+            bounds = [bound if bound is not None else runtime_trips(item)]
             dynamic = (runtime,)
         elif isinstance(info.type, ShapeType):
             bounds = list(info.type.dims)
@@ -270,9 +274,10 @@ class ParallelChecks(CheckerBase):
             bounds = [info.static]
         elif isinstance(info.type, ErrorType):
             bounds = [Sym(1)]
-        elif is_intlike(info) and (self._static_bound(item.shape) or 0) > 0:
-            # `foreach y in X`, X a runtime integer with a static bound: X trips
-            bounds = [Sym(self._static_bound(item.shape) or 1)]
+        elif is_intlike(info):
+            # `foreach y in X`, X a runtime integer: X trips (bound: X's static bound)
+            high = self._static_bound(item.shape)
+            bounds = [Sym(high) if high is not None and high > 0 else runtime_trips(item)]
             dynamic = (item.shape,)
         else:
             self._error("CQ0209", item.shape.span, what="a loop bound",

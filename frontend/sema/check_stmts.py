@@ -101,8 +101,7 @@ class StatementChecks(CheckerBase):
                         info.type.describe()
                     self._error("CQ0608", item.span, actual=actual)
                 else:
-                    self._error("CQ0209", item.span, what="a dimension",
-                                actual=info.type.describe())
+                    self._not_static(item, "a dimension", info)
                 return None
         return tuple(dims)
 
@@ -110,7 +109,7 @@ class StatementChecks(CheckerBase):
         info = self._expr(expr)
         if info.static is None:
             if not isinstance(info.type, ErrorType):
-                self._error("CQ0209", expr.span, what=what, actual=info.type.describe())
+                self._not_static(expr, what, info)
             return Sym(1)
         return info.static
 

@@ -21,9 +21,10 @@ from ..diagnostics import Reporter
 from ..parser import recursion_headroom
 from ..source import Span
 from . import dtypes
-from .check_common import ERROR, WalkContext
+from .check_common import ERROR, WalkContext, expr_text, is_intlike
 from .check_dma import DmaChecks
 from .check_exprs import ExprChecks
+from .check_helpers import HelperChecks
 from .check_mma import MmaChecks
 from .check_parallel import ParallelChecks
 from .check_stmts import StatementChecks
@@ -36,7 +37,8 @@ from .symbolic import Sym
 from .targets import DEFAULT_TARGET, TARGETS, Target
 
 
-class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks, ExprChecks):
+class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks, HelperChecks,
+              ExprChecks):
     """``specialize`` gives parameter dimensions their values from one call's arguments:
     they become constants, so shapes and bounds built from them are static. Without it,
     a symbolic dimension used where a constant is needed (a shared buffer's shape, a group
@@ -56,6 +58,7 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
         self._reset_function_state()
 
     def _reset_function_state(self) -> None:
+        self.helper_calls: list[ast.ExternCall] = []  # inlined helper calls being checked
         # async futures: where each was made asynchronous, which were waited or bound
         self.async_defs: dict[Symbol, Span] = {}
         self.waited: set[Symbol] = set()
@@ -143,6 +146,14 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
     def _error(self, code: str, span: Span, **fields: Any) -> None:
         """Report ``code`` at ``span``; ``fields`` fill its message (and may give a hint)."""
         self.reporter.report(code, span, **fields)
+
+    def _not_static(self, expr: ast.Expr, what: str, info: ExprInfo) -> None:
+        """``expr`` should be a compile-time integer: CQ0266 for an integer known only at
+        run time, CQ0209 for a value of another type."""
+        if is_intlike(info):
+            self._error("CQ0266", expr.span, what=what, expr=expr_text(expr))
+        else:
+            self._error("CQ0209", expr.span, what=what, actual=info.type.describe())
 
     def _declare(self, sym: Symbol) -> Symbol:
         scope = self.scopes[-1]

@@ -36,6 +36,26 @@ def written_parameters(fn: CheckedFunction) -> frozenset[str]:
     return frozenset(s.name for s in written if s.is_param and s.name in in_place)
 
 
+def reassigned_scalars(fn: CheckedFunction) -> frozenset[Symbol]:
+    """The scalars some statement assigns after their declaration (``x = ...``, ``x += ...``,
+    ``++x``, ``x--``): the others keep the value they were declared with."""
+    found: set[Symbol] = set()
+    for node in ast.walk(fn.node.body):
+        if isinstance(node, ast.AssignStmt):
+            declared = fn.decls.get(id(node), [])
+            for item in node.items:
+                sym = fn.refs.get(id(item.target)) if isinstance(item.target, ast.Ident) \
+                    else None
+                if sym is not None and sym not in declared:
+                    found.add(sym)
+        elif isinstance(node, (ast.Unary, ast.Postfix)) and node.op in ("++", "--") and \
+                isinstance(node.operand, ast.Ident):
+            sym = fn.refs.get(id(node.operand))
+            if sym is not None:
+                found.add(sym)
+    return frozenset(found)
+
+
 def element_write(node: ast.Node) -> ast.ElemAccess | None:
     """The element ``node`` writes: the target of an element assignment, or of an atomic
     (``__atomic_add(&h.at(i), 1)``); None for anything else."""

@@ -263,6 +263,21 @@ class LoopInfo:
     dynamic: tuple[ast.Expr | None, ...] = ()
 
 
+# The bound of a loop whose trip count is known only at run time and has no provable
+# bound (``foreach y in [n]``, ``n`` read from a tensor): an opaque name that the kernel
+# binds to ``n`` before the loop. ``__`` names are reserved, so it names nothing else.
+RUNTIME_TRIPS_PREFIX = "__trips"
+
+
+def runtime_trips(item: ast.Within) -> Sym:
+    """The opaque bound of ``item``'s runtime trip count (see RUNTIME_TRIPS_PREFIX)."""
+    return Sym.var(f"{RUNTIME_TRIPS_PREFIX}{item.span.start}_{item.vars[0]}")
+
+
+def is_runtime_trips(name: str) -> bool:
+    return name.startswith(RUNTIME_TRIPS_PREFIX)
+
+
 @dataclass(frozen=True)
 class RuntimeCheck:
     """A condition on parameter dimensions the checker could not prove; the runtime tests
@@ -310,6 +325,9 @@ class CheckedFunction:
     # group bound): the function is compiled per call, with their values from the
     # arguments (see ``Checker.specialize``); empty when one compile serves every call
     specialize_on: set[str] = field(default_factory=set)
+    # id(warp shuffle of an inlined device helper) -> the `: thread` level variable whose
+    # lanes it permutes
+    lanes: dict[int, Symbol] = field(default_factory=dict)
 
     def info(self, expr: ast.Expr) -> ExprInfo:
         return self.exprs[id(expr)]

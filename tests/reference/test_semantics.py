@@ -794,8 +794,6 @@ def test_argument_errors() -> None:
 
 @pytest.mark.parametrize("text, construct", [
     ("__co__ void f(global s32 [4] a) { parallel p by 1 { call foo(a); } }", "external calls"),
-    ("__co__ void f(global s32 [4] a) { parallel p by 1 { __cpp__(\"int x;\"); } }",
-     "'__cpp__' code"),
 ])
 def test_constructs_not_implemented_yet_are_named(text: str, construct: str) -> None:
     with pytest.raises(NotImplementedError, match=construct):
