@@ -157,18 +157,29 @@ class FusedProjection(Linear):
                                  row_scale=rstd)
 
     def _shares(self, fused: SharedProduct, x: torch.Tensor) -> bool:
-        if torch.compiler.is_compiling() or (torch.is_grad_enabled() and (
-                x.requires_grad or self.weight.requires_grad)):
+        if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
             return False
-        start = fused.bounds[self._index][0]
-        offset = start * fused.weight.stride(0) * fused.weight.element_size()
-        return self.weight.data_ptr() == fused.weight.data_ptr() + offset \
-            and self.weight.dtype == fused.weight.dtype and x.device == fused.weight.device
+        return views_fused(self) and x.device == fused.weight.device
+
+
+@torch.compiler.assume_constant_result
+def views_fused(part: FusedProjection) -> bool:
+    """Whether ``part``'s weight is still its rows of the fused matrix (not after
+    ``.to()``, say). A constant to torch.compile, which reads it once, on the real
+    parameters, when it traces the layer (the pointers cannot be traced)."""
+    fused = part._fused
+    start = fused.bounds[part._index][0]
+    offset = start * fused.weight.stride(0) * fused.weight.element_size()
+    return part.weight.data_ptr() == fused.weight.data_ptr() + offset \
+        and part.weight.dtype == fused.weight.dtype
 
 
 def version_of(x: torch.Tensor) -> int:
     """``x``'s version counter (in-place writes advance it); -1 for a tensor made under
-    inference mode, which has none."""
+    inference mode, which has none, and while tracing (a traced graph is functional: the
+    parts' calls on one input in one graph see the same values)."""
+    if torch.compiler.is_compiling():
+        return -1
     return -1 if x.is_inference() else x._version
 
 

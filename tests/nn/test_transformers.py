@@ -6,6 +6,7 @@ its attention through croqtile's kernel, gives the eager model's logits."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 import torch
@@ -177,6 +178,34 @@ def test_fused_qkv_keeps_the_logits_and_the_state_dict() -> None:
     ours.load_state_dict(copy.deepcopy(model).state_dict())
     with torch.no_grad():
         assert _relative(ours(ids).logits, ref) < 1e-4
+
+
+def test_fused_qkv_stays_one_gemm_under_torch_compile() -> None:
+    """Traced, the query projection computes the fused product and the key and value
+    projections take their columns of it, as in eager mode: one graph, one q/k/v GEMM a
+    layer (the check that the parameters still view the fused matrix is read once, when
+    the layer is traced)."""
+    from torch._dynamo.utils import counters
+
+    model = _llama(torch.float32, "cpu")
+    ours = _croqtile_copy(model)
+    assert integration.fuse_qkv(ours) == 2
+    graphs: list[list[str]] = []
+
+    def backend(gm: torch.fx.GraphModule, inputs: Any) -> Any:
+        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+        return gm
+
+    torch._dynamo.reset()
+    counters.clear()
+    ids = torch.randint(0, 96, (2, 24), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        out = torch.compile(ours, backend=backend)(ids).logits
+        ref = model(ids).logits
+    assert len(graphs) == 1 and not counters["graph_break"], dict(counters["graph_break"])
+    # per layer: one q/k/v GEMM, o, gate, up, down; and the lm_head
+    assert sum(op.startswith("croqtile.linear_") for op in graphs[0]) == 2 * 5 + 1, graphs
+    assert _relative(out, ref) < 1e-4
 
 
 def test_fused_projections_fall_back_where_they_must() -> None:
