@@ -373,9 +373,8 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         assert mask_shape is not None  # (uncovered_attention took the mask)
         mb, mh = mask_shape
         mask = attn_mask
-        if mask.dtype == torch.bool:  # (True: take part)
-            mask = torch.zeros(mask.shape, dtype=acc, device=q.device).masked_fill(
-                ~mask, float("-inf"))
+        if mask.dtype == torch.bool:  # (True: take part; one kernel)
+            mask = torch.where(mask, 0.0, float("-inf"))
         args.append(mask.to(acc).expand(mb, mh, length, keys).contiguous())
     # ([B, L, H, D] in memory, as torch's flash attention returns it)
     out = kernels.run(name, *args, bool(is_causal), scale_t).transpose(1, 2)

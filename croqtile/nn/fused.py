@@ -126,8 +126,9 @@ class FusedProjection(Linear):
     the shared product), the pending un-normalised input is taken with the norm folded
     into the weights, whichever way the product is computed."""
 
-    _fused: SharedProduct  # set by fuse_qkv
+    _fused: SharedProduct  # set by fuse_qkv (share)
     _index: int  # which of the parts: 0 (the query projection), 1 or 2
+    _views: bool  # whether the parameters are views of the fused matrix (views_fused)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         fused = self._fused
@@ -159,14 +160,26 @@ class FusedProjection(Linear):
     def _shares(self, fused: SharedProduct, x: torch.Tensor) -> bool:
         if torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad):
             return False
-        return views_fused(self) and x.device == fused.weight.device
+        return self._views and x.device == fused.weight.device
+
+    def share(self, fused: SharedProduct, index: int) -> None:
+        """Make this layer part ``index`` of ``fused`` (its parameters already views of
+        the fused matrix's rows)."""
+        self._fused, self._index = fused, index
+        self._views = views_fused(self)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> Any:
+        # (.to(), .cuda(), .half() give the parameters new tensors: no longer views of
+        # the fused matrix, which stays where it was)
+        result = super()._apply(fn, recurse)
+        self._views = views_fused(self)
+        return result
 
 
-@torch.compiler.assume_constant_result
 def views_fused(part: FusedProjection) -> bool:
-    """Whether ``part``'s weight is still its rows of the fused matrix (not after
-    ``.to()``, say). A constant to torch.compile, which reads it once, on the real
-    parameters, when it traces the layer (the pointers cannot be traced)."""
+    """Whether ``part``'s weight is still its rows of the fused matrix. Kept by the layer
+    as a flag, updated when the parameters move (``_apply``): a forward reads no pointers,
+    which torch.compile could not trace."""
     fused = part._fused
     start = fused.bounds[part._index][0]
     offset = start * fused.weight.stride(0) * fused.weight.element_size()

@@ -298,7 +298,7 @@ def fuse_qkv(model: torch.nn.Module) -> int:
             if bias is not None:
                 fused.bias = torch.nn.Parameter(bias[start:stop],
                                                 requires_grad=part.bias.requires_grad)
-            fused._fused, fused._index = shared, index
+            fused.share(shared, index)
             new.append(fused)
         with torch.no_grad():
             after = [p(probe) for p in new]
