@@ -206,16 +206,36 @@ _L2_PROMOTE_256B = 3
 class TensorMap:
     """A 2-D tiled tensor map (the 128-byte, 64-byte-aligned descriptor of a bulk copy);
     the box lands in shared memory with the 128-byte swizzle unless ``swizzle`` says
-    otherwise (``SWIZZLE_64B``: box rows of 64 bytes)."""
+    otherwise (``SWIZZLE_64B``: box rows of 64 bytes). `TensorMap.tiled` makes one of up
+    to 5 dimensions."""
 
     def __init__(self, pointer: int, dtype: int, rows: int, cols: int, row_bytes: int,
                  box_rows: int, box_cols: int, swizzle: int = SWIZZLE_128B):
+        self._encode(pointer, dtype, (cols, rows), (row_bytes,), (box_cols, box_rows), swizzle,
+                     f"a {rows} x {cols} tensor")
+
+    @classmethod
+    def tiled(cls, pointer: int, dtype: int, dims: Sequence[int], strides: Sequence[int],
+              box: Sequence[int], swizzle: int = SWIZZLE_128B) -> TensorMap:
+        """A map of ``len(dims)`` dimensions, innermost first (the innermost dense):
+        ``strides`` the byte strides of the others (multiples of 16, in any order: a
+        sequence-major [B, L, H, D] tensor read as [B, H, L, D] is fine), ``box`` the
+        elements of a copy along each dimension."""
+        found = cls.__new__(cls)
+        found._encode(pointer, dtype, tuple(dims), tuple(strides), tuple(box), swizzle,
+                      f"a {' x '.join(map(str, reversed(dims)))} tensor")
+        return found
+
+    def _encode(self, pointer: int, dtype: int, dims: tuple[int, ...], strides: tuple[int, ...],
+                box: tuple[int, ...], swizzle: int, what: str) -> None:
+        rank = len(dims)
+        if not 1 <= rank <= 5 or len(strides) != rank - 1 or len(box) != rank:
+            raise ValueError(f"a tensor map of {rank} dimensions, {len(strides)} strides and "
+                             f"{len(box)} box sizes")
         self._buffer = ctypes.create_string_buffer(128 + 64)
         self.address = (ctypes.addressof(self._buffer) + 63) & ~63
-        dims = (ctypes.c_uint64 * 2)(cols, rows)
-        strides = (ctypes.c_uint64 * 1)(row_bytes)
-        box = (ctypes.c_uint32 * 2)(box_cols, box_rows)
-        steps = (ctypes.c_uint32 * 2)(1, 1)
         _check(_driver().cuTensorMapEncodeTiled(
-            self.address, dtype, 2, pointer, dims, strides, box, steps, 0, swizzle,
-            _L2_PROMOTE_256B, 0), f"describing a {rows} x {cols} tensor for bulk copies")
+            self.address, dtype, rank, pointer, (ctypes.c_uint64 * rank)(*dims),
+            (ctypes.c_uint64 * max(rank - 1, 1))(*strides), (ctypes.c_uint32 * rank)(*box),
+            (ctypes.c_uint32 * rank)(*([1] * rank)), 0, swizzle, _L2_PROMOTE_256B, 0),
+            f"describing {what} for bulk copies")

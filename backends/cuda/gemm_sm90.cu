@@ -90,17 +90,6 @@ struct Layout {
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "     \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
 
-// One wgmma: SHAPE and TYPE name the instruction, REGS lists the accumulator operands
-// (the outputs, given last), A, B and P are the operand numbers of the two descriptors
-// and of the accumulate flag.
-#define CROQ_WGMMA(SHAPE, TYPE, REGS, A, B, P, ...)                                      \
-  asm volatile(                                                                          \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"                                     \
-      "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE " " REGS ", " A ", " B   \
-      ", p, 1, 1, 0, 0;\n}\n"                                                            \
-      : __VA_ARGS__                                                                      \
-      : "l"(a), "l"(b), "r"(accumulate))
-
 // d (+)= A_tile(64 x 16) @ B_tile(BN x 16)^T; accumulate = 0 overwrites d.
 template <bool BF16, int N>
 __device__ __forceinline__ void wgmma_64xNx16(float (&d)[N], uint64_t a, uint64_t b,

@@ -1,6 +1,9 @@
-// Helpers of the warp-specialised Hopper kernels (gemm_sm90.cu, gemm_sp_sm90.cu), spliced
+// Helpers of the warp-specialised Hopper GEMMs (gemm_sm90.cu, gemm_sp_sm90.cu), spliced
 // into each kernel's source where it includes this file, after sync.cuh and after the
 // kernel's constants: CLUSTER, BM, GROUP_M (the tile order) and WG_ROWS (the epilogue).
+// The wgmma helpers every Hopper kernel shares are in wgmma.cuh.
+
+#include "wgmma.cuh"
 
 // ---- mbarriers -----------------------------------------------------------------
 
@@ -49,82 +52,6 @@ __device__ __forceinline__ void copy_tile_to_cluster(uint32_t dst, const CUtenso
       "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(k), "r"(row), "h"(mask)
       : "memory");
 }
-
-__device__ __forceinline__ void named_barrier(uint32_t id, uint32_t threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-// ---- wgmma ----------------------------------------------------------------------
-
-// Descriptor of a K-major, swizzled tile in shared memory: 8-row groups `group_bytes`
-// apart, `swizzle` the descriptor's layout code (1: 128-byte swizzle, 2: 64-byte).
-__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t group_bytes,
-                                                    uint64_t swizzle) {
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((address & 0x3FFFF) >> 4);
-  d |= static_cast<uint64_t>(16 >> 4) << 16;  // leading byte offset (unused: swizzled)
-  d |= static_cast<uint64_t>(group_bytes >> 4) << 32;  // stride byte offset
-  d |= swizzle << 62;
-  return d;
-}
-
-// A tile of 128-byte rows with the 128-byte swizzle: 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t tile_descriptor(uint32_t address) {
-  return smem_descriptor(address, 1024, 1);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int PENDING>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
-}
-
-// Keeps the compiler from moving accumulator reads or writes across a wgmma wait.
-template <int N>
-__device__ __forceinline__ void pin(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-#define CROQ_D8(i)                                                                       \
-  "+f"(d[i + 0]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]),        \
-      "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define CROQ_D64(i)                                                                      \
-  CROQ_D8(i + 0), CROQ_D8(i + 8), CROQ_D8(i + 16), CROQ_D8(i + 24), CROQ_D8(i + 32),     \
-      CROQ_D8(i + 40), CROQ_D8(i + 48), CROQ_D8(i + 56)
-#define CROQ_D32(i) CROQ_D8(i + 0), CROQ_D8(i + 8), CROQ_D8(i + 16), CROQ_D8(i + 24)
-#define CROQ_REGS128                                                                     \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "              \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "     \
-  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "     \
-  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "     \
-  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "     \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "     \
-  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, "     \
-  "%110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, " \
-  "%124, %125, %126, %127}"
-
-template <bool BF16>
-struct Out;
-template <>
-struct Out<false> {
-  using pair = __half2;
-  static __device__ __forceinline__ pair make(float x, float y) { return __floats2half2_rn(x, y); }
-};
-template <>
-struct Out<true> {
-  using pair = __nv_bfloat162;
-  static __device__ __forceinline__ pair make(float x, float y) {
-    return __floats2bfloat162_rn(x, y);
-  }
-};
 
 struct TileOrder {
   int cluster_rows;  // cdiv(M, CLUSTER * BM)

@@ -1,5 +1,5 @@
 // Helpers of the hand-written kernels of this folder (spliced into each kernel's source
-// where it includes this file): shared-memory addresses, mbarriers, clusters, bulk stores.
+// where it includes this file): shared-memory addresses, mbarriers, clusters, bulk copies.
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -25,6 +25,11 @@ __device__ __forceinline__ void barrier_expect_bytes(uint32_t bar, uint32_t byte
                : "memory");
 }
 
+// One arrival on a barrier of this block.
+__device__ __forceinline__ void barrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
 __device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
       "{\n"
@@ -42,4 +47,15 @@ __device__ __forceinline__ void store_tile(const CUtensorMap* map, uint32_t src,
                    reinterpret_cast<uint64_t>(map)),
                "r"(src), "r"(col), "r"(row)
                : "memory");
+}
+
+// A bulk copy of the box at coordinates (c0, c1, c2, c3) (innermost first) of a 4-D
+// tensor map into shared memory at dst, completing on the barrier bar of this block.
+__device__ __forceinline__ void load_box_4d(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                            int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
 }

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from croqtile import settings
-from croqtile.backends.cuda import gemm, gemm_sm100, gemm_sp
+from croqtile.backends.cuda import attention, gemm, gemm_sm100, gemm_sp
 from croqtile.backends.cuda.driver import nvcc_flags
 from croqtile.backends.cuda.gemm_sm100 import Sm100Config
 
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine")
 KERNELS = {
     "dense_sm90a": (gemm.hopper_source, "90a", "wgmma.mma_async"),
     "sparse_sm90a": (gemm_sp.sparse_source, "90a", "wgmma.mma_async.sp"),
+    "attention_sm90a": (attention.attention_source, "90a", "wgmma.mma_async"),
     "tcgen05_sm100a": (lambda: gemm_sm100.source(Sm100Config("bf16", "bf16")), "100a",
                        "tcgen05.mma"),
     "tcgen05_pair_sm100a": (lambda: gemm_sm100.source(Sm100Config("f8_e4m3", "f16",
@@ -62,7 +63,7 @@ def test_the_package_build_keeps_the_architecture_specific_kernel(tmp_path: Path
     assert instruction in ptx and "trap;" not in ptx
 
 
-@pytest.mark.parametrize("name", ["dense_sm90a", "tcgen05_sm100a"])
+@pytest.mark.parametrize("name", ["dense_sm90a", "attention_sm90a", "tcgen05_sm100a"])
 def test_the_portable_ptx_pass_traps(tmp_path: Path, name: str) -> None:
     arch = KERNELS[name][1].rstrip("a")
     done = _nvcc(tmp_path, name, f"-gencode=arch=compute_{arch},code=compute_{arch}", "-ptx",
