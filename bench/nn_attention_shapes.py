@@ -51,6 +51,9 @@ DECODE_SHAPES = [
     ("decode b8 static 8192", 8, 32, 8, 1, 8192, 2048),
     ("decode 4q static 8192", 1, 32, 8, 4, 8192, 548),
 ]
+# attention_decode.co beside croqtile.nn's choice: (COLS, pieces of how many COLS steps,
+# num_stages); fewer keys a step and fewer stages fit more blocks on an SM
+DECODE_VARIANTS = [(64, 8, 3), (64, 4, 2), (64, 8, 2), (128, 2, 2), (64, 16, 3), (32, 16, 3)]
 # the kernel compiled as croqtile.nn compiles it (kernels.attention_variant), under these
 # launch options ("kernel": croqtile.nn's own; its blocks already start with the longest
 # causal row tiles, see attention.co; "ws": not an option but the warp-specialised form)
@@ -108,6 +111,24 @@ def forms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     return made
 
 
+def decode_kernels(masked: bool) -> dict[tuple[int, int, int], Any]:
+    """attention_decode.co compiled under each of DECODE_VARIANTS (bf16, HEAD_DIM)."""
+    import croqtile
+    from croqtile.nn import kernels
+
+    source = (kernels.KERNELS / "attention_decode.co").read_text()
+    compiled = {}
+    for cols, tiles, stages in DECODE_VARIANTS:
+        defines = dict(kernels.attention_defines("bf16", HEAD_DIM, masked, (
+            ("ROWS", kernels.DECODE_ROWS), ("COLS", cols), ("CHUNK", cols * tiles))))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", croqtile.CompileWarning)
+            compiled[cols, tiles, stages] = croqtile.compile(
+                source, defines={**defines, "NAME": "decode"}, fill_buffers=False,
+                num_stages=stages).decode
+    return compiled
+
+
 def decode_rows(reps: int) -> list[dict[str, Any]]:
     """DECODE_SHAPES: SDPA, croqtile.nn (the decode kernel) and the prefill kernel
     (attention.co, masked where the shape has a mask) under CUDA graphs."""
@@ -132,6 +153,9 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
         timed: dict[str, Callable[[], torch.Tensor]] = {
             "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                            enable_gqa=True),
+            **{f"decode c{c} x{t} s{st}": (lambda fn=fn: fn(q, k, v, *extra, False, scale)
+                                            .transpose(1, 2))
+               for (c, t, st), fn in decode_kernels(mask is not None).items()},
             "croqtile.nn": lambda: cf.scaled_dot_product_attention(q, k, v, attn_mask=mask,
                                                                    enable_gqa=True),
             "prefill kernel": lambda: prefill(q, k, v, *extra, False, scale).transpose(1, 2),
