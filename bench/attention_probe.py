@@ -478,17 +478,17 @@ def tut_launcher(block_m=128, block_n=128, num_warps=8, num_stages=3, ws=0, ddes
 
 def croqtile_kernel(ws=False, options=None):
     """croqtile/kernels/attention.co compiled as croqtile.nn compiles it for these inputs
-    (croqtile.nn.kernels.attention_variant: its defines, tiles and options; ``ws``: the
+    (croqtile.nn.attention_ops.attention_variant: its defines, tiles and options; ``ws``: the
     warp-specialised form), optionally under other compile options."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     def run(q, k, v, causal, scale):
         fn = run.fn
         if fn is None:
             element = {torch.bfloat16: "bf16", torch.float16: "f16"}[q.dtype]
             kind = "gpu" if q.is_cuda else "cpu"
-            variant = kernels.attention_variant(element, q.shape[-1], False, kind, ws)
+            variant = attention_ops.attention_variant(element, q.shape[-1], False, kind, ws)
             defines = dict(variant.defines + variant.names)
             defines["NAME"] = "attention"
             source = (kernels.KERNELS / "attention.co").read_text()
@@ -515,7 +515,7 @@ VARIANTS = {
            "calls (host path included; the default form)", "nn", {}),
     "kernel_ws": ("croqtile's warp-specialised form (attention.co EVERY_TILE=1, compiled "
                   "with warp_specialize, 4 warps, 2 stages, descriptors made in the kernel: "
-                  "croqtile.nn.kernels.ATTENTION_WS_OPTIONS)", "croq", dict(ws=True)),
+                  "croqtile.nn.attention_ops.ATTENTION_WS_OPTIONS)", "croq", dict(ws=True)),
     "gen": ("the generated kernel before the epilogue change as a hand kernel, all switches off "
             "(= kernel but for its epilogue's division)", "hand", {}),
     "split": ("causal loop split: unmasked tiles, then the diagonal (tutorial STAGE 1/2)",
@@ -693,10 +693,14 @@ def main() -> int:
     if os.environ.get("PROBE_NC", "1") == "0":
         names = [n for n in names if is_causal(n)]
     import croqtile
-    from croqtile.nn import kernels as nn_kernels
-    if not hasattr(nn_kernels, "attention_variant"):
-        print(f"croqtile at {croqtile.__file__} has no croqtile.nn.kernels.attention_variant:"
-              " install this checkout (pip install -e .)",
+    try:
+        from croqtile.nn import attention_ops
+    except ImportError:  # (an older croqtile)
+        attention_ops = None
+    if not hasattr(attention_ops, "attention_variant"):
+        print(f"croqtile at {croqtile.__file__} has no "
+              "croqtile.nn.attention_ops.attention_variant: install this checkout (pip "
+              "install -e .)",
               file=sys.stderr)
         return 2
     t_start = time.time()

@@ -38,7 +38,7 @@ SHAPES = [
     ("b4 4096", 4, 32, 32, 4096, True, False),
     ("b4 4096 full", 4, 32, 32, 4096, False, False),
 ]
-# the kernel compiled as croqtile.nn compiles it (kernels.attention_variant), under these
+# the kernel compiled as croqtile.nn compiles it (attention_ops.attention_variant), under these
 # launch options ("kernel": croqtile.nn's own; its blocks already start with the longest
 # causal row tiles, see attention.co; "ws": not an option but the warp-specialised form)
 OPTIONS: dict[str, dict[str, Any]] = {
@@ -54,13 +54,13 @@ LOG2E = 1.4426950408889634
 def compile_options(dtype: str = "bf16") -> dict[str, Any]:
     """The unmasked attention kernel of croqtile.nn's GPU variant under each of OPTIONS."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     source = (kernels.KERNELS / "attention.co").read_text()
     compiled = {}
     for name, options in OPTIONS.items():
         options = dict(options)
-        variant = kernels.attention_variant(dtype, HEAD_DIM, False, "gpu",
+        variant = attention_ops.attention_variant(dtype, HEAD_DIM, False, "gpu",
                                             options.pop("ws", False))
         defines = {**dict(variant.defines), "NAME": "attention"}
         with warnings.catch_warnings():

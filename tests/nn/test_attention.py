@@ -174,7 +174,7 @@ def test_gradients_match_torch(kw: dict[str, Any]) -> None:
     out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
     assert ran
     grads, ran = croqtile_ops(torch.autograd.grad, out, (q, k, v), do)
-    assert [op.split("_")[1] for op in ran] == ["stats", "dq", "dkv"], ran
+    assert [op.split("_")[1] for op in ran] == ["delta", "dq", "dkv"], ran
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     expected = torch.autograd.grad(reference(*leaves, **kw), leaves, do.double())
     for got, want in zip(grads, expected):
@@ -225,15 +225,15 @@ def test_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
     planes of 2 batches of 7 heads (the last band short, one band across the batches)
     or 1: every (batch, head, row tile) is still computed once."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    defines = dict(kernels.attention_defines("f32", 32, False, (
+    defines = dict(attention_ops.attention_defines("f32", 32, False, (
         ("ROWS", 16), ("COLS", 16), ("WG_ROWS", 16))))
     module = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                               defines={**defines, "NAME": "bands", "KV_BUDGET": budget})
     b, h, hkv, length, keys, d = 2, 7, 7, 50, 40, 32
     q, k, v = qkv(b, h, hkv, length, keys, d, torch.float32)
-    scale = torch.full((1,), d ** -0.5 * kernels.LOG2E)
+    scale = torch.full((1,), d ** -0.5 * attention_ops.LOG2E)
     out = module.bands(q, k, v, causal, scale).transpose(1, 2)
     assert_close(out, reference(q, k, v, is_causal=causal), torch.float32)
 
@@ -244,16 +244,16 @@ def test_every_output_element_is_written(causal: bool) -> None:
     uninitialised): under ``debug`` an unwritten element would stay NaN. Row and key
     counts off the tiles, two batches of grouped heads."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    defines = dict(kernels.attention_defines("f32", 32, False, (
+    defines = dict(attention_ops.attention_defines("f32", 32, False, (
         ("ROWS", 16), ("COLS", 16), ("WG_ROWS", 16))))
     module = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                               defines={**defines, "NAME": "written"}, fill_buffers=False,
                               debug=True)
     assert "float('nan')" in module.written.triton_source
     q, k, v = qkv(2, 4, 2, 37, 29, 32, torch.float32)
-    scale = torch.full((1,), 32 ** -0.5 * kernels.LOG2E)
+    scale = torch.full((1,), 32 ** -0.5 * attention_ops.LOG2E)
     out = module.written(q, k, v, causal, scale).transpose(1, 2)
     assert not torch.isnan(out).any()
     assert_close(out, reference(q, k, v, is_causal=causal, enable_gqa=True), torch.float32)
@@ -265,9 +265,9 @@ def test_the_output_is_divided_by_one_reciprocal_a_row() -> None:
     results against float64 are the other tests' (rows without keys still give 0:
     test_a_boolean_mask_with_fully_masked_rows)."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    defines = dict(kernels.attention_defines("bf16", 64, False, (
+    defines = dict(attention_ops.attention_defines("bf16", 64, False, (
         ("ROWS", 32), ("COLS", 32), ("WG_ROWS", 16))))
     source = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                               defines={**defines, "NAME": "recip"}).recip.triton_source
@@ -281,9 +281,9 @@ def test_the_output_is_divided_by_one_reciprocal_a_row() -> None:
 def _form(element: str, d: int, ws: bool, kind: str = "cpu", name: str = "form") -> Any:
     """attention.co compiled as croqtile.nn compiles a form of it (attention_variant)."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    variant = kernels.attention_variant(element, d, False, kind, ws)
+    variant = attention_ops.attention_variant(element, d, False, kind, ws)
     return getattr(croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                                     defines={**dict(variant.defines), "NAME": name},
                                     **dict(variant.options)), name)
@@ -315,7 +315,7 @@ def test_warp_specialised_form_against_float64(shape: tuple[int, ...], causal: b
     """The warp-specialised form (run by Triton's interpreter: the same kernel text) at
     shapes with query and key tails, L < S, L > S and grouped heads, q strided as a
     model's [B, L, H, D] projections make it."""
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     element = {torch.float32: "f32", torch.bfloat16: "bf16"}[dtype]
     b, h, hkv, length, keys = shape
@@ -323,29 +323,29 @@ def test_warp_specialised_form_against_float64(shape: tuple[int, ...], causal: b
     form = _form(element, d, True, name=f"ws_{element}")
     q = random((b, length, h, d), dtype).transpose(1, 2)
     k, v = (random((b, hkv, keys, d), dtype) for _ in range(2))
-    scale = torch.full((1,), d ** -0.5 * kernels.LOG2E)
+    scale = torch.full((1,), d ** -0.5 * attention_ops.LOG2E)
     out = form(q, k, v, causal, scale).transpose(1, 2)
     assert_close(out, reference(q, k, v, is_causal=causal, enable_gqa=hkv != h), dtype)
 
 
 def test_warp_specialised_form_is_chosen_by_the_environment(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     monkeypatch.delenv("CROQTILE_ATTENTION_WS", raising=False)
-    assert not kernels.attention_ws("bf16", 128, False, "gpu")
+    assert not attention_ops.attention_ws("bf16", 128, False, "gpu")
     monkeypatch.setenv("CROQTILE_ATTENTION_WS", "1")
-    assert kernels.attention_ws("bf16", 128, False, "gpu")
-    assert kernels.attention_ws("f16", 64, False, "gpu")
+    assert attention_ops.attention_ws("bf16", 128, False, "gpu")
+    assert attention_ops.attention_ws("f16", 64, False, "gpu")
     # not on the CPU, with a mask, for 4- and 8-byte types or at head dimension 256
-    assert not kernels.attention_ws("bf16", 128, False, "cpu")
-    assert not kernels.attention_ws("bf16", 128, True, "gpu")
-    assert not kernels.attention_ws("f32", 128, False, "gpu")
-    assert not kernels.attention_ws("bf16", 256, False, "gpu")
-    variant = kernels.attention_variant("bf16", 128, False, "gpu", True)
+    assert not attention_ops.attention_ws("bf16", 128, False, "cpu")
+    assert not attention_ops.attention_ws("bf16", 128, True, "gpu")
+    assert not attention_ops.attention_ws("f32", 128, False, "gpu")
+    assert not attention_ops.attention_ws("bf16", 256, False, "gpu")
+    variant = attention_ops.attention_variant("bf16", 128, False, "gpu", True)
     assert dict(variant.names)["NAME"] == "attention_bf16_d128_ws_gpu"
     assert dict(variant.defines)["EVERY_TILE"] == 1
-    assert dict(variant.options) == {"fill_buffers": False, **dict(kernels.ATTENTION_WS_OPTIONS)}
+    assert dict(variant.options) == {"fill_buffers": False, **dict(attention_ops.ATTENTION_WS_OPTIONS)}
 
 
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import croqtile
 import croqtile.nn.functional as cf
-from croqtile.nn import kernels
+from croqtile.nn import attention_ops, kernels
 from croqtile.nn import transformers as integration
 
 from ..e2e.checks import assert_close, random
@@ -27,11 +27,11 @@ def _f32(*shape: int, grad: bool = False) -> torch.Tensor:
 
 
 def _scale() -> torch.Tensor:
-    return torch.full((1,), 0.125 * kernels.LOG2E)
+    return torch.full((1,), 0.125 * attention_ops.LOG2E)
 
 
 def _attention_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
-    stats, dq, dkv = kernels.attention_backward_ops("f32", 32, True, "cpu")
+    stats, dq, dkv = attention_ops.attention_backward_ops("f32", 32, True, "cpu")
     q, k, v = _f32(1, 2, 20, 32), _f32(1, 1, 24, 32), _f32(1, 1, 24, 32)
     mask, out, do = _f32(1, 1, 20, 24), _f32(1, 2, 20, 32), _f32(1, 2, 20, 32)
     if part == "stats":
@@ -72,10 +72,10 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                            (_f32(20, 40), _f32(36, 40), _f32(36, 40), _f32(20, 36))),
     "matmul_nn": lambda: (kernels.matmul_ops("f32", "cpu")[0], (_f32(20, 36), _f32(36, 40))),
     "matmul_tn": lambda: (kernels.matmul_ops("f32", "cpu")[1], (_f32(20, 36), _f32(20, 40))),
-    "attention": lambda: (kernels.attention_op("f32", 32, False, "cpu"),
+    "attention": lambda: (attention_ops.attention_op("f32", 32, False, "cpu"),
                           (_f32(1, 2, 20, 32, grad=True), _f32(1, 1, 24, 32, grad=True),
                            _f32(1, 1, 24, 32, grad=True), True, _scale())),
-    "attention (mask)": lambda: (kernels.attention_op("f32", 32, True, "cpu"),
+    "attention (mask)": lambda: (attention_ops.attention_op("f32", 32, True, "cpu"),
                                  (_f32(1, 2, 20, 32, grad=True), _f32(1, 2, 24, 32, grad=True),
                                   _f32(1, 2, 24, 32, grad=True), _f32(1, 2, 20, 24), False,
                                   _scale())),
@@ -249,8 +249,8 @@ LARGEST = [(kind, element, d) for kind in ("cpu", "gpu")
 def test_the_largest_attention_variants_compile(kind: str, element: str, d: int) -> None:
     """The tile sizes chosen for each device kind pass the checker's shared-memory budget
     (GPU variants are compiled here, not run)."""
-    rows, cols, wg_rows = kernels.attention_tiles(kind, element, d)
-    backward_rows, backward_cols = kernels.attention_backward_tiles(kind, element, d)
+    rows, cols, wg_rows = attention_ops.attention_tiles(kind, element, d)
+    backward_rows, backward_cols = attention_ops.attention_backward_tiles(kind, element, d)
     for program, tiles in (
             ("attention", (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
             ("attention_backward", (("ROWS", backward_rows), ("COLS", backward_cols)))):
@@ -258,7 +258,7 @@ def test_the_largest_attention_variants_compile(kind: str, element: str, d: int)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
             module = croqtile.compile(source, defines=dict(
-                kernels.attention_defines(element, d, True, tiles)))
+                attention_ops.attention_defines(element, d, True, tiles)))
         assert all("@triton.jit" in f.triton_source for f in module.functions.values())
 
 
@@ -312,7 +312,7 @@ def test_a_tile_loaded_in_the_key_loop_counts_in_its_pipeline() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
             module = croqtile.compile(source, defines=dict(
-                kernels.attention_defines("bf16", 128, masked, tiles)))
+                attention_ops.attention_defines("bf16", 128, masked, tiles)))
         [function] = module.functions.values()
         stages[masked] = function.triton_source.count("num_stages=2")
     assert stages == {False: 0, True: 1}
