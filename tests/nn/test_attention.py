@@ -181,6 +181,133 @@ def test_gradients_match_torch(kw: dict[str, Any]) -> None:
         assert_close(got, want, torch.float32)
 
 
+
+# (B, H, HKV, L, S, D): odd lengths crossing the CPU's backward tiles (dq: 32 rows by 16
+# keys, dk/dv: 32 keys by 16 rows, warpgroups of 16), L < S and L > S, grouped heads
+GRADIENT_SHAPES = [(1, 4, 2, 45, 45, 32), (2, 2, 1, 23, 71, 16), (1, 2, 2, 67, 29, 64)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mask", [None, "causal", "bool", "additive"])
+@pytest.mark.parametrize("shape", GRADIENT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gradients_of_the_training_form(shape: tuple[int, ...], mask: str | None,
+                                        dtype: torch.dtype) -> None:
+    """Every element of dq, dk and dv against torch autograd in float64: the forward's
+    training form (o and each row's log-sum-exp) then the backward's delta, dq and dk/dv
+    kernels, unmasked, causal (the diagonal tiles masked, the others not), with a boolean
+    mask (a row with no key: zero gradients) and an additive one."""
+    b, h, hkv, length, keys, d = shape
+    q, k, v = (t.requires_grad_() for t in qkv(b, h, hkv, length, keys, d, dtype))
+    kw: dict[str, Any] = {"enable_gqa": True}
+    if mask == "causal":
+        kw["is_causal"] = True
+    elif mask == "bool":
+        kw["attn_mask"] = torch.rand(length, keys) > 0.3
+        kw["attn_mask"][3] = False
+    elif mask == "additive":
+        kw["attn_mask"] = random((b, 1, length, keys), dtype)
+    do = random((b, h, length, d), dtype)
+    out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
+    assert len(ran) == 1 and ran[0].startswith("croqtile.attention_") and "_train_" in ran[0]
+    grads, ran = croqtile_ops(torch.autograd.grad, out, (q, k, v), do)
+    assert [op.split("_")[1] for op in ran] == ["delta", "dq", "dkv"], ran
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, **kw), leaves, do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, dtype)
+
+
+def test_the_training_form_writes_each_rows_log_sum_exp() -> None:
+    """The training form's second output: log2 of each row's sum of exp2 of the scaled
+    scores (+inf for a row with every key masked), beside the forward's output; a call
+    that needs no gradient runs the forward without it."""
+    from croqtile.nn import attention_ops, kernels
+
+    q, k, v = qkv(1, 2, 1, 37, 41, 32, torch.float32)
+    mask = torch.zeros(1, 1, 37, 41).masked_fill(torch.rand(37, 41) > 0.6, float("-inf"))
+    mask[..., 7, :] = float("-inf")
+    scale = torch.full((1,), 32 ** -0.5 * attention_ops.LOG2E)
+    for masked, causal in ((False, True), (True, False)):
+        train = kernels.operator(attention_ops.training_name("f32", 32, masked, "cpu"))
+        out, lse = train(q, k, v, mask if masked else None, causal, scale)
+        scores = q.double() @ k.double().repeat_interleave(2, 1).transpose(-1, -2) * 32 ** -0.5
+        if causal:
+            scores = scores.masked_fill(torch.ones(37, 41, dtype=torch.bool).triu(1),
+                                        float("-inf"))
+        else:
+            scores = scores + mask.double()
+        want = torch.logsumexp(scores, -1) * attention_ops.LOG2E
+        want = want.masked_fill(want == float("-inf"), float("inf"))
+        assert lse.shape == (1, 2, 37) and torch.equal(lse.isinf(), want.isinf())
+        assert_close(lse.nan_to_num(posinf=0.0), want.nan_to_num(posinf=0.0), torch.float32)
+        assert_close(out.transpose(1, 2), reference(q, k, v, is_causal=causal, enable_gqa=True,
+                                                    attn_mask=None if causal else mask),
+                     torch.float32)
+    _, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, is_causal=True,
+                          enable_gqa=True)
+    assert len(ran) == 1 and "_train_" not in ran[0] and "_lse_" not in ran[0]
+
+
+def _backward_sources(kind: str) -> dict[str, str]:
+    import croqtile
+    from croqtile.nn import attention_ops, kernels
+
+    tiles = attention_ops.attention_backward_tiles(kind, "bf16", 128)
+    module = croqtile.compile((kernels.KERNELS / "attention_backward.co").read_text(),
+                              defines=dict(attention_ops.attention_defines(
+                                  "bf16", 128, False, tiles.defines())),
+                              **dict(attention_ops.BACKWARD_OPTIONS[kind]))
+    return {name: fn.triton_source for name, fn in module.functions.items()}
+
+
+def test_the_backward_masks_only_the_tiles_that_need_it() -> None:
+    """dq and dk/dv (GPU tiles) each walk the tiles with no hidden score in a loop
+    without a mask, then the others (the causal diagonal, dq's keys past S) in a second
+    loop; the warpgroups of a block are one computation (8 warps, no loop over them);
+    3 products a step for dq, 4 for dk/dv, none in delta."""
+    sources = _backward_sources("gpu")
+    assert "tl.dot(" not in sources["attention_delta"]
+    for name, dots in (("attention_dq", 3), ("attention_dkv", 4)):
+        source = sources[name]
+        kernel = source[source.index("@triton.jit\ndef " + name):]
+        assert "num_warps=8, num_stages=2" in source and "for wg in" not in source
+        loops = [part for part in re.split(r"\n    +for (?:kt|i|i_1) in ", kernel)[1:]]
+        assert len(loops) == 2, name
+        assert [loop.count("tl.dot(") for loop in loops] == [dots, dots]
+        assert "float('-inf')" not in loops[0] and "float('-inf')" in loops[1]
+
+
+@pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
+def test_the_backward_compiles_for_sm90() -> None:
+    """The GPU variant (bf16, D = 128) compiled for sm_90 by Triton (no GPU needed): 8
+    warps for dq and dk/dv, within a block's shared memory."""
+    import croqtile
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from croqtile import settings
+    from croqtile.backends.triton.launcher import load_module
+    from croqtile.nn import attention_ops, kernels
+
+    tiles = attention_ops.attention_backward_tiles("gpu", "bf16", 128)
+    module = croqtile.compile((kernels.KERNELS / "attention_backward.co").read_text(),
+                              defines=dict(attention_ops.attention_defines(
+                                  "bf16", 128, False, tiles.defines())),
+                              **dict(attention_ops.BACKWARD_OPTIONS["gpu"]))
+    for name, fn in module.functions.items():
+        artifact = fn._compiled.artifact  # type: ignore[attr-defined]
+        kernel = getattr(load_module(artifact, settings.cache_dir()), artifact.kernels[0])
+        signature = artifact.signatures[0]
+        constants = {(kernel.arg_names.index(n),): n != "ON_CPU"
+                     for n, kind in signature.items() if kind == "constexpr"}
+        compiled = triton.compile(ASTSource(kernel, signature, constants),
+                                  target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": artifact.num_warps[0],
+                                           "num_stages": artifact.num_stages[0]})
+        assert compiled.metadata.num_warps == (4 if name == "attention_delta" else 8)
+        assert compiled.metadata.shared <= 227 * 1024
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_bf16_1024_gpu(causal: bool) -> None:

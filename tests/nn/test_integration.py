@@ -31,13 +31,22 @@ def _scale() -> torch.Tensor:
 
 
 def _attention_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
-    stats, dq, dkv = attention_ops.attention_backward_ops("f32", 32, True, "cpu")
+    delta, dq, dkv = attention_ops.attention_backward_ops("f32", 32, True, "cpu")
     q, k, v = _f32(1, 2, 20, 32), _f32(1, 1, 24, 32), _f32(1, 1, 24, 32)
     mask, out, do = _f32(1, 1, 20, 24), _f32(1, 2, 20, 32), _f32(1, 2, 20, 32)
-    if part == "stats":
-        return stats, (q, k, mask, out, do, False, _scale())
-    lse_delta = torch.randn(2, 1, 2, 20)
-    return {"dq": dq, "dkv": dkv}[part], (q, k, v, mask, do, lse_delta, False, _scale())
+    if part == "delta":
+        return delta, (out, do)
+    lse, row_delta = torch.randn(1, 2, 20) + 3.0, torch.randn(1, 2, 20)
+    return {"dq": dq, "dkv": dkv}[part], (q, k, v, mask, do, lse, row_delta, False, _scale())
+
+
+def _attention_training(masked: bool) -> tuple[Any, tuple[Any, ...]]:
+    """The training form of the forward (o and each row's log-sum-exp), with autograd."""
+    q, k, v = (_f32(1, 2, 20, 32, grad=True), _f32(1, 1, 24, 32, grad=True),
+               _f32(1, 1, 24, 32, grad=True))
+    mask = _f32(1, 1, 20, 24) if masked else None
+    return (kernels.operator(attention_ops.training_name("f32", 32, masked, "cpu")),
+            (q, k, v, mask, not masked, _scale()))
 
 
 def _rms_norm_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
@@ -79,8 +88,10 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                                  (_f32(1, 2, 20, 32, grad=True), _f32(1, 2, 24, 32, grad=True),
                                   _f32(1, 2, 24, 32, grad=True), _f32(1, 2, 20, 24), False,
                                   _scale())),
+    "attention (training)": lambda: _attention_training(False),
+    "attention (training, mask)": lambda: _attention_training(True),
     **{f"attention_{part}": (lambda part=part: _attention_backward(part))
-       for part in ("stats", "dq", "dkv")},
+       for part in ("delta", "dq", "dkv")},
     "rms_norm": lambda: (kernels.rms_norm_op("f32", True, "cpu"),
                          (_f32(20, 40, grad=True), _f32(40, grad=True), torch.tensor([1e-6]))),
     **{f"rms_norm_{part}": (lambda part=part: _rms_norm_backward(part))
@@ -106,7 +117,7 @@ def test_every_registered_operator_is_of_a_checked_kind() -> None:
         build()
     names = [str(op).split(".")[-1] for op in kernels.loaded_operators()]
     kinds = ("linear_grad_", "linear_", "gated_grad_", "gated_", "matmul_nn_", "matmul_tn_",
-             "attention_stats_",
+             "attention_delta_",
              "attention_dq_", "attention_dkv_", "attention_", "rms_norm_rstd_",
              "rms_norm_dx_", "rms_norm_dw_", "rms_norm_", "rotary_")
     assert names and all(name.startswith(kinds) for name in names), names
@@ -250,10 +261,11 @@ def test_the_largest_attention_variants_compile(kind: str, element: str, d: int)
     """The tile sizes chosen for each device kind pass the checker's shared-memory budget
     (GPU variants are compiled here, not run)."""
     rows, cols, wg_rows = attention_ops.attention_tiles(kind, element, d)
-    backward_rows, backward_cols = attention_ops.attention_backward_tiles(kind, element, d)
+    backward = attention_ops.attention_backward_tiles(kind, element, d)
     for program, tiles in (
-            ("attention", (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
-            ("attention_backward", (("ROWS", backward_rows), ("COLS", backward_cols)))):
+            ("attention", (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows),
+                           ("LSE", 1))),
+            ("attention_backward", backward.defines())):
         source = (kernels.KERNELS / f"{program}.co").read_text()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
