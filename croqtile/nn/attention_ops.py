@@ -71,10 +71,11 @@ class BackwardTiles:
 
 def attention_backward_tiles(kind: str, element: str, head_dim: int) -> BackwardTiles:
     """The backward's tiles (``BackwardTiles``). On the GPU, for 2-byte types up to head
-    dimension 128, Hopper's tiles (FlashAttention-3's for D = 128): dq on 128-row blocks
-    stepping 64 keys, dk/dv on 128-key blocks stepping 64 query rows, 8 warps, so that
-    the dk and dv accumulators take 128 registers a thread. Head dimension 256 halves the
-    blocks; 4- and 8-byte types take 32-wide tiles. On the CPU (Triton's interpreter),
+    dimension 128, 128-wide tiles for Hopper's products: dq on 128-row blocks stepping 64
+    keys, dk/dv on 128-key blocks stepping 32 query rows, 8 warps, so that the dk and dv
+    accumulators take 128 registers a thread (stepping 64 rows, as FlashAttention-3 does,
+    spilled in Triton 3.6: 255 registers, 216 bytes of spill stores). Head dimension 256
+    halves the blocks; 4- and 8-byte types take 32-wide tiles. On the CPU (Triton's interpreter),
     small tiles of two sizes, so that the tests' small shapes cross several tiles, the
     causal diagonal and tails, split among two warpgroups."""
     if kind == "cpu":
