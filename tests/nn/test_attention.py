@@ -472,7 +472,8 @@ def test_warp_specialised_form_is_chosen_by_the_environment(
     variant = attention_ops.attention_variant("bf16", 128, False, "gpu", True)
     assert dict(variant.names)["NAME"] == "attention_bf16_d128_ws_gpu"
     assert dict(variant.defines)["EVERY_TILE"] == 1
-    assert dict(variant.options) == {"fill_buffers": False, **dict(attention_ops.ATTENTION_WS_OPTIONS)}
+    assert dict(variant.options) == {"fill_buffers": False,
+                                     **dict(attention_ops.ATTENTION_WS_OPTIONS)}
 
 
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
