@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
 
-from ..backends.sm90 import HAVE_CUDA_BACKEND
+from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 from ..e2e.checks import assert_close, random
 from .ops import croqtile_ops
 
@@ -280,7 +280,8 @@ def test_the_backward_masks_only_the_tiles_that_need_it() -> None:
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
 def test_the_backward_compiles_for_sm90() -> None:
     """The GPU variant (bf16, D = 128) compiled for sm_90 by Triton (no GPU needed): 8
-    warps for dq and dk/dv, within a block's shared memory."""
+    warps for dq and dk/dv, within a block's shared memory; the forward's training form
+    (its lse written after the key loop) and the masked variants compile too."""
     import croqtile
     import triton
     from triton.backends.compiler import GPUTarget
@@ -307,6 +308,19 @@ def test_the_backward_compiles_for_sm90() -> None:
                                            "num_stages": artifact.num_stages[0]})
         assert compiled.metadata.num_warps == (4 if name == "attention_delta" else 8)
         assert compiled.metadata.shared <= 227 * 1024
+    # the training form of the forward, and the masked variants (pointers and descriptors)
+    for masked in (False, True):
+        variant = attention_ops.attention_variant("bf16", 128, masked, "gpu", lse=True)
+        forward = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
+                                   defines={**dict(variant.defines), "NAME": "train"},
+                                   **dict(variant.options)).train
+        compile_for_sm90(forward._compiled.artifact, 0, "train")  # type: ignore[attr-defined]
+    masked_backward = croqtile.compile(
+        (kernels.KERNELS / "attention_backward.co").read_text(),
+        defines=dict(attention_ops.attention_defines("bf16", 128, True, tiles.defines())),
+        **dict(attention_ops.BACKWARD_OPTIONS["gpu"]))
+    for name, fn in masked_backward.functions.items():
+        compile_for_sm90(fn._compiled.artifact, 0, name)  # type: ignore[attr-defined]
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [True, False])
