@@ -246,8 +246,12 @@ def gradients(element: str, head_dim: int, masked: bool, kind: str,
     """(dq, dk, dv) from ``inputs`` (q, k, v[, mask]), the forward's output ``out`` and
     lse, and the output's gradient ``do`` (both [B, L, H, D], as the forward writes o)."""
     delta_op, dq_op, dkv_op = attention_backward_ops(element, head_dim, masked, kind)
-    # (the backward's kernels take [B, H, L, D]: views of the [B, L, H, D] tensors)
-    do = (do if do.is_contiguous() else do.contiguous()).transpose(1, 2)
+    # (the backward's kernels take [B, H, L, D], strided: views of the [B, L, H, D]
+    # tensors, or the gradient of the result as it comes; a gradient with a dimension of
+    # stride 0 or a last one not dense, a broadcast one, is copied)
+    do = do.transpose(1, 2)
+    if do.stride(-1) != 1 or 0 in do.stride():
+        do = do.contiguous()
     out = out.transpose(1, 2)
     delta = delta_op(out, do)
     grad_q = dq_op(*inputs, do, lse, delta, causal, scale)

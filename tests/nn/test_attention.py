@@ -248,6 +248,27 @@ def test_the_training_form_writes_each_rows_log_sum_exp() -> None:
     assert len(ran) == 1 and "_train_" not in ran[0] and "_lse_" not in ran[0]
 
 
+
+def test_gradients_of_a_sum_and_of_sequence_major_outputs() -> None:
+    """The output's gradient as it comes: broadcast from a sum (stride 0: copied), or
+    dense in the [B, L, H, D] layout a model's next step reads (taken in place)."""
+    q, k, v = (t.requires_grad_() for t in qkv(1, 2, 1, 33, 33, 32, torch.float32))
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True).sum(),
+                                   leaves)
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    do = random((1, 33, 2, 32), torch.float32)
+    grads = torch.autograd.grad(out.transpose(1, 2), (q, k, v), do)
+    expected = torch.autograd.grad(
+        reference(*leaves, is_causal=True, enable_gqa=True).transpose(1, 2), leaves,
+        do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
+
 def _backward_sources(kind: str) -> dict[str, str]:
     import croqtile
     from croqtile.nn import attention_ops, kernels
