@@ -400,6 +400,38 @@ def test_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
     assert_close(out, reference(q, k, v, is_causal=causal), torch.float32)
 
 
+
+@pytest.mark.parametrize("budget,causal", [(2 * 2 * 50 * 32 * 2, True), (1, False)],
+                         ids=["bands-of-2", "one"])
+def test_backward_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
+    """attention_backward.co's dq and dk/dv kernels start their blocks in bands too (dq:
+    of query heads, the last row tiles first; dk/dv: of key/value heads, the first key
+    tiles first); with a small KV_BUDGET (dk/dv's bands of 2 of the 6 key/value heads of
+    2 batches of 3, each read by 2 query heads of 50 rows; or 1) every gradient element
+    is still computed once."""
+    import croqtile
+    from croqtile.nn import attention_ops, kernels
+
+    tiles = attention_ops.attention_backward_tiles("cpu", "f32", 32)
+    module = croqtile.compile((kernels.KERNELS / "attention_backward.co").read_text(),
+                              defines={**dict(attention_ops.attention_defines(
+                                  "f32", 32, False, tiles.defines())), "KV_BUDGET": budget})
+    b, h, hkv, length, keys, d = 2, 6, 3, 50, 40, 32
+    q, k, v = qkv(b, h, hkv, length, keys, d, torch.float32)
+    scale = torch.full((1,), d ** -0.5 * attention_ops.LOG2E)
+    train = kernels.operator(attention_ops.training_name("f32", d, False, "cpu"))
+    out, lse = train(q, k, v, None, causal, scale)
+    do = random((b, h, length, d), torch.float32)
+    out = out.transpose(1, 2)
+    delta = module.attention_delta(out, do)
+    dq = module.attention_dq(q, k, v, do, lse, delta, causal, scale)
+    dkv = module.attention_dkv(q, k, v, do, lse, delta, causal, scale)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, is_causal=causal, enable_gqa=True),
+                                   leaves, do.double())
+    for got, want in zip((dq, dkv[0], dkv[1]), expected):
+        assert_close(got, want, torch.float32)
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_output_element_is_written(causal: bool) -> None:
     """croqtile.nn compiles attention.co with ``fill_buffers=False`` (its output made
