@@ -22,6 +22,11 @@ Environment flags:
     PROBE_B=1 PROBE_H=32 PROBE_HKV=8 PROBE_D=128
     PROBE_REPS=3             interleaved rounds of do_bench (medians)
     PROBE_FWD=0 / PROBE_BWD=0   leave out the forward / the backward
+    PROBE_BWD_TILES=a;b;...  backward tiles to time beside the library's, each
+                             DQ_ROWS,DQ_COLS,DKV_ROWS,DKV_COLS,WG_ROWS[,STAGES]
+                             (croqtile.nn.attention_ops.BackwardTiles; STAGES: num_stages),
+                             e.g. "128,64,64,128,64;128,64,32,64,64;64,64,32,128,64,3"
+                             (their three kernels timed, the forward's lse made once)
     PROBE_CHECK_ONLY=1       check every form against SDPA, time nothing
     PROBE_SASS=1             print registers / spills / shared memory / warps of the hand
                              and tutorial forms (Triton's records)
@@ -478,17 +483,17 @@ def tut_launcher(block_m=128, block_n=128, num_warps=8, num_stages=3, ws=0, ddes
 
 def croqtile_kernel(ws=False, options=None):
     """croqtile/kernels/attention.co compiled as croqtile.nn compiles it for these inputs
-    (croqtile.nn.kernels.attention_variant: its defines, tiles and options; ``ws``: the
+    (croqtile.nn.attention_ops.attention_variant: its defines, tiles and options; ``ws``: the
     warp-specialised form), optionally under other compile options."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     def run(q, k, v, causal, scale):
         fn = run.fn
         if fn is None:
             element = {torch.bfloat16: "bf16", torch.float16: "f16"}[q.dtype]
             kind = "gpu" if q.is_cuda else "cpu"
-            variant = kernels.attention_variant(element, q.shape[-1], False, kind, ws)
+            variant = attention_ops.attention_variant(element, q.shape[-1], False, kind, ws)
             defines = dict(variant.defines + variant.names)
             defines["NAME"] = "attention"
             source = (kernels.KERNELS / "attention.co").read_text()
@@ -515,7 +520,7 @@ VARIANTS = {
            "calls (host path included; the default form)", "nn", {}),
     "kernel_ws": ("croqtile's warp-specialised form (attention.co EVERY_TILE=1, compiled "
                   "with warp_specialize, 4 warps, 2 stages, descriptors made in the kernel: "
-                  "croqtile.nn.kernels.ATTENTION_WS_OPTIONS)", "croq", dict(ws=True)),
+                  "croqtile.nn.attention_ops.ATTENTION_WS_OPTIONS)", "croq", dict(ws=True)),
     "gen": ("the generated kernel before the epilogue change as a hand kernel, all switches off "
             "(= kernel but for its epilogue's division)", "hand", {}),
     "split": ("causal loop split: unmasked tiles, then the diagonal (tutorial STAGE 1/2)",
@@ -693,10 +698,14 @@ def main() -> int:
     if os.environ.get("PROBE_NC", "1") == "0":
         names = [n for n in names if is_causal(n)]
     import croqtile
-    from croqtile.nn import kernels as nn_kernels
-    if not hasattr(nn_kernels, "attention_variant"):
-        print(f"croqtile at {croqtile.__file__} has no croqtile.nn.kernels.attention_variant:"
-              " install this checkout (pip install -e .)",
+    try:
+        from croqtile.nn import attention_ops
+    except ImportError:  # (an older croqtile)
+        attention_ops = None
+    if not hasattr(attention_ops, "attention_variant"):
+        print(f"croqtile at {croqtile.__file__} has no "
+              "croqtile.nn.attention_ops.attention_variant: install this checkout (pip "
+              "install -e .)",
               file=sys.stderr)
         return 2
     t_start = time.time()
@@ -919,11 +928,59 @@ def _print_resources(name):
         print(f"      {name}: no resource record ({exc})", flush=True)
 
 
+def backward_tiles():
+    """The backward tile sets of PROBE_BWD_TILES: name -> (BackwardTiles, stages)."""
+    from croqtile.nn import attention_ops
+
+    sets = {}
+    for spec in filter(None, os.environ.get("PROBE_BWD_TILES", "").split(";")):
+        numbers = [int(x) for x in spec.split(",")]
+        tiles = attention_ops.BackwardTiles(*numbers[:5], delta_rows=64)
+        sets[f"bwd[{spec}]"] = (tiles, numbers[5] if len(numbers) > 5 else None)
+    return sets
+
+
+def tiled_backward(tiles, stages, q, k, v, causal, dout):
+    """A function computing (dq, dk, dv) as croqtile.nn's backward does (its training
+    form's output and lse, then delta, dq and dk/dv of attention_backward.co), with the
+    backward compiled on ``tiles`` and ``stages``, outside croqtile.nn's operators."""
+    import croqtile
+    from croqtile.nn import attention_ops, kernels
+
+    element = {torch.bfloat16: "bf16", torch.float16: "f16"}[q.dtype]
+    d = q.shape[-1]
+    kind = "gpu" if q.is_cuda else "cpu"
+    options = dict(attention_ops.BACKWARD_OPTIONS[kind])
+    if stages is not None:
+        options["num_stages"] = stages
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = croqtile.compile(
+            (kernels.KERNELS / "attention_backward.co").read_text(),
+            defines=dict(attention_ops.attention_defines(element, d, False, tiles.defines())),
+            **options)
+    scale = torch.full((1,), d ** -0.5 * LOG2E, device=q.device)
+    train = kernels.operator(attention_ops.training_name(element, d, False, kind))
+    with torch.no_grad():
+        out, lse = train(q, k, v, None, causal, scale)
+    out = out.transpose(1, 2)
+
+    def run():
+        delta = module.attention_delta(out, dout)
+        dq = module.attention_dq(q, k, v, dout, lse, delta, causal, scale)
+        dkv = module.attention_dkv(q, k, v, dout, lse, delta, causal, scale)
+        return dq, dkv[0], dkv[1]
+    return run
+
+
 def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
-    """croqtile.nn's backward (autograd through cf.scaled_dot_product_attention: its
-    three attention_backward.co kernels) against SDPA's, on the same output gradient."""
+    """croqtile.nn's backward (autograd through cf.scaled_dot_product_attention: the
+    forward's training form writes each row's log-sum-exp; then attention_backward.co's
+    three kernels, delta, dq and dk/dv) against SDPA's, on the same output gradient; also
+    on the tiles of PROBE_BWD_TILES."""
     import croqtile.nn.functional as cf
 
+    tile_sets = backward_tiles()
     rows = []
     for s in seqs:
         leaves, (q, k, v) = make_inputs(b, h, hkv, s, d, device, dtype, requires_grad=True)
@@ -934,8 +991,14 @@ def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
             "croqtile.nn": cf.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                            enable_gqa=True),
         }
-        grads = {name: torch.autograd.grad(o, leaves, dout, retain_graph=True)
-                 for name, o in outs.items()}
+        # (each a function of no arguments giving the gradients of q, k and v)
+        runs = {name: (lambda o=o: torch.autograd.grad(o, leaves, dout, retain_graph=True))
+                for name, o in outs.items()}
+        for name, (tiles, stages) in tile_sets.items():
+            run = tiled_backward(tiles, stages, *(t.detach() for t in (q, k, v)), True, dout)
+            # (the gradients of the [B, L, H, D] leaves: the kernels' [B, H, L, D] back)
+            runs[name] = lambda run=run: tuple(t.transpose(1, 2) for t in run())
+        grads = {name: fn() for name, fn in runs.items()}
         if device == "cpu":
             ql, kl, vl = (t.detach().double().requires_grad_(True) for t in leaves)
             ref_o = F.scaled_dot_product_attention(ql.transpose(1, 2), kl.transpose(1, 2),
@@ -944,7 +1007,7 @@ def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
             reference = torch.autograd.grad(ref_o, (ql, kl, vl), dout.double())
         else:
             reference = grads["sdpa"]
-        for name in ("croqtile.nn",) + (("sdpa",) if device == "cpu" else ()):
+        for name in ("croqtile.nn", *tile_sets) + (("sdpa",) if device == "cpu" else ()):
             errors = [rel_error(x, r) for x, r in zip(grads[name], reference)]
             print(f"  S={s} bwd {name:12s} rel error dq {errors[0]:.2e} dk {errors[1]:.2e} "
                   f"dv {errors[2]:.2e} {'ok' if max(errors) < 2e-2 else 'WRONG'}", flush=True)
@@ -952,21 +1015,22 @@ def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
             continue
         do_bench = _bench()
 
-        times: dict[str, list[float]] = {n: [] for n in outs}
+        times: dict[str, list[float]] = {n: [] for n in runs}
         for _ in range(reps):
-            for name, o in outs.items():
-                times[name].append(do_bench(
-                    lambda o=o: torch.autograd.grad(o, leaves, dout, retain_graph=True),
-                    warmup=25, rep=100))
+            for name, fn in runs.items():
+                times[name].append(do_bench(fn, warmup=25, rep=100))
         base = statistics.median(times["sdpa"])
         flops = 2.5 * 4 * b * h * s * s * d / 2  # (the usual 2.5x the forward's)
-        for name in outs:
+        for name in runs:
             median = statistics.median(times[name])
             rows.append({"pass": "bwd", "S": s, "form": name, "ms": median,
                          "tflops": flops / median / 1e9, "ratio": base / median})
         print(f"S={s}: bwd sdpa {base * 1e3:.1f} us, croqtile.nn "
               f"{statistics.median(times['croqtile.nn']) * 1e3:.1f} us "
               f"(ratio {base / statistics.median(times['croqtile.nn']):.3f})", flush=True)
+        for name in tile_sets:
+            print(f"S={s}: bwd {name} {statistics.median(times[name]) * 1e3:.1f} us (ratio "
+                  f"{base / statistics.median(times[name]):.3f}; kernels only)", flush=True)
     return rows
 
 

@@ -54,7 +54,7 @@ DECODE_SHAPES = [
 # attention_decode.co beside croqtile.nn's choice: (COLS, pieces of how many COLS steps,
 # num_stages); fewer keys a step and fewer stages fit more blocks on an SM
 DECODE_VARIANTS = [(64, 8, 3), (64, 4, 2), (64, 8, 2), (128, 2, 2), (64, 16, 3), (32, 16, 3)]
-# the kernel compiled as croqtile.nn compiles it (kernels.attention_variant), under these
+# the kernel compiled as croqtile.nn compiles it (attention_ops.attention_variant), under these
 # launch options ("kernel": croqtile.nn's own; its blocks already start with the longest
 # causal row tiles, see attention.co; "ws": not an option but the warp-specialised form)
 OPTIONS: dict[str, dict[str, Any]] = {
@@ -70,13 +70,13 @@ LOG2E = 1.4426950408889634
 def compile_options(dtype: str = "bf16") -> dict[str, Any]:
     """The unmasked attention kernel of croqtile.nn's GPU variant under each of OPTIONS."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     source = (kernels.KERNELS / "attention.co").read_text()
     compiled = {}
     for name, options in OPTIONS.items():
         options = dict(options)
-        variant = kernels.attention_variant(dtype, HEAD_DIM, False, "gpu",
+        variant = attention_ops.attention_variant(dtype, HEAD_DIM, False, "gpu",
                                             options.pop("ws", False))
         defines = {**dict(variant.defines), "NAME": "attention"}
         with warnings.catch_warnings():
@@ -114,13 +114,13 @@ def forms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
 def decode_kernels(masked: bool) -> dict[tuple[int, int, int], Any]:
     """attention_decode.co compiled under each of DECODE_VARIANTS (bf16, HEAD_DIM)."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     source = (kernels.KERNELS / "attention_decode.co").read_text()
     compiled = {}
     for cols, tiles, stages in DECODE_VARIANTS:
-        defines = dict(kernels.attention_defines("bf16", HEAD_DIM, masked, (
-            ("ROWS", kernels.DECODE_ROWS), ("COLS", cols), ("CHUNK", cols * tiles))))
+        defines = dict(attention_ops.attention_defines("bf16", HEAD_DIM, masked, (
+            ("ROWS", attention_ops.DECODE_ROWS), ("COLS", cols), ("CHUNK", cols * tiles))))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
             compiled[cols, tiles, stages] = croqtile.compile(
@@ -133,7 +133,7 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
     """DECODE_SHAPES: SDPA, croqtile.nn (the decode kernel) and the prefill kernel
     (attention.co, masked where the shape has a mask) under CUDA graphs."""
     import croqtile.nn.functional as cf
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
     from triton.testing import do_bench_cudagraph
 
     rows = []
@@ -146,8 +146,8 @@ def decode_rows(reps: int) -> list[dict[str, Any]]:
             mask[..., :filled] = True
         additive = None if mask is None else torch.zeros(
             mask.shape, device="cuda").masked_fill(~mask, float("-inf"))
-        prefill = kernels.operator(kernels.attention_name("bf16", HEAD_DIM, mask is not None,
-                                                          "gpu"))
+        prefill = kernels.operator(attention_ops.attention_name(
+            "bf16", HEAD_DIM, mask is not None, "gpu"))
         scale = torch.full((1,), HEAD_DIM ** -0.5 * LOG2E, device="cuda")
         extra = () if additive is None else (additive,)
         timed: dict[str, Callable[[], torch.Tensor]] = {

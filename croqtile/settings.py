@@ -63,5 +63,5 @@ def cache_size() -> int | None:
 def attention_ws() -> bool:
     """``CROQTILE_ATTENTION_WS``: when set to anything but ``""`` or ``"0"``,
     ``croqtile.nn``'s attention forward on a GPU (f16/bf16, head dimension up to 128, no
-    mask) runs its warp-specialised form (``croqtile.nn.kernels.attention_ws``)."""
+    mask) runs its warp-specialised form (``croqtile.nn.attention_ops.attention_ws``)."""
     return os.environ.get("CROQTILE_ATTENTION_WS", "") not in ("", "0")

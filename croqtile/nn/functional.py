@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from . import kernels
+from . import attention_ops, kernels
 from .kernels import strided_key, tensor_key
 
 _ACTIVATIONS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -359,10 +359,10 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     if type(d) is not int:
         d = next(size for size in kernels.HEAD_DIMS if size == d)
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    scale_t = kernels.scalar_tensor(sm_scale * kernels.LOG2E, acc, q.device)
+    scale_t = kernels.scalar_tensor(sm_scale * attention_ops.LOG2E, acc, q.device)
     # (a decode step's few queries: the keys split over blocks, attention_decode.co)
-    choose = kernels.attention_decode_name if length <= kernels.DECODE_ROWS \
-        else kernels.attention_name
+    choose = attention_ops.attention_decode_name if length <= attention_ops.DECODE_ROWS \
+        else attention_ops.attention_name
     name = choose(element, d, attn_mask is not None, kernels.device_kind(q))
     # strided heads (a model's [B, L, H, D] projections transposed to [B, H, L, D]) are
     # read in place: the kernel takes the strides; only a last dimension that is not
@@ -377,10 +377,10 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             mask = torch.where(mask, 0.0, float("-inf"))
         args.append(mask.to(acc).expand(mb, mh, length, keys).contiguous())
     # ([B, L, H, D] in memory, as torch's flash attention returns it)
-    out = kernels.run(name, *args, bool(is_causal), scale_t).transpose(1, 2)
+    out = attention_ops.run(name, *args, bool(is_causal), scale_t).transpose(1, 2)
     if key is not None and all(t.stride(-1) == 1 for t in (q, k, v)):
         _ATTENTION_PLANS.remember(key, name, (*args, bool(is_causal), scale_t),
-                                  (sm_scale * kernels.LOG2E, acc, q.device))
+                                  (sm_scale * attention_ops.LOG2E, acc, q.device))
     return out
 
 

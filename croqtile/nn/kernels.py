@@ -13,10 +13,7 @@ What the backward of each operator runs:
   activation's slope, in the epilogue) gives ``g = dL/d(pre-activation)``; then
   ``dx = g w`` and ``dw = g^T x`` are the Croqtile GEMMs of ``matmul.co``; ``dbias`` is
   torch's ``g.sum(0)``; a residual added in the epilogue gets ``dy`` itself.
-- attention: the Croqtile kernels of ``attention_backward.co`` (flash-attention style,
-  the probabilities recomputed tile by tile from each row's log-sum-exp): one for the
-  rows' log-sum-exp and ``delta = rowsum(dout * out)``, one for ``dq``, one for ``dk`` and
-  ``dv`` (per key block, summing the query heads of a group).
+- attention: see ``croqtile.nn.attention_ops`` (its variants and autograd).
 - gated linear: ``GATED_GRAD`` (gated_linear.co: both products recomputed) gives the
   gradients of the gate's and the up projection's outputs; then the Croqtile GEMMs of
   ``matmul.co`` as for linear.
@@ -37,7 +34,6 @@ import torch
 from torch._C import _functorch
 from torch.autograd import forward_ad as _forward_ad
 
-from .. import settings
 from ..api import compile as compile_source
 from ..backends.bounded import LRU, TableInfo
 from ..errors import CompileWarning
@@ -103,32 +99,6 @@ BACKWARD_GEMM_TILES = {
     ("gpu", "f16"): (128, 256, 64), ("gpu", "bf16"): (128, 256, 64),
     ("gpu", "f32"): (128, 128, 32), ("gpu", "f64"): (64, 64, 16),
 }
-
-
-def attention_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int, int]:
-    """(ROWS, COLS, WG_ROWS): query rows per block, keys per step, rows per warpgroup.
-    The staged q, k and v tiles must fit in a block's shared memory (the checker holds
-    every target to sm_90's 227 KiB): 8-byte elements at head dimension 256 take 16-row
-    tiles on the CPU and 32-row ones on the GPU."""
-    wide = element == "f64" and head_dim == 256
-    if kind == "cpu":
-        return (16, 16, 16) if wide else (32, 32, 16)
-    if element == "f64":
-        return (32, 32, 32) if wide else (64, 32, 64)
-    if element == "f32":  # 4-byte tiles: half the rows and keys
-        return 64, 32, 64
-    return (128, 64, 64) if head_dim == 256 else (128, 128, 64)
-
-
-def attention_backward_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
-    """(ROWS, COLS) of the backward: query rows and keys per step. Smaller than the
-    forward's: the statistics kernel stages q, out, dout and k, and the dk/dv kernel keeps
-    two COLS x HEAD_DIM accumulators."""
-    if element == "f64" and head_dim == 256:
-        return 16, 16
-    if kind == "cpu" or element in ("f32", "f64") or head_dim == 256:
-        return 32, 32
-    return 64, 64
 
 
 RMS_TILES = {"cpu": (16, 32), "gpu": (16, 256)}  # (ROWS, COLS)
@@ -551,143 +521,6 @@ def gated_name(element: str, activation: str, kind: str, row_scale: bool = False
 
     load(variant, None if row_scale else autograd, kind)
     return forward
-
-
-# ---------------------------------------------------------------- attention
-
-
-def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
-    """``(q [B, H, L, D], k [B, HKV, S, D], v [B, HKV, S, D][, mask [MB, MH, L, S]],
-    causal, scale [1]) -> o [B, L, H, D]`` (torch's flash-attention layout: ``o.transpose(1,
-    2)`` is the result), ``scale`` being sm_scale * log2(e), with autograd."""
-    return operator(attention_name(element, head_dim, masked, kind))
-
-
-def attention_defines(element: str, head_dim: int, masked: bool,
-                       tiles: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int | str], ...]:
-    return (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("HEAD_DIM", head_dim),
-            ("MASK", int(masked))) + tiles
-
-
-# The warp-specialised form of the attention forward: attention.co with EVERY_TILE (every
-# key tile masked by one comparison an element, no branch in the key loop) compiled with
-# Triton's warp specialisation, which on Hopper (Triton 3.6) takes only a 4-warp program
-# with one such loop, no if/else, and tensor descriptors made in the kernel (squeezed
-# views then get descriptors of their own, tiles._view_descriptor): a producer warpgroup
-# loads K and V, two consumer warpgroups of 64 rows compute, each at its own pace (the
-# default form's loop holds its two warpgroups in step with CTA-wide barriers around every
-# TMA load, so one's softmax never overlaps the other's products). 2 stages: 3 need 257 KiB.
-# Checked on the CPU and compiled for sm_90 (12 warps, no spills); not yet timed, so off
-# unless CROQTILE_ATTENTION_WS=1 (see attention_ws).
-ATTENTION_WS_OPTIONS: tuple[tuple[str, Any], ...] = (
-    ("warp_specialize", True), ("num_warps", 4), ("num_stages", 2), ("descriptors", "kernel"))
-
-
-def attention_ws(element: str, head_dim: int, masked: bool, kind: str) -> bool:
-    """Whether croqtile.nn's attention forward runs the warp-specialised form: on a GPU,
-    for f16/bf16 without a mask at head dimensions up to 128 (128-row tiles of 128 keys),
-    when ``CROQTILE_ATTENTION_WS`` asks for it."""
-    return settings.attention_ws() and kind == "gpu" and element in ("f16", "bf16") \
-        and not masked and head_dim <= 128
-
-
-def attention_variant(element: str, head_dim: int, masked: bool, kind: str,
-                      ws: bool = False) -> Variant:
-    """The attention forward's program, defines and options (``ws``: the warp-specialised
-    form, ``ATTENTION_WS_OPTIONS``), named as croqtile.nn names its operator."""
-    rows, cols, wg_rows = attention_tiles(kind, element, head_dim)
-    name = f"attention_{element}_d{head_dim}{'_mask' if masked else ''}{'_ws' if ws else ''}_{kind}"
-    defines = attention_defines(element, head_dim, masked, (
-        ("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))) + (("EVERY_TILE", int(ws)),)
-    # (every block stores its whole [ROWS, HEAD_DIM] tile of o, rows past L masked: o
-    # needs no zero fill, which the compiler cannot prove for the banded block order)
-    options = (("fill_buffers", False),) + (ATTENTION_WS_OPTIONS if ws else ())
-    return Variant("attention", defines, (("NAME", name),), options)
-
-
-@constant_result
-def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
-    variant = attention_variant(element, head_dim, masked, kind,
-                                attention_ws(element, head_dim, masked, kind))
-    name = dict(variant.names)["NAME"]
-    load(variant, attention_autograd(name, element, head_dim, masked, kind), kind)
-    return name
-
-
-# (ROWS, COLS) of attention_decode.co: a decode step's few queries (at most DECODE_ROWS)
-# in one 16-row tile, the keys in pieces of DECODE_CHUNK_TILES steps of COLS keys, each
-# piece a block (with a static cache of 8,192 positions, attention.co's 128-row blocks,
-# one a head, took 114 us a call on an H100 where cuDNN took 6.5)
-DECODE_ROWS = 16
-DECODE_CHUNK_TILES = 4
-
-
-def attention_decode_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
-    if kind == "cpu":
-        return DECODE_ROWS, 16 if head_dim == 256 and element == "f64" else 32
-    cols = {"f16": 128, "bf16": 128, "f32": 64, "f64": 32}[element]
-    return DECODE_ROWS, cols // 2 if head_dim == 256 else cols
-
-
-@constant_result
-def attention_decode_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
-    """The operator of attention_decode.co (same arguments, result and autograd as
-    ``attention_name``'s), for at most DECODE_ROWS queries."""
-    rows, cols = attention_decode_tiles(kind, element, head_dim)
-    name = f"attention_decode_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
-    defines = attention_defines(element, head_dim, masked, (
-        ("ROWS", rows), ("COLS", cols), ("CHUNK", cols * DECODE_CHUNK_TILES)))
-    # (every element of o and of the pieces' buffers is written: no zero fill)
-    variant = Variant("attention_decode", defines, (("NAME", name),),
-                      (("fill_buffers", False),))
-    load(variant, attention_autograd(name, element, head_dim, masked, kind), kind)
-    return name
-
-
-def attention_autograd(name: str, element: str, head_dim: int, masked: bool,
-                       kind: str) -> Callable[[Module], None]:
-    """The backward of an attention forward operator ``name`` (attention_backward.co's
-    kernels, from q, k, v, the mask and the output)."""
-
-    def autograd(module: Module) -> None:
-        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-            tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-            ctx.save_for_backward(*tensors, output)
-            ctx.causal = inputs[-2]
-
-        def backward(ctx: Any, do: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-            *inputs, scale, out = ctx.saved_tensors  # q, k, v[, mask]
-            stats, dq, dkv = attention_backward_ops(element, head_dim, masked, kind)
-            q, k, v = inputs[:3]
-            mask = inputs[3:]
-            # (the forward's output is [B, L, H, D]; the backward's kernels take [B, H, L, D])
-            do, out = do.transpose(1, 2).contiguous(), out.transpose(1, 2)
-            lse_delta = stats(q, k, *mask, out, do, ctx.causal, scale)
-            grad_q = dq(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
-            grad_kv = dkv(q, k, v, *mask, do, lse_delta, ctx.causal, scale)
-            return (grad_q, grad_kv[0], grad_kv[1]) + ((None,) if masked else ()) + (None, None)
-
-        torch.library.register_autograd(f"{NAMESPACE}::{name}", backward,
-                                        setup_context=setup_context)
-
-    return autograd
-
-
-def attention_backward_ops(element: str, head_dim: int, masked: bool,
-                           kind: str) -> tuple[Any, Any, Any]:
-    """The backward's operators (attention_backward.co): ``stats`` (the rows' log-sum-exp
-    and delta), ``dq`` and ``dkv`` (dk and dv stacked)."""
-    rows, cols = attention_backward_tiles(kind, element, head_dim)
-    suffix = f"{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
-    names = (("NAME_STATS", f"attention_stats_{suffix}"), ("NAME_DQ", f"attention_dq_{suffix}"),
-             ("NAME_DKV", f"attention_dkv_{suffix}"))
-    load(Variant("attention_backward", attention_defines(
-        element, head_dim, masked, (("ROWS", rows), ("COLS", cols))), names), kind=kind)
-    stats, dq, dkv = (operator(name) for _, name in names)
-    return stats, dq, dkv
-
-
-LOG2E = 1.4426950408889634
 
 
 # ---------------------------------------------------------------- rms_norm

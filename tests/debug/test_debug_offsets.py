@@ -103,9 +103,9 @@ def test_a_checked_read_under_a_condition_on_rows_and_columns() -> None:
     r < L && ...)` inside `apply {r, c}`: the check (over rows) and the condition (over
     rows and columns, 64 x 32 here) broadcast lane by lane, so the rows past L that the
     condition leaves out are not checked."""
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    defines = dict(kernels.attention_defines("f32", 32, True, (
+    defines = dict(attention_ops.attention_defines("f32", 32, True, (
         ("ROWS", 64), ("COLS", 32), ("WG_ROWS", 64))))
     module = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                               defines={**defines, "NAME": "masked"}, debug=True)
@@ -114,7 +114,7 @@ def test_a_checked_read_under_a_condition_on_rows_and_columns() -> None:
     torch.manual_seed(0)
     q, k, v = (torch.randn(1, 2, n, 32) for n in (40, 45, 45))
     mask = torch.randn(1, 2, 40, 45)
-    scale = torch.full((1,), 32 ** -0.5 * kernels.LOG2E)
+    scale = torch.full((1,), 32 ** -0.5 * attention_ops.LOG2E)
     out = module.masked(q, k, v, mask, False, scale)
     expected = torch.nn.functional.scaled_dot_product_attention(
         q.double(), k.double(), v.double(), attn_mask=mask.double())

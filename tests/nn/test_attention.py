@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
 
-from ..backends.sm90 import HAVE_CUDA_BACKEND
+from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
 from ..e2e.checks import assert_close, random
 from .ops import croqtile_ops
 
@@ -171,11 +171,14 @@ def test_seventeen_queries_take_the_prefill_kernel() -> None:
 
 
 def test_decode_step_gradients() -> None:
-    """The decode kernel's operator has the prefill kernel's backward; heads read in
-    place from sequence-major tensors, as a model's projections give them."""
+    """A decode step that wants gradients runs the training form (the prefill kernel,
+    which also writes the log-sum-exp the backward reads); heads read in place from
+    sequence-major tensors, as a model's projections give them."""
     q, k, v = (random((1, length, heads, 32), torch.float32).transpose(1, 2).requires_grad_()
                for heads, length in ((4, 3), (2, 200), (2, 200)))
-    check(q, k, v, enable_gqa=True, decode=True)
+    with torch.no_grad():
+        check(q, k, v, enable_gqa=True, decode=True)
+    check(q, k, v, enable_gqa=True, decode=False)
     check_causal_gqa_gradients(q, k, v, causal=False)
 
 
@@ -211,12 +214,174 @@ def test_gradients_match_torch(kw: dict[str, Any]) -> None:
     out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
     assert ran
     grads, ran = croqtile_ops(torch.autograd.grad, out, (q, k, v), do)
-    assert [op.split("_")[1] for op in ran] == ["stats", "dq", "dkv"], ran
+    assert [op.split("_")[1] for op in ran] == ["delta", "dq", "dkv"], ran
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     expected = torch.autograd.grad(reference(*leaves, **kw), leaves, do.double())
     for got, want in zip(grads, expected):
         assert_close(got, want, torch.float32)
 
+
+
+# (B, H, HKV, L, S, D): odd lengths crossing the CPU's backward tiles (dq: 32 rows by 16
+# keys, dk/dv: 32 keys by 16 rows, warpgroups of 16), L < S and L > S, grouped heads
+GRADIENT_SHAPES = [(1, 4, 2, 45, 45, 32), (2, 2, 1, 23, 71, 16), (1, 2, 2, 67, 29, 64)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mask", [None, "causal", "bool", "additive"])
+@pytest.mark.parametrize("shape", GRADIENT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gradients_of_the_training_form(shape: tuple[int, ...], mask: str | None,
+                                        dtype: torch.dtype) -> None:
+    """Every element of dq, dk and dv against torch autograd in float64: the forward's
+    training form (o and each row's log-sum-exp) then the backward's delta, dq and dk/dv
+    kernels, unmasked, causal (the diagonal tiles masked, the others not), with a boolean
+    mask (a row with no key: zero gradients) and an additive one."""
+    b, h, hkv, length, keys, d = shape
+    q, k, v = (t.requires_grad_() for t in qkv(b, h, hkv, length, keys, d, dtype))
+    kw: dict[str, Any] = {"enable_gqa": True}
+    if mask == "causal":
+        kw["is_causal"] = True
+    elif mask == "bool":
+        kw["attn_mask"] = torch.rand(length, keys) > 0.3
+        kw["attn_mask"][3] = False
+    elif mask == "additive":
+        kw["attn_mask"] = random((b, 1, length, keys), dtype)
+    do = random((b, h, length, d), dtype)
+    out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
+    assert len(ran) == 1 and ran[0].startswith("croqtile.attention_") and "_train_" in ran[0]
+    grads, ran = croqtile_ops(torch.autograd.grad, out, (q, k, v), do)
+    assert [op.split("_")[1] for op in ran] == ["delta", "dq", "dkv"], ran
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, **kw), leaves, do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, dtype)
+
+
+def test_the_training_form_writes_each_rows_log_sum_exp() -> None:
+    """The training form's second output: log2 of each row's sum of exp2 of the scaled
+    scores (+inf for a row with every key masked), beside the forward's output; a call
+    that needs no gradient runs the forward without it."""
+    from croqtile.nn import attention_ops, kernels
+
+    q, k, v = qkv(1, 2, 1, 37, 41, 32, torch.float32)
+    mask = torch.zeros(1, 1, 37, 41).masked_fill(torch.rand(37, 41) > 0.6, float("-inf"))
+    mask[..., 7, :] = float("-inf")
+    scale = torch.full((1,), 32 ** -0.5 * attention_ops.LOG2E)
+    for masked, causal in ((False, True), (True, False)):
+        train = kernels.operator(attention_ops.training_name("f32", 32, masked, "cpu"))
+        out, lse = train(q, k, v, mask if masked else None, causal, scale)
+        scores = q.double() @ k.double().repeat_interleave(2, 1).transpose(-1, -2) * 32 ** -0.5
+        if causal:
+            scores = scores.masked_fill(torch.ones(37, 41, dtype=torch.bool).triu(1),
+                                        float("-inf"))
+        else:
+            scores = scores + mask.double()
+        want = torch.logsumexp(scores, -1) * attention_ops.LOG2E
+        want = want.masked_fill(want == float("-inf"), float("inf"))
+        assert lse.shape == (1, 2, 37) and torch.equal(lse.isinf(), want.isinf())
+        assert_close(lse.nan_to_num(posinf=0.0), want.nan_to_num(posinf=0.0), torch.float32)
+        assert_close(out.transpose(1, 2), reference(q, k, v, is_causal=causal, enable_gqa=True,
+                                                    attn_mask=None if causal else mask),
+                     torch.float32)
+    _, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, is_causal=True,
+                          enable_gqa=True)
+    assert len(ran) == 1 and "_train_" not in ran[0] and "_lse_" not in ran[0]
+
+
+
+def test_gradients_of_a_sum_and_of_sequence_major_outputs() -> None:
+    """The output's gradient as it comes: broadcast from a sum (stride 0: copied), or
+    dense in the [B, L, H, D] layout a model's next step reads (taken in place)."""
+    q, k, v = (t.requires_grad_() for t in qkv(1, 2, 1, 33, 33, 32, torch.float32))
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    expected = torch.autograd.grad(reference(*leaves, is_causal=True, enable_gqa=True).sum(),
+                                   leaves)
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
+    out = cf.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    do = random((1, 33, 2, 32), torch.float32)
+    grads = torch.autograd.grad(out.transpose(1, 2), (q, k, v), do)
+    expected = torch.autograd.grad(
+        reference(*leaves, is_causal=True, enable_gqa=True).transpose(1, 2), leaves,
+        do.double())
+    for got, want in zip(grads, expected):
+        assert_close(got, want, torch.float32)
+
+def _backward_sources(kind: str) -> dict[str, str]:
+    import croqtile
+    from croqtile.nn import attention_ops, kernels
+
+    tiles = attention_ops.attention_backward_tiles(kind, "bf16", 128)
+    module = croqtile.compile((kernels.KERNELS / "attention_backward.co").read_text(),
+                              defines=dict(attention_ops.attention_defines(
+                                  "bf16", 128, False, tiles.defines())),
+                              **dict(attention_ops.BACKWARD_OPTIONS[kind]))
+    return {name: fn.triton_source for name, fn in module.functions.items()}
+
+
+def test_the_backward_masks_only_the_tiles_that_need_it() -> None:
+    """dq and dk/dv (GPU tiles) each walk the tiles with no hidden score in a loop
+    without a mask, then the others (the causal diagonal, dq's keys past S) in a second
+    loop; the warpgroups of a block are one computation (8 warps, no loop over them);
+    3 products a step for dq, 4 for dk/dv, none in delta."""
+    sources = _backward_sources("gpu")
+    assert "tl.dot(" not in sources["attention_delta"]
+    for name, dots in (("attention_dq", 3), ("attention_dkv", 4)):
+        source = sources[name]
+        kernel = source[source.index("@triton.jit\ndef " + name):]
+        assert "num_warps=8, num_stages=2" in source and "for wg in" not in source
+        loops = [part for part in re.split(r"\n    +for (?:kt|i|i_1) in ", kernel)[1:]]
+        assert len(loops) == 2, name
+        assert [loop.count("tl.dot(") for loop in loops] == [dots, dots]
+        assert "float('-inf')" not in loops[0] and "float('-inf')" in loops[1]
+
+
+@pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
+def test_the_backward_compiles_for_sm90() -> None:
+    """The GPU variant (bf16, D = 128) compiled for sm_90 by Triton (no GPU needed): 8
+    warps for dq and dk/dv, within a block's shared memory; the forward's training form
+    (its lse written after the key loop) and the masked variants compile too."""
+    import croqtile
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from croqtile import settings
+    from croqtile.backends.triton.launcher import load_module
+    from croqtile.nn import attention_ops, kernels
+
+    tiles = attention_ops.attention_backward_tiles("gpu", "bf16", 128)
+    module = croqtile.compile((kernels.KERNELS / "attention_backward.co").read_text(),
+                              defines=dict(attention_ops.attention_defines(
+                                  "bf16", 128, False, tiles.defines())),
+                              **dict(attention_ops.BACKWARD_OPTIONS["gpu"]))
+    for name, fn in module.functions.items():
+        artifact = fn._compiled.artifact  # type: ignore[attr-defined]
+        kernel = getattr(load_module(artifact, settings.cache_dir()), artifact.kernels[0])
+        signature = artifact.signatures[0]
+        constants = {(kernel.arg_names.index(n),): n != "ON_CPU"
+                     for n, kind in signature.items() if kind == "constexpr"}
+        compiled = triton.compile(ASTSource(kernel, signature, constants),
+                                  target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": artifact.num_warps[0],
+                                           "num_stages": artifact.num_stages[0]})
+        assert compiled.metadata.num_warps == (4 if name == "attention_delta" else 8)
+        assert compiled.metadata.shared <= 227 * 1024
+    # the training form of the forward, and the masked variants (pointers and descriptors)
+    for masked in (False, True):
+        variant = attention_ops.attention_variant("bf16", 128, masked, "gpu", lse=True)
+        forward = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
+                                   defines={**dict(variant.defines), "NAME": "train"},
+                                   **dict(variant.options)).train
+        compile_for_sm90(forward._compiled.artifact, 0, "train")  # type: ignore[attr-defined]
+    masked_backward = croqtile.compile(
+        (kernels.KERNELS / "attention_backward.co").read_text(),
+        defines=dict(attention_ops.attention_defines("bf16", 128, True, tiles.defines())),
+        **dict(attention_ops.BACKWARD_OPTIONS["gpu"]))
+    for name, fn in masked_backward.functions.items():
+        compile_for_sm90(fn._compiled.artifact, 0, name)  # type: ignore[attr-defined]
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [True, False])
@@ -238,9 +403,10 @@ def test_decode_step_attention_gpu(length: int) -> None:
     without a mask and with a padding-style boolean one, with gradients."""
     q, k, v = (t.requires_grad_() for t in qkv(2, 32, 8, length, 3000, 128,
                                                 torch.bfloat16, "cuda"))
-    check(q, k, v, enable_gqa=True, decode=True)
     mask = torch.rand(2, 1, length, 3000, device="cuda") > 0.1
-    check(q, k, v, attn_mask=mask, enable_gqa=True, decode=True)
+    with torch.no_grad():
+        check(q, k, v, enable_gqa=True, decode=True)
+        check(q, k, v, attn_mask=mask, enable_gqa=True, decode=True)
     check_causal_gqa_gradients(q, k, v, causal=False)
 
 
@@ -261,18 +427,50 @@ def test_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
     planes of 2 batches of 7 heads (the last band short, one band across the batches)
     or 1: every (batch, head, row tile) is still computed once."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    defines = dict(kernels.attention_defines("f32", 32, False, (
+    defines = dict(attention_ops.attention_defines("f32", 32, False, (
         ("ROWS", 16), ("COLS", 16), ("WG_ROWS", 16))))
     module = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                               defines={**defines, "NAME": "bands", "KV_BUDGET": budget})
     b, h, hkv, length, keys, d = 2, 7, 7, 50, 40, 32
     q, k, v = qkv(b, h, hkv, length, keys, d, torch.float32)
-    scale = torch.full((1,), d ** -0.5 * kernels.LOG2E)
+    scale = torch.full((1,), d ** -0.5 * attention_ops.LOG2E)
     out = module.bands(q, k, v, causal, scale).transpose(1, 2)
     assert_close(out, reference(q, k, v, is_causal=causal), torch.float32)
 
+
+
+@pytest.mark.parametrize("budget,causal", [(2 * 2 * 50 * 32 * 2, True), (1, False)],
+                         ids=["bands-of-2", "one"])
+def test_backward_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
+    """attention_backward.co's dq and dk/dv kernels start their blocks in bands too (dq:
+    of query heads, the last row tiles first; dk/dv: of key/value heads, the first key
+    tiles first); with a small KV_BUDGET (dk/dv's bands of 2 of the 6 key/value heads of
+    2 batches of 3, each read by 2 query heads of 50 rows; or 1) every gradient element
+    is still computed once."""
+    import croqtile
+    from croqtile.nn import attention_ops, kernels
+
+    tiles = attention_ops.attention_backward_tiles("cpu", "f32", 32)
+    module = croqtile.compile((kernels.KERNELS / "attention_backward.co").read_text(),
+                              defines={**dict(attention_ops.attention_defines(
+                                  "f32", 32, False, tiles.defines())), "KV_BUDGET": budget})
+    b, h, hkv, length, keys, d = 2, 6, 3, 50, 40, 32
+    q, k, v = qkv(b, h, hkv, length, keys, d, torch.float32)
+    scale = torch.full((1,), d ** -0.5 * attention_ops.LOG2E)
+    train = kernels.operator(attention_ops.training_name("f32", d, False, "cpu"))
+    out, lse = train(q, k, v, None, causal, scale)
+    do = random((b, h, length, d), torch.float32)
+    out = out.transpose(1, 2)
+    delta = module.attention_delta(out, do)
+    dq = module.attention_dq(q, k, v, do, lse, delta, causal, scale)
+    dkv = module.attention_dkv(q, k, v, do, lse, delta, causal, scale)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, is_causal=causal, enable_gqa=True),
+                                   leaves, do.double())
+    for got, want in zip((dq, dkv[0], dkv[1]), expected):
+        assert_close(got, want, torch.float32)
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_output_element_is_written(causal: bool) -> None:
@@ -280,16 +478,16 @@ def test_every_output_element_is_written(causal: bool) -> None:
     uninitialised): under ``debug`` an unwritten element would stay NaN. Row and key
     counts off the tiles, two batches of grouped heads."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    defines = dict(kernels.attention_defines("f32", 32, False, (
+    defines = dict(attention_ops.attention_defines("f32", 32, False, (
         ("ROWS", 16), ("COLS", 16), ("WG_ROWS", 16))))
     module = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                               defines={**defines, "NAME": "written"}, fill_buffers=False,
                               debug=True)
     assert "float('nan')" in module.written.triton_source
     q, k, v = qkv(2, 4, 2, 37, 29, 32, torch.float32)
-    scale = torch.full((1,), 32 ** -0.5 * kernels.LOG2E)
+    scale = torch.full((1,), 32 ** -0.5 * attention_ops.LOG2E)
     out = module.written(q, k, v, causal, scale).transpose(1, 2)
     assert not torch.isnan(out).any()
     assert_close(out, reference(q, k, v, is_causal=causal, enable_gqa=True), torch.float32)
@@ -301,9 +499,9 @@ def test_the_output_is_divided_by_one_reciprocal_a_row() -> None:
     results against float64 are the other tests' (rows without keys still give 0:
     test_a_boolean_mask_with_fully_masked_rows)."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    defines = dict(kernels.attention_defines("bf16", 64, False, (
+    defines = dict(attention_ops.attention_defines("bf16", 64, False, (
         ("ROWS", 32), ("COLS", 32), ("WG_ROWS", 16))))
     source = croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                               defines={**defines, "NAME": "recip"}).recip.triton_source
@@ -317,9 +515,9 @@ def test_the_output_is_divided_by_one_reciprocal_a_row() -> None:
 def _form(element: str, d: int, ws: bool, kind: str = "cpu", name: str = "form") -> Any:
     """attention.co compiled as croqtile.nn compiles a form of it (attention_variant)."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
-    variant = kernels.attention_variant(element, d, False, kind, ws)
+    variant = attention_ops.attention_variant(element, d, False, kind, ws)
     return getattr(croqtile.compile((kernels.KERNELS / "attention.co").read_text(),
                                     defines={**dict(variant.defines), "NAME": name},
                                     **dict(variant.options)), name)
@@ -351,7 +549,7 @@ def test_warp_specialised_form_against_float64(shape: tuple[int, ...], causal: b
     """The warp-specialised form (run by Triton's interpreter: the same kernel text) at
     shapes with query and key tails, L < S, L > S and grouped heads, q strided as a
     model's [B, L, H, D] projections make it."""
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     element = {torch.float32: "f32", torch.bfloat16: "bf16"}[dtype]
     b, h, hkv, length, keys = shape
@@ -359,29 +557,30 @@ def test_warp_specialised_form_against_float64(shape: tuple[int, ...], causal: b
     form = _form(element, d, True, name=f"ws_{element}")
     q = random((b, length, h, d), dtype).transpose(1, 2)
     k, v = (random((b, hkv, keys, d), dtype) for _ in range(2))
-    scale = torch.full((1,), d ** -0.5 * kernels.LOG2E)
+    scale = torch.full((1,), d ** -0.5 * attention_ops.LOG2E)
     out = form(q, k, v, causal, scale).transpose(1, 2)
     assert_close(out, reference(q, k, v, is_causal=causal, enable_gqa=hkv != h), dtype)
 
 
 def test_warp_specialised_form_is_chosen_by_the_environment(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     monkeypatch.delenv("CROQTILE_ATTENTION_WS", raising=False)
-    assert not kernels.attention_ws("bf16", 128, False, "gpu")
+    assert not attention_ops.attention_ws("bf16", 128, False, "gpu")
     monkeypatch.setenv("CROQTILE_ATTENTION_WS", "1")
-    assert kernels.attention_ws("bf16", 128, False, "gpu")
-    assert kernels.attention_ws("f16", 64, False, "gpu")
+    assert attention_ops.attention_ws("bf16", 128, False, "gpu")
+    assert attention_ops.attention_ws("f16", 64, False, "gpu")
     # not on the CPU, with a mask, for 4- and 8-byte types or at head dimension 256
-    assert not kernels.attention_ws("bf16", 128, False, "cpu")
-    assert not kernels.attention_ws("bf16", 128, True, "gpu")
-    assert not kernels.attention_ws("f32", 128, False, "gpu")
-    assert not kernels.attention_ws("bf16", 256, False, "gpu")
-    variant = kernels.attention_variant("bf16", 128, False, "gpu", True)
+    assert not attention_ops.attention_ws("bf16", 128, False, "cpu")
+    assert not attention_ops.attention_ws("bf16", 128, True, "gpu")
+    assert not attention_ops.attention_ws("f32", 128, False, "gpu")
+    assert not attention_ops.attention_ws("bf16", 256, False, "gpu")
+    variant = attention_ops.attention_variant("bf16", 128, False, "gpu", True)
     assert dict(variant.names)["NAME"] == "attention_bf16_d128_ws_gpu"
     assert dict(variant.defines)["EVERY_TILE"] == 1
-    assert dict(variant.options) == {"fill_buffers": False, **dict(kernels.ATTENTION_WS_OPTIONS)}
+    assert dict(variant.options) == {"fill_buffers": False,
+                                     **dict(attention_ops.ATTENTION_WS_OPTIONS)}
 
 
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
@@ -417,14 +616,14 @@ def test_decode_kernels_compile_for_sm90(element: str, d: int) -> None:
     """attention_decode.co at croqtile.nn's GPU tiles, with and without a mask: both
     kernels (the pieces, their combination) compile for sm_90 (no GPU needed)."""
     import croqtile
-    from croqtile.nn import kernels
+    from croqtile.nn import attention_ops, kernels
 
     from ..backends.sm90 import compile_for_sm90
 
-    rows, cols = kernels.attention_decode_tiles("gpu", element, d)
+    rows, cols = attention_ops.attention_decode_tiles("gpu", element, d)
     for masked in (False, True):
-        defines = dict(kernels.attention_defines(element, d, masked, (
-            ("ROWS", rows), ("COLS", cols), ("CHUNK", cols * kernels.DECODE_CHUNK_TILES))))
+        defines = dict(attention_ops.attention_defines(element, d, masked, (
+            ("ROWS", rows), ("COLS", cols), ("CHUNK", cols * attention_ops.DECODE_CHUNK_TILES))))
         module = croqtile.compile((kernels.KERNELS / "attention_decode.co").read_text(),
                                   defines={**defines, "NAME": "decode"})
         artifact = module.decode._compiled.artifact

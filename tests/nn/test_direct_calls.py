@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
-from croqtile.nn import kernels
+from croqtile.nn import attention_ops, kernels
 
 from ..e2e.checks import assert_close, random
 from .ops import croqtile_ops
@@ -98,8 +98,8 @@ def test_direct_calls_are_captured_by_cuda_graphs() -> None:
         y = cf.linear(x, w)
         o = cf.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
     # the capture kept nothing: the first scale made outside it is new, and kept
-    kept = kernels.scalar_tensor(scale * kernels.LOG2E, torch.float32, q.device)
-    assert kernels.scalar_tensor(scale * kernels.LOG2E, torch.float32, q.device) is kept
+    kept = kernels.scalar_tensor(scale * attention_ops.LOG2E, torch.float32, q.device)
+    assert kernels.scalar_tensor(scale * attention_ops.LOG2E, torch.float32, q.device) is kept
     for t in (q, k, v, x, w):
         t.copy_(random(tuple(t.shape), torch.bfloat16, "cuda"))
     graph.replay()

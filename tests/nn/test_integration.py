@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import croqtile
 import croqtile.nn.functional as cf
-from croqtile.nn import kernels
+from croqtile.nn import attention_ops, kernels
 from croqtile.nn import transformers as integration
 
 from ..e2e.checks import assert_close, random
@@ -27,17 +27,26 @@ def _f32(*shape: int, grad: bool = False) -> torch.Tensor:
 
 
 def _scale() -> torch.Tensor:
-    return torch.full((1,), 0.125 * kernels.LOG2E)
+    return torch.full((1,), 0.125 * attention_ops.LOG2E)
 
 
 def _attention_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
-    stats, dq, dkv = kernels.attention_backward_ops("f32", 32, True, "cpu")
+    delta, dq, dkv = attention_ops.attention_backward_ops("f32", 32, True, "cpu")
     q, k, v = _f32(1, 2, 20, 32), _f32(1, 1, 24, 32), _f32(1, 1, 24, 32)
     mask, out, do = _f32(1, 1, 20, 24), _f32(1, 2, 20, 32), _f32(1, 2, 20, 32)
-    if part == "stats":
-        return stats, (q, k, mask, out, do, False, _scale())
-    lse_delta = torch.randn(2, 1, 2, 20)
-    return {"dq": dq, "dkv": dkv}[part], (q, k, v, mask, do, lse_delta, False, _scale())
+    if part == "delta":
+        return delta, (out, do)
+    lse, row_delta = torch.randn(1, 2, 20) + 3.0, torch.randn(1, 2, 20)
+    return {"dq": dq, "dkv": dkv}[part], (q, k, v, mask, do, lse, row_delta, False, _scale())
+
+
+def _attention_training(masked: bool) -> tuple[Any, tuple[Any, ...]]:
+    """The training form of the forward (o and each row's log-sum-exp), with autograd."""
+    q, k, v = (_f32(1, 2, 20, 32, grad=True), _f32(1, 1, 24, 32, grad=True),
+               _f32(1, 1, 24, 32, grad=True))
+    mask = _f32(1, 1, 20, 24) if masked else None
+    return (kernels.operator(attention_ops.training_name("f32", 32, masked, "cpu")),
+            (q, k, v, mask, not masked, _scale()))
 
 
 def _rms_norm_backward(part: str) -> tuple[Any, tuple[Any, ...]]:
@@ -72,15 +81,17 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                            (_f32(20, 40), _f32(36, 40), _f32(36, 40), _f32(20, 36))),
     "matmul_nn": lambda: (kernels.matmul_ops("f32", "cpu")[0], (_f32(20, 36), _f32(36, 40))),
     "matmul_tn": lambda: (kernels.matmul_ops("f32", "cpu")[1], (_f32(20, 36), _f32(20, 40))),
-    "attention": lambda: (kernels.attention_op("f32", 32, False, "cpu"),
+    "attention": lambda: (attention_ops.attention_op("f32", 32, False, "cpu"),
                           (_f32(1, 2, 20, 32, grad=True), _f32(1, 1, 24, 32, grad=True),
                            _f32(1, 1, 24, 32, grad=True), True, _scale())),
-    "attention (mask)": lambda: (kernels.attention_op("f32", 32, True, "cpu"),
+    "attention (mask)": lambda: (attention_ops.attention_op("f32", 32, True, "cpu"),
                                  (_f32(1, 2, 20, 32, grad=True), _f32(1, 2, 24, 32, grad=True),
                                   _f32(1, 2, 24, 32, grad=True), _f32(1, 2, 20, 24), False,
                                   _scale())),
+    "attention (training)": lambda: _attention_training(False),
+    "attention (training, mask)": lambda: _attention_training(True),
     **{f"attention_{part}": (lambda part=part: _attention_backward(part))
-       for part in ("stats", "dq", "dkv")},
+       for part in ("delta", "dq", "dkv")},
     "rms_norm": lambda: (kernels.rms_norm_op("f32", True, "cpu"),
                          (_f32(20, 40, grad=True), _f32(40, grad=True), torch.tensor([1e-6]))),
     **{f"rms_norm_{part}": (lambda part=part: _rms_norm_backward(part))
@@ -106,7 +117,7 @@ def test_every_registered_operator_is_of_a_checked_kind() -> None:
         build()
     names = [str(op).split(".")[-1] for op in kernels.loaded_operators()]
     kinds = ("linear_grad_", "linear_", "gated_grad_", "gated_", "matmul_nn_", "matmul_tn_",
-             "attention_stats_",
+             "attention_delta_",
              "attention_dq_", "attention_dkv_", "attention_", "rms_norm_rstd_",
              "rms_norm_dx_", "rms_norm_dw_", "rms_norm_", "rotary_")
     assert names and all(name.startswith(kinds) for name in names), names
@@ -249,16 +260,17 @@ LARGEST = [(kind, element, d) for kind in ("cpu", "gpu")
 def test_the_largest_attention_variants_compile(kind: str, element: str, d: int) -> None:
     """The tile sizes chosen for each device kind pass the checker's shared-memory budget
     (GPU variants are compiled here, not run)."""
-    rows, cols, wg_rows = kernels.attention_tiles(kind, element, d)
-    backward_rows, backward_cols = kernels.attention_backward_tiles(kind, element, d)
+    rows, cols, wg_rows = attention_ops.attention_tiles(kind, element, d)
+    backward = attention_ops.attention_backward_tiles(kind, element, d)
     for program, tiles in (
-            ("attention", (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows))),
-            ("attention_backward", (("ROWS", backward_rows), ("COLS", backward_cols)))):
+            ("attention", (("ROWS", rows), ("COLS", cols), ("WG_ROWS", wg_rows),
+                           ("LSE", 1))),
+            ("attention_backward", backward.defines())):
         source = (kernels.KERNELS / f"{program}.co").read_text()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
             module = croqtile.compile(source, defines=dict(
-                kernels.attention_defines(element, d, True, tiles)))
+                attention_ops.attention_defines(element, d, True, tiles)))
         assert all("@triton.jit" in f.triton_source for f in module.functions.values())
 
 
@@ -312,7 +324,7 @@ def test_a_tile_loaded_in_the_key_loop_counts_in_its_pipeline() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", croqtile.CompileWarning)
             module = croqtile.compile(source, defines=dict(
-                kernels.attention_defines("bf16", 128, masked, tiles)))
+                attention_ops.attention_defines("bf16", 128, masked, tiles)))
         [function] = module.functions.values()
         stages[masked] = function.triton_source.count("num_stages=2")
     assert stages == {False: 0, True: 1}
