@@ -166,34 +166,54 @@ def attention_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
     return name
 
 
-# (ROWS, COLS) of attention_decode.co: a decode step's few queries (at most DECODE_ROWS)
-# in one 16-row tile, the keys in pieces of DECODE_CHUNK_TILES steps of COLS keys, each
-# piece a block (with a static cache of 8,192 positions, attention.co's 128-row blocks,
-# one a head, took 354 us a call on an H100, the pieces 43 us)
+# attention_decode.co: a decode step's few queries (at most DECODE_ROWS) in one 16-row
+# tile, the keys in pieces (each a block) of CHUNK keys walked COLS at a time. On an H100
+# (bf16, 32 query heads over 8, D = 128, under CUDA graphs), against attention.co's
+# 128-row blocks, one a head (354 us over a static cache of 8,192 positions, 69 us over
+# 4,096 keys, 14.5 us over 544): pieces of 256 keys, 128 a step, 2 stages took 7.7 us
+# over 544 keys (cuDNN 7.5); over long caches pieces of 512 keys, 64 a step, 2 stages
+# (fewer keys in flight a block, more blocks an SM) took 25.7 us for 8,192 (cuDNN 17.5)
+# and 17.4 for 4,096 (cuDNN 9.4), where 128 a step in pieces of 512 took 41.8 and 18.1.
 DECODE_ROWS = 16
-DECODE_CHUNK_TILES = 4
+DECODE_SHORT_KEYS = 1024  # at most this many keys: the short form
+# (COLS, steps a piece, num_stages or None for the compiler's) by (element, short)
+DECODE_GPU_TILES: dict[tuple[str, bool], tuple[int, int, int | None]] = {
+    **{(t, True): (128, 2, 2) for t in ("f16", "bf16")},
+    **{(t, False): (64, 8, 2) for t in ("f16", "bf16")},
+    **{("f32", short): (64, 4, None) for short in (True, False)},
+    **{("f64", short): (32, 4, None) for short in (True, False)},
+}
 
 
-def attention_decode_tiles(kind: str, element: str, head_dim: int) -> tuple[int, int]:
+def attention_decode_tiles(kind: str, element: str, head_dim: int,
+                           short: bool) -> tuple[int, int, int, int | None]:
+    """(ROWS, COLS, CHUNK, num_stages) of attention_decode.co (``short``: at most
+    DECODE_SHORT_KEYS keys)."""
     if kind == "cpu":
-        return DECODE_ROWS, 16 if head_dim == 256 and element == "f64" else 32
-    cols = {"f16": 128, "bf16": 128, "f32": 64, "f64": 32}[element]
-    return DECODE_ROWS, cols // 2 if head_dim == 256 else cols
+        cols = 16 if head_dim == 256 and element == "f64" else 32
+        return DECODE_ROWS, cols, 4 * cols, None
+    cols, steps, stages = DECODE_GPU_TILES[element, short]
+    if head_dim == 256:  # (the staged key and value tiles twice as wide)
+        cols //= 2
+    return DECODE_ROWS, cols, cols * steps, stages
 
 
 @constant_result
-def attention_decode_name(element: str, head_dim: int, masked: bool, kind: str) -> str:
-    """The operator of attention_decode.co, for at most DECODE_ROWS queries a head: the
-    same arguments and result as ``attention_name``'s (a call that wants a gradient runs
-    the training form instead, see ``run``)."""
-    rows, cols = attention_decode_tiles(kind, element, head_dim)
-    name = f"attention_decode_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
+def attention_decode_name(element: str, head_dim: int, masked: bool, kind: str,
+                          short: bool = False) -> str:
+    """The operator of attention_decode.co, for at most DECODE_ROWS queries a head
+    (``short``: over at most DECODE_SHORT_KEYS keys): the same arguments and result as
+    ``attention_name``'s (a call that wants a gradient runs the training form instead,
+    see ``run``)."""
+    rows, cols, chunk, stages = attention_decode_tiles(kind, element, head_dim, short)
+    name = f"attention_decode_{element}_d{head_dim}{'_mask' if masked else ''}_{kind}" \
+        f"{'_short' if short and kind == 'gpu' else ''}"
     defines = attention_defines(element, head_dim, masked, (
-        ("ROWS", rows), ("COLS", cols), ("CHUNK", cols * DECODE_CHUNK_TILES)))
+        ("ROWS", rows), ("COLS", cols), ("CHUNK", chunk)))
     # (every element of o and of the pieces' buffers is written: no zero fill)
-    variant = Variant("attention_decode", defines, (("NAME", name),),
-                      (("fill_buffers", False),))
-    load(variant, forward_autograd(name, element, head_dim, masked, kind), kind)
+    options = (("fill_buffers", False),) + ((("num_stages", stages),) if stages else ())
+    load(Variant("attention_decode", defines, (("NAME", name),), options),
+         forward_autograd(name, element, head_dim, masked, kind), kind)
     _TRAINING[name] = (element, head_dim, masked, kind)
     return name
 

@@ -361,9 +361,12 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_t = kernels.scalar_tensor(sm_scale * attention_ops.LOG2E, acc, q.device)
     # (a decode step's few queries: the keys split over blocks, attention_decode.co)
-    choose = attention_ops.attention_decode_name if length <= attention_ops.DECODE_ROWS \
-        else attention_ops.attention_name
-    name = choose(element, d, attn_mask is not None, kernels.device_kind(q))
+    kind = kernels.device_kind(q)
+    if length <= attention_ops.DECODE_ROWS:
+        name = attention_ops.attention_decode_name(element, d, attn_mask is not None, kind,
+                                                   keys <= attention_ops.DECODE_SHORT_KEYS)
+    else:
+        name = attention_ops.attention_name(element, d, attn_mask is not None, kind)
     # strided heads (a model's [B, L, H, D] projections transposed to [B, H, L, D]) are
     # read in place: the kernel takes the strides; only a last dimension that is not
     # dense is copied

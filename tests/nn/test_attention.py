@@ -612,20 +612,24 @@ def test_warp_specialised_form_compiles_warp_specialised_for_sm90(d: int) -> Non
 
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
 @pytest.mark.parametrize("element,d", [("bf16", 128), ("f16", 64), ("bf16", 256), ("f32", 128)])
-def test_decode_kernels_compile_for_sm90(element: str, d: int) -> None:
-    """attention_decode.co at croqtile.nn's GPU tiles, with and without a mask: both
-    kernels (the pieces, their combination) compile for sm_90 (no GPU needed)."""
+@pytest.mark.parametrize("short", [True, False], ids=["short", "long"])
+def test_decode_kernels_compile_for_sm90(element: str, d: int, short: bool) -> None:
+    """attention_decode.co at croqtile.nn's GPU tiles (short and long caches), with and
+    without a mask: both kernels (the pieces, their combination) compile for sm_90 (no
+    GPU needed)."""
     import croqtile
     from croqtile.nn import attention_ops, kernels
 
     from ..backends.sm90 import compile_for_sm90
 
-    rows, cols = attention_ops.attention_decode_tiles("gpu", element, d)
+    rows, cols, chunk, stages = attention_ops.attention_decode_tiles("gpu", element, d, short)
+    assert chunk % cols == 0
     for masked in (False, True):
         defines = dict(attention_ops.attention_defines(element, d, masked, (
-            ("ROWS", rows), ("COLS", cols), ("CHUNK", cols * attention_ops.DECODE_CHUNK_TILES))))
+            ("ROWS", rows), ("COLS", cols), ("CHUNK", chunk))))
         module = croqtile.compile((kernels.KERNELS / "attention_decode.co").read_text(),
-                                  defines={**defines, "NAME": "decode"})
+                                  defines={**defines, "NAME": "decode"},
+                                  **({"num_stages": stages} if stages else {}))
         artifact = module.decode._compiled.artifact
         assert len(artifact.kernels) == 2
         for index in range(2):
