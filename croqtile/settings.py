@@ -60,6 +60,14 @@ def cache_size() -> int | None:
     return value
 
 
+def attention_cuda() -> bool:
+    """``CROQTILE_ATTENTION_CUDA``: when set to anything but ``""`` or ``"0"``,
+    ``croqtile.nn``'s unmasked attention forward on a Hopper GPU (f16/bf16, head dimension
+    128, no gradient wanted) runs the hand-written CUDA kernel where it was timed faster
+    than the Triton one (``croqtile.nn.attention_cuda``)."""
+    return os.environ.get("CROQTILE_ATTENTION_CUDA", "") not in ("", "0")
+
+
 def attention_ws() -> bool:
     """``CROQTILE_ATTENTION_WS``: when set to anything but ``""`` or ``"0"``,
     ``croqtile.nn``'s attention forward on a GPU (f16/bf16, head dimension up to 128, no

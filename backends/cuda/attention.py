@@ -50,26 +50,28 @@ def _strided_rows_ok(t: torch.Tensor) -> bool:
         for size, stride in zip(t.shape[:-1], t.stride()[:-1]))
 
 
-def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor | None,
                 lse: torch.Tensor | None = None, *, scale: float | None = None,
                 device: bool = True) -> str | None:
-    """Why the kernel cannot compute this attention, or None when it can.
-    ``device=False`` leaves out the checks of the device (for tests on the CPU)."""
-    tensors = (q, k, v, out) + ((lse,) if lse is not None else ())
+    """Why the kernel cannot compute this attention, or None when it can (``out`` None:
+    an output the caller will allocate, contiguous on q's device). ``device=False``
+    leaves out the checks of the device (for tests on the CPU)."""
+    given = (out,) if out is not None else ()
+    tensors = (q, k, v) + given + ((lse,) if lse is not None else ())
     if device and any(not t.is_cuda for t in tensors):
         return "the tensors are not on a CUDA device"
-    if device and torch.cuda.get_device_capability(q.device) != (9, 0):
+    if device and _capability(q.device) != (9, 0):
         return "the GPU is not a Hopper (compute capability 9.0)"
     if any(t.device != q.device for t in tensors):
         return "the tensors are on different devices"
-    if q.dtype not in _TYPES or any(t.dtype != q.dtype for t in (k, v, out)):
+    if q.dtype not in _TYPES or any(t.dtype != q.dtype for t in (k, v) + given):
         return "q, k, v and out are not all f16 or all bf16"
-    if any(t.dim() != 4 for t in (q, k, v, out)):
+    if any(t.dim() != 4 for t in (q, k, v) + given):
         return "q, k, v or out is not 4-dimensional"
     (b, h, l, d), (b_k, hkv, s, d_k) = q.shape, k.shape
     if (b_k, d_k) != (b, d) or tuple(v.shape) != tuple(k.shape):
         return "k and v are not [B, HKV, S, D] for q [B, H, L, D]"
-    if tuple(out.shape) != (b, l, h, d):
+    if out is not None and tuple(out.shape) != (b, l, h, d):
         return "out is not [B, L, H, D]"
     if min(b, h, l, s, hkv) == 0:
         return "a dimension is empty"
@@ -81,7 +83,7 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Te
         return "the sequences or the grid are too long for 32-bit indices"
     if not all(_strided_rows_ok(t) for t in (q, k, v)):
         return "q, k or v has a strided last dimension or strides not multiples of 16 bytes"
-    if not out.is_contiguous():
+    if out is not None and not out.is_contiguous():
         return "out is not contiguous"
     if lse is not None and (lse.dtype != torch.float32 or tuple(lse.shape) != (b, h, l)
                             or not lse.is_contiguous()):
@@ -91,6 +93,17 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Te
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         return "the scale is not a positive finite number"
     return None
+
+
+_CAPABILITIES: dict[torch.device, tuple[int, int]] = {}
+
+
+def _capability(device: torch.device) -> tuple[int, int]:
+    """The compute capability of ``device`` (asked once per device)."""
+    found = _CAPABILITIES.get(device)
+    if found is None:
+        found = _CAPABILITIES[device] = torch.cuda.get_device_capability(device)
+    return found
 
 
 def map_layout(shape: Sequence[int], strides: Sequence[int],

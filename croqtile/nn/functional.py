@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from . import attention_ops, kernels
+from . import attention_cuda, attention_ops, kernels
 from .kernels import strided_key, tensor_key
 
 _ACTIVATIONS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -361,6 +361,9 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_t = kernels.scalar_tensor(sm_scale * attention_ops.LOG2E, acc, q.device)
     # (a decode step's few queries: the keys split over blocks, attention_decode.co)
+    if attn_mask is None and length > attention_ops.DECODE_ROWS \
+            and attention_cuda.cuda_attention(q, k, v, bool(is_causal), sm_scale):
+        return attention_cuda.run(q, k, v, bool(is_causal), sm_scale)
     kind = kernels.device_kind(q)
     if length <= attention_ops.DECODE_ROWS:
         name = attention_ops.attention_decode_name(element, d, attn_mask is not None, kind,
