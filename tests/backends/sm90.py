@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 from croqtile import settings
 from croqtile.backends.triton.codegen import Artifact
@@ -34,6 +35,24 @@ def compile_for_sm90(artifact: Artifact, index: int, what: str) -> None:
                                   options={"num_warps": artifact.num_warps[index],
                                            "num_stages": artifact.num_stages[index]})
         assert compiled.asm["cubin"], f"{what}: no machine code"
+
+
+def sm90_metadata(artifact: Artifact, index: int = 0) -> Any:
+    """Triton's metadata (warps, shared memory...) of kernel ``index`` of ``artifact``
+    compiled for sm_90 as the GPU runs it (tensor descriptors on; no GPU needed)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernel = getattr(load_module(artifact, settings.cache_dir()), artifact.kernels[index])
+    signature = artifact.signatures[index]
+    constants = {(kernel.arg_names.index(n),): n != "ON_CPU"
+                 for n, kind in signature.items() if kind == "constexpr"}
+    compiled = triton.compile(ASTSource(kernel, signature, constants),
+                              target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": artifact.num_warps[index],
+                                       "num_stages": artifact.num_stages[index]})
+    return compiled.metadata
 
 
 def assert_compiles_for_sm90(text: str, name: str) -> None:

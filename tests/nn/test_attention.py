@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
 
-from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90
+from ..backends.sm90 import HAVE_CUDA_BACKEND, compile_for_sm90, sm90_metadata
 from ..e2e.checks import assert_close, random
 from .ops import croqtile_ops
 
@@ -344,13 +344,8 @@ def test_the_backward_compiles_for_sm90() -> None:
     warps for dq and dk/dv, within a block's shared memory; the forward's training form
     (its lse written after the key loop) and the masked variants compile too."""
     import croqtile
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from croqtile import settings
-    from croqtile.backends.triton.launcher import load_module
     from croqtile.nn import attention_ops, kernels
+
 
     tiles = attention_ops.attention_backward_tiles("gpu", "bf16", 128)
     module = croqtile.compile((kernels.KERNELS / "attention_backward.co").read_text(),
@@ -358,17 +353,9 @@ def test_the_backward_compiles_for_sm90() -> None:
                                   "bf16", 128, False, tiles.defines())),
                               **dict(attention_ops.BACKWARD_OPTIONS["gpu"]))
     for name, fn in module.functions.items():
-        artifact = fn._compiled.artifact  # type: ignore[attr-defined]
-        kernel = getattr(load_module(artifact, settings.cache_dir()), artifact.kernels[0])
-        signature = artifact.signatures[0]
-        constants = {(kernel.arg_names.index(n),): n != "ON_CPU"
-                     for n, kind in signature.items() if kind == "constexpr"}
-        compiled = triton.compile(ASTSource(kernel, signature, constants),
-                                  target=GPUTarget("cuda", 90, 32),
-                                  options={"num_warps": artifact.num_warps[0],
-                                           "num_stages": artifact.num_stages[0]})
-        assert compiled.metadata.num_warps == (4 if name == "attention_delta" else 8)
-        assert compiled.metadata.shared <= 227 * 1024
+        metadata = sm90_metadata(fn._compiled.artifact)  # type: ignore[attr-defined]
+        assert metadata.num_warps == (4 if name == "attention_delta" else 8)
+        assert metadata.shared <= 227 * 1024
     # the training form of the forward, and the masked variants (pointers and descriptors)
     for masked in (False, True):
         variant = attention_ops.attention_variant("bf16", 128, masked, "gpu", lse=True)
@@ -382,6 +369,7 @@ def test_the_backward_compiles_for_sm90() -> None:
         **dict(attention_ops.BACKWARD_OPTIONS["gpu"]))
     for name, fn in masked_backward.functions.items():
         compile_for_sm90(fn._compiled.artifact, 0, name)  # type: ignore[attr-defined]
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [True, False])
@@ -589,25 +577,11 @@ def test_warp_specialised_form_compiles_warp_specialised_for_sm90(d: int) -> Non
     """Compiled for sm_90 by Triton 3.6 (no GPU needed), the form is warp-specialised: a
     producer warpgroup and two consumer warpgroups (12 warps from a 4-warp program), and
     fits a block's shared memory; the default form stays one 8-warp program."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from croqtile import settings
-    from croqtile.backends.triton.launcher import load_module
 
     for ws, warps in ((True, 12), (False, 8)):
-        artifact = _form("bf16", d, ws, kind="gpu")._compiled.artifact
-        kernel = getattr(load_module(artifact, settings.cache_dir()), artifact.kernels[0])
-        signature = artifact.signatures[0]
-        constants = {(kernel.arg_names.index(n),): n != "ON_CPU"
-                     for n, kind in signature.items() if kind == "constexpr"}
-        compiled = triton.compile(ASTSource(kernel, signature, constants),
-                                  target=GPUTarget("cuda", 90, 32),
-                                  options={"num_warps": artifact.num_warps[0],
-                                           "num_stages": artifact.num_stages[0]})
-        assert compiled.metadata.num_warps == warps
-        assert compiled.metadata.shared <= 227 * 1024
+        metadata = sm90_metadata(_form("bf16", d, ws, kind="gpu")._compiled.artifact)
+        assert metadata.num_warps == warps
+        assert metadata.shared <= 227 * 1024
 
 
 @pytest.mark.skipif(not HAVE_CUDA_BACKEND, reason="needs Triton's NVIDIA backend")
@@ -620,7 +594,6 @@ def test_decode_kernels_compile_for_sm90(element: str, d: int, short: bool) -> N
     import croqtile
     from croqtile.nn import attention_ops, kernels
 
-    from ..backends.sm90 import compile_for_sm90
 
     rows, cols, chunk, stages = attention_ops.attention_decode_tiles("gpu", element, d, short)
     assert chunk % cols == 0
