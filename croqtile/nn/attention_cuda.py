@@ -55,14 +55,12 @@ def faster(causal: bool, length: int, head_dim: int) -> bool:
 
 def _kernel(device: torch.device) -> hopper.HopperAttention:
     """The kernels built and loaded for ``device`` (once)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    found = _KERNELS.get(index)
-    if found is None:
-        with _LOCK, torch.cuda.device(index):
-            found = _KERNELS.get(index)
-            if found is None:
-                found = hopper.HopperAttention(settings.cache_dir(), nvcc=settings.nvcc())
-                _KERNELS[index] = found
+    index = device.index  # (a tensor's CUDA device always has its index)
+    with _LOCK, torch.cuda.device(index):  # (a first call builds them)
+        found = _KERNELS.get(index)
+        if found is None:
+            found = _KERNELS[index] = hopper.HopperAttention(settings.cache_dir(),
+                                                             nvcc=settings.nvcc())
     return found
 
 
