@@ -255,6 +255,60 @@ def test_ragged_grouped_gemm(counts: list[int]) -> None:
     assert_close(out, ref, torch.float16)
 
 
+# `.zfill` into a part of run-time extent: block p copies a 16-row window of `src` into
+# the leading `n` rows of its shared tile, then copies the whole tile out. Rows `n`..15 are
+# zeros (not the window's next rows). In the second form the tile's elements are also
+# written (it lives in scratch memory), and the copy runs on every trip of a loop.
+PARTIAL_ROWS = """
+__co__ void rows_in(global f32 [R, 32] src, global s32 [4] counts, global f32 [64, 32] out) {
+  parallel p by 4 : block
+  parallel t by 32 : thread {
+    shared f32 [16, 32] s;
+    s32 c = counts.at(p);
+    n = (16 < c) ? 16 : c;
+    dma.copy.zfill src.view(16, 32).from(p * 16, 0) => s.subspan(n, 32);
+    dma.copy s => out.subspan(16, 32).at(p, 0);
+  }
+}
+
+__co__ void rows_in_scratch(global f32 [R, 32] src, global s32 [4] counts,
+                            global f32 [128, 32] out) {
+  parallel p by 4 : block
+  parallel t by 32 : thread {
+    shared f32 [16, 32] s;
+    s32 c = counts.at(p);
+    n = (16 < c) ? 16 : c;
+    foreach k in 2 {
+      dma.copy.zfill src.view(16, 32).from(p * 16 + k, 0) => s.subspan(n, 32);
+      s.at(0, t) = s.at(0, t) + 100.0f;
+      dma.copy s => out.subspan(16, 32).at(p * 2 + k, 0);
+    }
+  }
+}
+"""
+
+
+def test_zfill_into_part_of_runtime_extent_zeroes_the_rest() -> None:
+    mod = compile_clean(PARTIAL_ROWS)
+    counts = torch.tensor([3, 16, 0, 11], dtype=torch.int32)
+    src = torch.randn(80, 32)
+    out = poison(torch.empty(64, 32))
+    mod.rows_in(src, counts, out)
+    ref = torch.zeros(64, 32, dtype=torch.float64)
+    for p, n in enumerate(counts.tolist()):
+        ref[16 * p:16 * p + n] = src[16 * p:16 * p + n].double()
+    assert_close(out, ref, torch.float32)
+    out = poison(torch.empty(128, 32))
+    mod.rows_in_scratch(src, counts, out)
+    ref = torch.zeros(128, 32, dtype=torch.float64)
+    for p, n in enumerate(counts.tolist()):
+        for k in range(2):
+            first = 16 * (2 * p + k)
+            ref[first:first + n] = src[16 * p + k:16 * p + k + n].double()
+            ref[first] += 100.0
+    assert_close(out, ref, torch.float32)
+
+
 # A run-time trip count with no bound the compiler can see, and `#` of its variable.
 TRIPS = """
 __co__ void fill(global s32 [4] lengths, global s32 [4, 16] out) {
