@@ -223,22 +223,18 @@ def _copy_into_scratch(kl: KernelState, slot: BufferSlot, source: Region | Tile,
                        stmt: ast.DmaStmt) -> None:
     """A copy into a buffer that lives in scratch memory (scratch.py) moves the data:
     the buffer keeps its own storage, which later element writes update."""
-    scratch = slot.buffer.content
-    assert isinstance(scratch, Region)
-    region = scratch.shifted(list(slot.offsets), slot.extents)
-    if slot.ends:
+    ends = slot.ends
+    if ends:
         # a part of run-time extent: the source's rows past it are not copied (or arrive
         # as zeros with .zfill)
         if isinstance(source, Tile):
             raise _runtime_part_of_tile(stmt)
-        ends = [(d, b.add(end, b.mul(slot.offsets[d], b.const(-1)))) for d, end in slot.ends]
-        source = source.limited(ends).clipped(source.extents, _zero_filled(stmt))
-        if not source.filled:
-            region = scratch.limited(slot.ends).shifted(list(slot.offsets), slot.extents)
+        rel = [(d, b.add(end, b.mul(slot.offsets[d], b.const(-1)))) for d, end in ends]
+        source = source.limited(rel).clipped(source.extents, _zero_filled(stmt))
+        if source.filled:
+            ends = ()
     tile = source if isinstance(source, Tile) else _materialize(kl, source, stmt)
-    kl.emit(ir.Barrier(stmt.span))  # readers of the old content first
-    store_tile(kl, region, tile, stmt.span)
-    kl.emit(ir.Barrier(stmt.span))
+    scratch.store_into(kl, slot.buffer, slot.offsets, slot.extents, tile, stmt.span, ends)
 
 
 def _materialize(kl: KernelState, region: Region, stmt: ast.DmaStmt) -> Tile:

@@ -253,6 +253,9 @@ class Buffer:
     scope: list | None = None
     lanes: tuple[ir.Axis, ...] = ()
     owned: bool = False
+    # the statement list a register tile stored into the buffer (``mma.store mc, buf``) was
+    # made in, with that tile: where the tile can move to scratch (scratch.py)
+    made: tuple[Tile, list] | None = None
     index: tuple[ir.Expr, ...] | None = None  # an element of a BufferArray: its indices
 
 
