@@ -211,7 +211,7 @@ def _substitute(node: ast.Node, args: dict[str, ast.Expr], problem: list[str]) -
             return node
         given = node.args[1:] if node.name in SHUFFLES else node.args  # (no member mask)
         new_args = tuple(_substitute(a, args, problem) for a in given)
-        return dataclasses.replace(node, name=mapped, args=new_args)  # type: ignore[arg-type]
+        return dataclasses.replace(node, name=mapped, args=new_args)  # type: ignore[arg-type]  # a Call
     changes: dict[str, object] = {}
     for f in dataclasses.fields(node):
         value = getattr(node, f.name)
@@ -220,7 +220,7 @@ def _substitute(node: ast.Node, args: dict[str, ast.Expr], problem: list[str]) -
         elif isinstance(value, tuple) and any(isinstance(v, ast.Node) for v in value):
             changes[f.name] = tuple(_substitute(v, args, problem) if isinstance(v, ast.Node)
                                     else v for v in value)
-    return dataclasses.replace(node, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(node, **changes)  # type: ignore[arg-type]  # per-field types
 
 
 def _intrinsic(name: str) -> str | None:

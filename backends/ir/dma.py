@@ -81,8 +81,7 @@ def staged(source: Region | Tile, stmt: ast.DmaStmt) -> Region | Tile:
     hint = next((a.name for a in stmt.attrs if a.name in ("evict_first", "evict_last")), None)
     if isinstance(source, Region) and hint:
         source = source._replace(eviction=hint)
-    if isinstance(source, Region) and (stmt.engine == "tma" or any(
-            a.name == "zfill" for a in stmt.attrs)):
+    if isinstance(source, Region) and _zero_filled(stmt):
         return source.clipped(source.extents, True)
     return source
 
@@ -200,23 +199,42 @@ def _fill_buffer(slot: BufferSlot, source: Region | Tile, stmt: ast.DmaStmt) -> 
         if source.split:
             raise unsupported(stmt.src.span, "copying an instance's part of a register-"
                                              "resident buffer into another buffer")
+        if slot.ends:
+            raise _runtime_part_of_tile(stmt)
         return source
-    # TMA zero-fills out-of-bounds reads in hardware; dma does it when asked (.zfill)
-    filled = stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)
-    return source.clipped(slot.buffer.shape, filled)
+    # A destination of run-time extent (`sa.subspan(rows, K)`) receives only that part of
+    # the source: the rest holds no data, or zeros.
+    return source.limited(slot.ends).clipped(slot.buffer.shape, _zero_filled(stmt))
+
+
+def _runtime_part_of_tile(stmt: ast.DmaStmt) -> LoweringError:
+    return unsupported(stmt.dst.span, "copying a register-resident buffer into a part of a "
+                                      "buffer whose extent is known only at run time",
+                       "copy from global memory, or copy the whole buffer")
+
+
+def _zero_filled(stmt: ast.DmaStmt) -> bool:
+    """Whether a copy writes zeros where its source has no data: TMA zero-fills
+    out-of-bounds reads in hardware; dma does it when asked (.zfill)."""
+    return stmt.engine == "tma" or any(a.name == "zfill" for a in stmt.attrs)
 
 
 def _copy_into_scratch(kl: KernelState, slot: BufferSlot, source: Region | Tile,
                        stmt: ast.DmaStmt) -> None:
     """A copy into a buffer that lives in scratch memory (scratch.py) moves the data:
     the buffer keeps its own storage, which later element writes update."""
-    scratch = slot.buffer.content
-    assert isinstance(scratch, Region)
-    region = scratch.shifted(list(slot.offsets), slot.extents)
+    ends = slot.ends
+    if ends:
+        # a part of run-time extent: the source's rows past it are not copied (or arrive
+        # as zeros with .zfill)
+        if isinstance(source, Tile):
+            raise _runtime_part_of_tile(stmt)
+        rel = [(d, b.add(end, b.mul(slot.offsets[d], b.const(-1)))) for d, end in ends]
+        source = source.limited(rel).clipped(source.extents, _zero_filled(stmt))
+        if source.filled:
+            ends = ()
     tile = source if isinstance(source, Tile) else _materialize(kl, source, stmt)
-    kl.emit(ir.Barrier(stmt.span))  # readers of the old content first
-    store_tile(kl, region, tile, stmt.span)
-    kl.emit(ir.Barrier(stmt.span))
+    scratch.store_into(kl, slot.buffer, slot.offsets, slot.extents, tile, stmt.span, ends)
 
 
 def _materialize(kl: KernelState, region: Region, stmt: ast.DmaStmt) -> Tile:

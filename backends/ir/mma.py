@@ -29,7 +29,7 @@ from ...frontend.sema.symbolic import Sym
 from ...frontend.source import Span
 from . import build as b
 from . import nodes as ir
-from . import sparse
+from . import scratch, sparse
 from .errors import LoweringError, static_extent, unsupported
 from .state import BufferSlot, KernelState, broadcast, iter_stmts
 from .tiles import load_operand, load_tile, staging_scope, store_tile, widen_bf16_on_cpu
@@ -624,7 +624,7 @@ def lower_store(kl: KernelState, stmt: ast.MmaStore) -> None:
     tile = _converted(kl, acc, dst_elem, dims, stmt.span)
     new_origin = _replace(origin, {row_t: lin_row.rest, col_t: lin_col.rest})
     if isinstance(target, BufferSlot):
-        _store_to_buffer(target, tile, new_origin, stmt)
+        _store_to_buffer(kl, target, tile, new_origin, stmt)
         return
     extents = tuple(Sym(d.extent) for d in dims)
     if stmt.modifier == "mask":
@@ -722,15 +722,21 @@ def _unfuse(kl: KernelState, lin: b.Linear, parts: tuple[ir.Axis, ...], tile: in
         raise _fail(node, f"parallel index '{name}' moves the destination but not the operands")
 
 
-def _store_to_buffer(slot: BufferSlot, tile: Tile, origin: tuple[ir.Expr, ...],
-                     stmt: ast.MmaStore) -> None:
+def _store_to_buffer(kl: KernelState, slot: BufferSlot, tile: Tile,
+                     origin: tuple[ir.Expr, ...], stmt: ast.MmaStore) -> None:
+    """The buffer holds the tile (in registers), made in the current block; a buffer
+    already in scratch memory (scratch.py) stores it there."""
     buffer: Buffer = slot.buffer
     whole = all(b.is_const(o, 0) for o in origin) and all(
         Sym(d.extent).provably_eq(s) for d, s in zip(tile.dims, buffer.shape))
     if not whole:
         raise unsupported(stmt.dst.span, "an mma.store that fills only part of a shared buffer",
                           "store every instance's tile so that together they cover the buffer")
+    if buffer.owned:
+        scratch.store_into(kl, buffer, origin, buffer.shape, tile, stmt.span)
+        return
     buffer.content = tile
+    buffer.made = (tile, kl.scopes[-1])
 
 
 def acc_arith_at(kl: KernelState, target: ast.Index, item: ast.Assign) -> None:

@@ -20,6 +20,9 @@ branch, which would move it on one path only).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+
 from ...frontend import syntax as ast
 from ...frontend.sema.effects import element_write
 from ...frontend.sema.symbolic import Sym
@@ -30,6 +33,8 @@ from .errors import unsupported
 from .state import KernelState, broadcast
 from .tiles import load_tile, store_tile
 from .values import Buffer, Region, TensorRef, Tile, access, padding_mask
+
+_log = logging.getLogger(__name__)
 
 
 def element_written(kl: KernelState, sym: object) -> bool:
@@ -216,11 +221,27 @@ def _made_in_enclosing_block(kl: KernelState, buffer: Buffer) -> list[ir.Stmt] |
     statement appended to it now can read the tile (so that the tile can be stored at its
     end); None otherwise."""
     content = buffer.content
-    depth = next((d for d, scope in enumerate(kl.scopes) if scope is buffer.scope), None)
+    made = buffer.scope
+    if buffer.made is not None and buffer.made[0] is content:
+        made = buffer.made[1]  # (an mma.store in a loop inside the declaring block)
+    depth = next((d for d, scope in enumerate(kl.scopes) if scope is made), None)
     if depth is None or not isinstance(content, Tile):
         return None
     exprs = [content.expr] + ([content.valid] if content.valid is not None else [])
-    return buffer.scope if all(kl.readable_at(depth, e) for e in exprs) else None
+    return made if all(kl.readable_at(depth, e) for e in exprs) else None
+
+
+def store_into(kl: KernelState, buffer: Buffer, offsets: Sequence[ir.Expr],
+               extents: tuple[Sym, ...], tile: Tile, span: Span,
+               ends: Sequence[tuple[int, ir.Expr]] = ()) -> None:
+    """Store a tile into part of a buffer that lives in scratch memory (at ``offsets``,
+    ``extents``; masked past the run-time ``ends``, as ``Region.limited`` takes them),
+    between barriers: the readers of the old content first, the new content's after."""
+    region = buffer.content
+    assert buffer.owned and isinstance(region, Region)
+    kl.emit(ir.Barrier(span))
+    store_tile(kl, region.limited(ends).shifted(list(offsets), extents), tile, span)
+    kl.emit(ir.Barrier(span))
 
 
 def _move(kl: KernelState, buffer: Buffer, span: Span) -> Region:
@@ -259,6 +280,8 @@ def _allocate(kl: KernelState, buffer: Buffer, span: Span) -> Region:
     kl.fl.body.append(ir.HostAlloc(name, dims, elem.torch, None, span))
     kl.use_tensor(tensor)
     kl.scratch_used = True
+    _log.debug("kernel %s: '%s' lives in per-program scratch memory (global), with barriers "
+               "around its writes: slower than registers", kl.name, buffer.symbol.name)
     kl.emit(ir.Comment(span, f"'{buffer.symbol.name}' lives in per-program scratch memory "
                              "(written element by element; slower than registers)"))
     origin = (kl.program_index, *(b.axis_index(a) for a in buffer.lanes),

@@ -43,11 +43,14 @@ SHARED_LIMIT = 224 * 1024  # (of the 227 KiB, a little for Triton's own barriers
 
 @dataclass(frozen=True)
 class BufferSlot:
-    """A write target inside a shared/local buffer: offsets and extents."""
+    """A write target inside a shared/local buffer: offsets and extents, and the end
+    offsets of extents known only at run time (``buf.subspan(rows, K)``: (dimension, end)
+    pairs, as ``Region.limited`` takes them)."""
 
     buffer: Buffer
     offsets: tuple[ir.Expr, ...]
     extents: tuple[Sym, ...]
+    ends: tuple[tuple[int, ir.Expr], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ Loads and stores of views, tiles and single elements are all built by ``access``
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from typing import Any
 
 from ...frontend.sema.dtypes import ElemType
@@ -116,6 +117,18 @@ class Region:
             t = self.axis_of(d)
             origin[t] = b.add(origin[t], offset)
         return self._replace(origin=tuple(origin), extents=extents)
+
+    def limited(self, ends: Sequence[tuple[int, ir.Expr]]) -> Region:
+        """This region masked past runtime extents: ``ends`` holds (view dimension, end
+        offset from the region's origin) pairs (``view(1, X, _).from(...)``,
+        ``buf.subspan(rows, K)``)."""
+        if not ends:
+            return self
+        limits = list(self.limits)
+        for d, end in ends:
+            t = self.axis_of(d)
+            limits[t] = limits[t] + (b.add(self.origin[t], end),)
+        return self._replace(limits=tuple(limits))
 
     def squeezed(self) -> Region:
         """``.sqz()``: the view without its dimensions of size 1; their tensor
@@ -240,6 +253,9 @@ class Buffer:
     scope: list | None = None
     lanes: tuple[ir.Axis, ...] = ()
     owned: bool = False
+    # the statement list a register tile stored into the buffer (``mma.store mc, buf``) was
+    # made in, with that tile: where the tile can move to scratch (scratch.py)
+    made: tuple[Tile, list] | None = None
     index: tuple[ir.Expr, ...] | None = None  # an element of a BufferArray: its indices
 
 

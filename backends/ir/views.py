@@ -64,7 +64,7 @@ class Views(KernelState):
             if step.kind == "sqz":
                 if not isinstance(base, Region):
                     raise unsupported(step.span, "'.sqz' of a register-resident buffer")
-                base = _limited(base, ends).shifted(offsets, tuple(extents)).squeezed()
+                base = base.limited(ends).shifted(offsets, tuple(extents)).squeezed()
                 offsets = [b.const(0) for _ in step.extents]
                 extents, ends = step.extents, []
                 continue
@@ -80,13 +80,13 @@ class Views(KernelState):
                 if runtime is not None:
                     ends.append((d, b.add(offsets[d], self.value(runtime))))
         if isinstance(base, Buffer):
-            # (a copy into a runtime-sized part: the source's own masks say what arrives)
-            return BufferSlot(base, tuple(offsets), tuple(extents))
+            # (a copy into a runtime-sized part: the copy masks its source by ``ends``)
+            return BufferSlot(base, tuple(offsets), tuple(extents), tuple(ends))
         if isinstance(base, Region):
             self.use_tensor(base.tensor)
             if base.rank != len(offsets):
                 raise unsupported(view.span, "views that change the rank of their data")
-            return _limited(base, ends).shifted(offsets, tuple(extents))
+            return base.limited(ends).shifted(offsets, tuple(extents))
         assert isinstance(base, Tile)
         if all(b.is_const(o, 0) for o in offsets) and all(
                 e.value == self._extent_of(d) for e, d in zip(extents, base.dims)):
@@ -260,18 +260,6 @@ class Views(KernelState):
                               "index the array with the same expression as the copy into it, "
                               "e.g. `ring[k % STAGES]` for both")
         return found
-
-
-def _limited(region: Region, ends: list[tuple[int, ir.Expr]]) -> Region:
-    """``region`` masked past runtime extents: ``ends`` holds, per view dimension, an
-    end offset from the region's origin (``view(1, X, _).from(...)``)."""
-    if not ends:
-        return region
-    limits = list(region.limits)
-    for d, end in ends:
-        t = region.axis_of(d)
-        limits[t] = limits[t] + (b.add(region.origin[t], end),)
-    return region._replace(limits=tuple(limits))
 
 
 def _instance_parts(offsets: list[ir.Expr], extents: tuple[Sym, ...],

@@ -54,7 +54,7 @@ EXCLUDED = ("ESC", "OUT")
 # tests/<dir> folders whose __co__ functions are in scope.
 UPSTREAM_DIRS: tuple[str, ...] = ("gpu/end2end", "cpu/end2end", "amdgpu/end2end")
 RECIPE_MODULES: tuple[str, ...] = ("e2e_recipes_gpu_a", "e2e_recipes_gpu_b", "e2e_recipes_other",
-                                   "e2e_recipes_tutorial")
+                                   "e2e_recipes_tutorial", "e2e_recipes_moe")
 TUTORIAL_PREFIX = "tutorial/"
 WILDCARD = "*"
 SEED = 20260

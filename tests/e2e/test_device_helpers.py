@@ -8,6 +8,8 @@ integer) torch reference."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
@@ -252,6 +254,137 @@ def test_ragged_grouped_gemm(counts: list[int]) -> None:
     for e in range(4):
         a, b = int(offsets[e]), int(offsets[e + 1])
         ref[a:b] = lhs[a:b].double() @ rhs[32 * e:32 * (e + 1)].double().T
+    assert_close(out, ref, torch.float16)
+
+
+# `.zfill` into a part of run-time extent: block p copies a 16-row window of `src` into
+# the leading `n` rows of its shared tile, then copies the whole tile out. Rows `n`..15 are
+# zeros (not the window's next rows). In the second form the tile's elements are also
+# written (it lives in scratch memory), and the copy runs on every trip of a loop.
+PARTIAL_ROWS = """
+__co__ void rows_in(global f32 [R, 32] src, global s32 [4] counts, global f32 [64, 32] out) {
+  parallel p by 4 : block
+  parallel t by 32 : thread {
+    shared f32 [16, 32] s;
+    s32 c = counts.at(p);
+    n = (16 < c) ? 16 : c;
+    dma.copy.zfill src.view(16, 32).from(p * 16, 0) => s.subspan(n, 32);
+    dma.copy s => out.subspan(16, 32).at(p, 0);
+  }
+}
+
+__co__ void rows_in_scratch(global f32 [R, 32] src, global s32 [4] counts,
+                            global f32 [128, 32] out) {
+  parallel p by 4 : block
+  parallel t by 32 : thread {
+    shared f32 [16, 32] s;
+    s32 c = counts.at(p);
+    n = (16 < c) ? 16 : c;
+    foreach k in 2 {
+      dma.copy.zfill src.view(16, 32).from(p * 16 + k, 0) => s.subspan(n, 32);
+      s.at(0, t) = s.at(0, t) + 100.0f;
+      dma.copy s => out.subspan(16, 32).at(p * 2 + k, 0);
+    }
+  }
+}
+"""
+
+
+def test_zfill_into_part_of_runtime_extent_zeroes_the_rest() -> None:
+    mod = compile_clean(PARTIAL_ROWS)
+    counts = torch.tensor([3, 16, 0, 11], dtype=torch.int32)
+    src = torch.randn(80, 32)
+    out = poison(torch.empty(64, 32))
+    mod.rows_in(src, counts, out)
+    ref = torch.zeros(64, 32, dtype=torch.float64)
+    for p, n in enumerate(counts.tolist()):
+        ref[16 * p:16 * p + n] = src[16 * p:16 * p + n].double()
+    assert_close(out, ref, torch.float32)
+    out = poison(torch.empty(128, 32))
+    mod.rows_in_scratch(src, counts, out)
+    ref = torch.zeros(128, 32, dtype=torch.float64)
+    for p, n in enumerate(counts.tolist()):
+        for k in range(2):
+            first = 16 * (2 * p + k)
+            ref[first:first + n] = src[16 * p + k:16 * p + k + n].double()
+            ref[first] += 100.0
+    assert_close(out, ref, torch.float32)
+
+
+# The grouped GEMM with its scatter fused: each ragged tile's result goes through a shared
+# tile (`mma.store` inside the loop over tiles), whose first `tile_rows` rows are then read
+# one element a lane at a time and added, weighted, into the output rows their routes name
+# (several routes share an output row: atomics). The shared tile lives in per-program
+# scratch memory, moved there on every trip of the loop where the MMA result is made.
+SCATTERED = """
+template <typename T>
+__device__ __forceinline__ T ADD(T* p, T v) { return atomicAdd(p, v); }
+
+__co__ void grouped_scatter(global f16 [R, 64] lhs, global f16 [128, 64] rhs,
+                            global s32 [5] offsets, global s32 [R] routes,
+                            global f32 [R] weights, global f32 [T, 32] out) {
+  parallel e by 4 : block
+  parallel by 1 : group-4
+  parallel t by 128 : thread {
+    shared f16 [16, 32] sa;
+    shared f16 [32, 32] sb;
+    shared f32 [16, 32] tile_s;
+    s32 first = offsets.at(e);
+    s32 rows = offsets.at(e + 1) - first;
+    if (rows <= 0) yield;
+    foreach m in [cdiv(rows, 16)] {
+      tile_rows = (16 < rows - m * 16) ? 16 : rows - m * 16;
+      acc = mma.fill.f32 0.0f;
+      foreach k in [2] {
+        dma.copy.zfill lhs.view(16, 32).from(first + m * 16, k * 32)
+            => sa.subspan(tile_rows, 32);
+        dma.copy rhs.subspan(32, 32).at(e, k) => sb;
+        a = mma.load sa;
+        b = mma.load sb;
+        mma.row.row acc, a, b;
+      }
+      mma.store acc, tile_s;
+      sync.shared;
+      foreach row in [tile_rows] {
+        r = first + m * 16 + row;
+        if (t < 32) {
+          f32 v = tile_s.at(row, t) * weights.at(r);
+          call ADD(&out.at(routes.at(r), t), v);
+        }
+      }
+      sync.shared;
+%s    }
+  }
+}
+"""
+# ... and a second result stored into the same (now scratch) tile and scattered again
+AGAIN = SCATTERED[SCATTERED.index("      mma.store"):SCATTERED.index("%s")]
+
+
+@pytest.mark.parametrize("stores", [1, 2])
+@pytest.mark.parametrize("counts", [[7, 0, 21, 12], [16, 1, 0, 33]])
+def test_grouped_gemm_scattering_rows_of_a_shared_tile(counts: list[int], stores: int,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    total, tokens = sum(counts), 9
+    offsets = torch.zeros(5, dtype=torch.int32)
+    offsets[1:] = torch.cumsum(torch.tensor(counts), 0)
+    lhs, rhs = torch.randn(total, 64).half(), torch.randn(128, 64).half()
+    routes = torch.randint(0, tokens, (total,), dtype=torch.int32)
+    weights = torch.rand(total) + 0.5
+    out = torch.zeros(tokens, 32)
+    src = SCATTERED % ("" if stores == 1 else "      acc += 1.0f;\n" + AGAIN)
+    with caplog.at_level(logging.DEBUG, logger="croqtile"):
+        mod = compile_clean(src)
+    assert any("'tile_s' lives in per-program scratch memory" in r.getMessage()
+               for r in caplog.records)  # (the slower form says so)
+    mod.grouped_scatter(lhs, rhs, offsets, routes, weights, out)
+    ref = torch.zeros(tokens, 32, dtype=torch.float64)
+    for e in range(4):
+        a, b = int(offsets[e]), int(offsets[e + 1])
+        rows = lhs[a:b].double() @ rhs[32 * e:32 * (e + 1)].double().T
+        if stores == 2:
+            rows = 2 * rows + 1
+        ref.index_add_(0, routes[a:b].long(), rows * weights[a:b, None].double())
     assert_close(out, ref, torch.float16)
 
 
