@@ -126,22 +126,29 @@ def experts_forward(module: torch.nn.Module, hidden_states: torch.Tensor,
     no expert parallelism (Mixtral, Qwen2-MoE, Qwen3-MoE and most others). Other experts
     run the library's ``grouped_mm`` implementation."""
     act = getattr(module, "act_fn", None)
-    if act not in _EXPERT_ACTIVATIONS:
-        name = activation_of(act) if isinstance(act, torch.nn.Module) else None
-        _EXPERT_ACTIVATIONS[act] = name if name in GATED else None
-    activation = _EXPERT_ACTIVATIONS.get(act)
+    activation = _expert_activation(act) if isinstance(act, torch.nn.Module) else None
+    gate_up, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
     plain = (getattr(module, "has_gate", False) and not getattr(module, "has_bias", True)
              and getattr(module, "is_concatenated", False)
              and not getattr(module, "is_transposed", True)
              and not getattr(module, "has_post_expert_norm", True)
              and not getattr(module, "_is_expert_parallel", True))
-    if activation is None or not plain:
+    if (activation is None or not plain or not isinstance(gate_up, torch.Tensor)
+            or not isinstance(down, torch.Tensor)):
         from transformers.integrations.moe import grouped_mm_experts_forward
         library: torch.Tensor = grouped_mm_experts_forward(module, hidden_states, top_k_index,
                                                            top_k_weights)
         return library
-    return moe_experts(hidden_states, top_k_index, top_k_weights, module.gate_up_proj,
-                       module.down_proj, activation=activation)
+    return moe_experts(hidden_states, top_k_index, top_k_weights, gate_up, down,
+                       activation=activation)
+
+
+def _expert_activation(act: torch.nn.Module) -> str | None:
+    """The name (of GATED) of the activation an experts module's ``act_fn`` computes."""
+    if act not in _EXPERT_ACTIVATIONS:
+        name = activation_of(act)
+        _EXPERT_ACTIVATIONS[act] = name if name in GATED else None
+    return _EXPERT_ACTIVATIONS[act]
 
 
 def causal_or_sdpa_mask(sdpa_mask: Callable[..., Any]) -> Callable[..., Any]:
