@@ -180,3 +180,26 @@ def test_experts_implementation(family: str) -> None:
         assert len(ran) == 2 * 3 and all(op.startswith("croqtile.moe_") for op in ran)
         assert_close(out.logits, ref, torch.float32)
         assert torch.equal(model.generate(ids, max_new_tokens=3, do_sample=False), tokens)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens", [1, 16, 1000])
+def test_fused_moe_on_the_gpu_in_bf16(tokens: int) -> None:
+    """Qwen3-MoE-like widths (128 experts, top-8, hidden 2048, expert width 768): the GPU
+    tiles, ragged runs and many experts without tokens at few tokens; and the gradients."""
+    x, logits, gate_up, down = (t.cuda() for t in _layer(tokens, 2048, 768, 128,
+                                                          torch.bfloat16))
+    out, ran = croqtile_ops(cf.fused_moe, x, logits, gate_up, down, 8)
+    assert len(ran) == 3
+    weights, ids = torch.softmax(logits.double(), -1).topk(8, -1)
+    weights = weights / weights.sum(-1, keepdim=True)
+    expected = torch.zeros(tokens, 2048, dtype=torch.float64, device="cuda")
+    for e in range(128):  # (float64 torch, expert by expert)
+        token, slot = torch.where(ids == e)
+        gate, up = (x[token].double() @ gate_up[e].double().T).chunk(2, -1)
+        rows = (F.silu(gate) * up) @ down[e].double().T
+        expected.index_add_(0, token, rows * weights[token, slot, None])
+    assert_close(out, expected, torch.bfloat16)
+    inputs = [t.detach().requires_grad_() for t in (x, logits, gate_up, down)]
+    cf.fused_moe(*inputs, 8).float().square().sum().backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in inputs)
