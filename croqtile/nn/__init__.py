@@ -13,6 +13,8 @@ package (``croqtile/kernels/*.co``), compiled on first use, with autograd (arch 
     croqtile.nn.functional.gated_linear(x, gate_weight, up_weight, *, activation="silu",
                                         row_scale=None)
     croqtile.nn.functional.rms_rstd(x, eps=None)
+    croqtile.nn.functional.fused_moe(hidden, router_logits, gate_up_weight, down_weight,
+                                     top_k, *, renormalize=True, activation="silu")
     croqtile.nn.convert(model)
 """
 

@@ -1,6 +1,7 @@
 """``croqtile.nn.functional``: torch's ``linear`` (with a residual and a row scale fused
 too), ``scaled_dot_product_attention`` and ``rms_norm`` (same signatures and semantics),
-``gated_linear`` (a gated MLP's first half) and ``rms_rstd`` (each row's reciprocal RMS),
+``gated_linear`` (a gated MLP's first half), ``rms_rstd`` (each row's reciprocal RMS) and
+``fused_moe`` (a mixture-of-experts layer, ``croqtile.nn.moe``),
 running Croqtile kernels (``croqtile/kernels/*.co``, see ``croqtile.nn.kernels``), with
 autograd.
 
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 
 from . import attention_cuda, attention_ops, kernels
 from .kernels import strided_key, tensor_key
+from .moe import fused_moe as fused_moe
 
 _ACTIVATIONS: dict[str | None, Callable[[torch.Tensor], torch.Tensor]] = {
     None: lambda t: t,

@@ -1,7 +1,10 @@
 """Hugging Face ``transformers`` integration: ``register()`` adds croqtile's attention to
 the library's attention-function registry, so that a model loaded or built with
 ``attn_implementation="croqtile"`` runs its attention through
-``croqtile.nn.functional.scaled_dot_product_attention``.
+``croqtile.nn.functional.scaled_dot_product_attention``; in transformers 5 it also adds
+``experts_implementation="croqtile"`` to the experts registry, running the experts of MoE
+models (Mixtral, Qwen2-MoE, Qwen3-MoE and the other families with 3-D expert weights)
+through ``croqtile.nn.moe`` (``experts_forward``).
 
 ``transformers`` is an optional dependency: importing this module does not import it;
 ``register()`` does, and says so when it is missing.
@@ -36,6 +39,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -48,6 +52,7 @@ from .fused import GatedMLP as GatedMLP
 from .fused import SharedProduct, same_output
 from .kernels import GATED_ACTIVATIONS as GATED
 from .modules import Linear, RMSNorm
+from .moe import moe_experts
 
 NAME = "croqtile"
 
@@ -89,7 +94,8 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
 
 
 def register() -> None:
-    """Make ``attn_implementation="croqtile"`` available to ``transformers`` models
+    """Make ``attn_implementation="croqtile"`` (and, in transformers 5,
+    ``experts_implementation="croqtile"``) available to ``transformers`` models
     (idempotent)."""
     try:
         from transformers import AttentionInterface
@@ -99,6 +105,50 @@ def register() -> None:
                           "dependency 'transformers' (pip install transformers)") from error
     AttentionInterface.register(NAME, attention_forward)
     AttentionMaskInterface.register(NAME, causal_or_sdpa_mask(sdpa_mask))
+    try:  # (the experts registry: transformers 5)
+        from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+    except ImportError:
+        return
+    ALL_EXPERTS_FUNCTIONS.register(NAME, experts_forward)
+
+
+# the activation each experts module's act_fn computes (None: none of GATED's), found once
+_EXPERT_ACTIVATIONS: weakref.WeakKeyDictionary[torch.nn.Module, str | None] = \
+    weakref.WeakKeyDictionary()
+
+
+def experts_forward(module: torch.nn.Module, hidden_states: torch.Tensor,
+                    top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+    """The experts of one MoE layer of a ``transformers`` model (the experts registry's
+    signature: ``experts_implementation="croqtile"``), through ``croqtile.nn.moe``'s
+    kernels: for experts with a gate, concatenated [E, 2I, H] gate/up and [E, H, I] down
+    weights without biases, no norm after each expert, an activation the kernel fuses and
+    no expert parallelism (Mixtral, Qwen2-MoE, Qwen3-MoE and most others). Other experts
+    run the library's ``grouped_mm`` implementation."""
+    act = getattr(module, "act_fn", None)
+    activation = _expert_activation(act) if isinstance(act, torch.nn.Module) else None
+    gate_up, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
+    plain = (getattr(module, "has_gate", False) and not getattr(module, "has_bias", True)
+             and getattr(module, "is_concatenated", False)
+             and not getattr(module, "is_transposed", True)
+             and not getattr(module, "has_post_expert_norm", True)
+             and not getattr(module, "_is_expert_parallel", True))
+    if (activation is None or not plain or not isinstance(gate_up, torch.Tensor)
+            or not isinstance(down, torch.Tensor)):
+        from transformers.integrations.moe import grouped_mm_experts_forward
+        library: torch.Tensor = grouped_mm_experts_forward(module, hidden_states, top_k_index,
+                                                           top_k_weights)
+        return library
+    return moe_experts(hidden_states, top_k_index, top_k_weights, gate_up, down,
+                       activation=activation)
+
+
+def _expert_activation(act: torch.nn.Module) -> str | None:
+    """The name (of GATED) of the activation an experts module's ``act_fn`` computes."""
+    if act not in _EXPERT_ACTIVATIONS:
+        name = activation_of(act)
+        _EXPERT_ACTIVATIONS[act] = name if name in GATED else None
+    return _EXPERT_ACTIVATIONS[act]
 
 
 def causal_or_sdpa_mask(sdpa_mask: Callable[..., Any]) -> Callable[..., Any]:

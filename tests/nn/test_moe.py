@@ -1,0 +1,205 @@
+"""croqtile.nn.functional.fused_moe: a mixture-of-experts layer on the grouped GEMMs and the
+combine of croqtile/kernels/moe.co, forward and backward against float64 torch, its
+operators under ``opcheck``, and ``experts_implementation="croqtile"`` in tiny Qwen3-MoE
+and Mixtral models (random weights, nothing downloaded)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import croqtile.nn.functional as cf
+from croqtile.nn import moe
+
+from ..e2e.checks import assert_close, poisoned_empty, random
+from .ops import croqtile_ops
+
+ACTS = {"silu": F.silu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "relu": F.relu}
+
+
+def reference(hidden: torch.Tensor, logits: torch.Tensor, gate_up: torch.Tensor,
+              down: torch.Tensor, top_k: int, renormalize: bool = True,
+              activation: str = "silu") -> torch.Tensor:
+    """The layer in float64 torch, token by token (differentiable)."""
+    hidden, logits, gate_up, down = (t.double() for t in (hidden, logits, gate_up, down))
+    weights, ids = torch.softmax(logits, -1).topk(top_k, -1)
+    if renormalize:
+        weights = weights / weights.sum(-1, keepdim=True)
+    half = gate_up.shape[1] // 2
+    rows = []
+    for t in range(hidden.shape[0]):
+        total = torch.zeros(hidden.shape[1], dtype=torch.float64)
+        for j in range(top_k):
+            e = int(ids[t, j])
+            gu = gate_up[e] @ hidden[t]
+            total = total + weights[t, j] * (down[e] @ (ACTS[activation](gu[:half]) * gu[half:]))
+        rows.append(total)
+    return torch.stack(rows)
+
+
+def _layer(tokens: int, hidden: int, inter: int, experts: int,
+           dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    router = torch.float64 if dtype == torch.float64 else torch.float32
+    return (random((tokens, hidden), dtype), random((tokens, experts), router),
+            random((experts, 2 * inter, hidden), dtype) / 6,
+            random((experts, hidden, inter), dtype) / 4)
+
+
+# (dtype, tokens, hidden, intermediate, experts, top_k, renormalize): tokens and widths
+# past whole tiles (16-row, 32-column tiles on the CPU), one token, top-k 1, 2 and 8
+CASES = [
+    (torch.float32, 19, 40, 24, 6, 2, True),
+    (torch.bfloat16, 19, 40, 24, 6, 2, False),
+    (torch.float16, 5, 32, 40, 8, 8, True),
+    (torch.float32, 1, 40, 24, 6, 1, False),
+    (torch.float64, 7, 24, 16, 4, 2, True),
+]
+
+
+@pytest.mark.parametrize("dtype,tokens,hidden,inter,experts,top_k,renormalize", CASES)
+def test_fused_moe(dtype: torch.dtype, tokens: int, hidden: int, inter: int, experts: int,
+                   top_k: int, renormalize: bool) -> None:
+    x, logits, gate_up, down = _layer(tokens, hidden, inter, experts, dtype)
+    with poisoned_empty():
+        out, ran = croqtile_ops(cf.fused_moe, x, logits, gate_up, down, top_k,
+                                renormalize=renormalize)
+    assert [op.split("_")[1] for op in ran] == ["gate", "down", "combine"]
+    assert all(op.startswith("croqtile.moe_") for op in ran)
+    assert out.shape == (tokens, hidden) and out.dtype == dtype
+    assert_close(out, reference(x, logits, gate_up, down, top_k, renormalize), dtype)
+
+
+def test_experts_without_tokens() -> None:
+    """Experts no token chose (the first, two in the middle and the last) own no rows."""
+    x, logits, gate_up, down = _layer(21, 40, 24, 8, torch.float32)
+    logits[:, [0, 3, 4, 7]] = -30.0
+    with poisoned_empty():
+        out, ran = croqtile_ops(cf.fused_moe, x, logits, gate_up, down, 2)
+    assert len(ran) == 3
+    assert_close(out, reference(x, logits, gate_up, down, 2), torch.float32)
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "relu"])
+def test_other_activations(activation: str) -> None:
+    x, logits, gate_up, down = _layer(9, 32, 24, 4, torch.float32)
+    out, ran = croqtile_ops(cf.fused_moe, x, logits, gate_up, down, 2, activation=activation)
+    assert len(ran) == 3 and all(f"_{activation}_" in op for op in ran)
+    assert_close(out, reference(x, logits, gate_up, down, 2, activation=activation),
+                 torch.float32)
+
+
+def test_gradients() -> None:
+    """Gradients of the hidden states, the router's logits and both weights."""
+    inputs = [t.requires_grad_() for t in _layer(17, 40, 24, 4, torch.float32)]
+    out = cf.fused_moe(*inputs, 2)
+    dy = random(tuple(out.shape), torch.float32)
+    out.backward(dy)
+    wide = [t.detach().double().requires_grad_() for t in inputs]
+    reference(*wide, 2).backward(dy.double())
+    for ours, ref in zip(inputs, wide):
+        assert ours.grad is not None and ref.grad is not None
+        assert_close(ours.grad, ref.grad, torch.float32)
+
+
+def test_opcheck() -> None:
+    x, _, gate_up, down = _layer(11, 32, 24, 4, torch.float32)
+    names = moe.moe_names("f32", "silu", "cpu")
+    gate_up_op, _, down_op, combine_op, nn_op, tn_op = (getattr(torch.ops.croqtile, n)
+                                                        for n in names)
+    counts = torch.tensor([5, 0, 9, 8])
+    ends = counts.cumsum(0).to(torch.int32)
+    runs = torch.stack((ends - counts.to(torch.int32), ends), 1)
+    xs = random((22, 32), torch.float32).requires_grad_()
+    wg = gate_up[:, :24].detach().requires_grad_()
+    wu = gate_up[:, 24:].detach().requires_grad_()
+    h = random((22, 24), torch.float32).requires_grad_()
+    y = random((22, 32), torch.float32).requires_grad_()
+    pos = torch.randperm(22).to(torch.int32).view(11, 2)
+    weights = torch.rand(11, 2).requires_grad_()
+    torch.library.opcheck(gate_up_op, (xs, wg, wu, runs))
+    torch.library.opcheck(down_op, (h, down.requires_grad_(), runs))
+    torch.library.opcheck(combine_op, (y, pos, weights))
+    torch.library.opcheck(nn_op, (h.detach(), wg.detach(), runs))
+    torch.library.opcheck(tn_op, (h.detach(), xs.detach(), runs))
+
+
+def test_uncovered_and_refused() -> None:
+    x, logits, gate_up, down = _layer(6, 32, 24, 4, torch.float32)
+    # weights of another dtype: torch's computation, the same values
+    out, ran = croqtile_ops(cf.fused_moe, x, logits, gate_up.double(), down.double(), 2)
+    assert ran == [] and out.dtype == torch.float32
+    assert_close(out, reference(x, logits, gate_up, down, 2), torch.float32)
+    with pytest.raises(ValueError, match="activation='gelu'"):
+        cf.fused_moe(x, logits, gate_up, down, 2, activation="gelu")
+    with pytest.raises(ValueError, match="top_k=5"):
+        cf.fused_moe(x, logits, gate_up, down, 5)
+    with pytest.raises(ValueError, match="expected hidden"):
+        cf.fused_moe(x, logits, gate_up, down[:, :, :8], 2)
+    if hasattr(torch, "float8_e4m3fn"):
+        with pytest.raises(NotImplementedError, match="FP8"):
+            cf.fused_moe(x, logits, gate_up.to(torch.float8_e4m3fn),
+                         down.to(torch.float8_e4m3fn), 2)
+
+
+# ------------------------------------------------------------------ transformers models
+
+def _tiny(family: str) -> torch.nn.Module:
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers.integrations.moe")
+    common = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=8, max_position_embeddings=128)
+    if family == "qwen3_moe":
+        config = transformers.Qwen3MoeConfig(
+            **common, intermediate_size=64, moe_intermediate_size=24, num_experts=6,
+            num_experts_per_tok=2, norm_topk_prob=True)
+        model_class = transformers.Qwen3MoeForCausalLM
+    else:
+        config = transformers.MixtralConfig(**common, intermediate_size=24,
+                                            num_local_experts=4, num_experts_per_tok=2)
+        model_class = transformers.MixtralForCausalLM
+    torch.manual_seed(0)
+    return model_class(config).eval()
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+def test_experts_implementation(family: str) -> None:
+    """The experts through croqtile keep the eager model's logits and greedy tokens."""
+    from croqtile.nn import transformers as integration
+
+    integration.register()
+    model = _tiny(family)
+    ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        model.set_experts_implementation("eager")
+        ref = model(ids).logits
+        tokens = model.generate(ids, max_new_tokens=3, do_sample=False)
+        model.set_experts_implementation(integration.NAME)
+        assert model.config._experts_implementation == integration.NAME
+        out, ran = croqtile_ops(model, ids)
+        assert len(ran) == 2 * 3 and all(op.startswith("croqtile.moe_") for op in ran)
+        assert_close(out.logits, ref, torch.float32)
+        assert torch.equal(model.generate(ids, max_new_tokens=3, do_sample=False), tokens)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens", [1, 16, 1000])
+def test_fused_moe_on_the_gpu_in_bf16(tokens: int) -> None:
+    """Qwen3-MoE-like widths (128 experts, top-8, hidden 2048, expert width 768): the GPU
+    tiles, ragged runs and many experts without tokens at few tokens; and the gradients."""
+    x, logits, gate_up, down = (t.cuda() for t in _layer(tokens, 2048, 768, 128,
+                                                          torch.bfloat16))
+    out, ran = croqtile_ops(cf.fused_moe, x, logits, gate_up, down, 8)
+    assert len(ran) == 3
+    weights, ids = torch.softmax(logits.double(), -1).topk(8, -1)
+    weights = weights / weights.sum(-1, keepdim=True)
+    expected = torch.zeros(tokens, 2048, dtype=torch.float64, device="cuda")
+    for e in range(128):  # (float64 torch, expert by expert)
+        token, slot = torch.where(ids == e)
+        gate, up = (x[token].double() @ gate_up[e].double().T).chunk(2, -1)
+        rows = (F.silu(gate) * up) @ down[e].double().T
+        expected.index_add_(0, token, rows * weights[token, slot, None])
+    assert_close(out, expected, torch.bfloat16)
+    inputs = [t.detach().requires_grad_() for t in (x, logits, gate_up, down)]
+    cf.fused_moe(*inputs, 8).float().square().sum().backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in inputs)
