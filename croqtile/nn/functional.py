@@ -362,11 +362,12 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         d = next(size for size in kernels.HEAD_DIMS if size == d)
     sm_scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     scale_t = kernels.scalar_tensor(sm_scale * attention_ops.LOG2E, acc, q.device)
-    # (a decode step's few queries: the keys split over blocks, attention_decode.co)
+    # (the hand-written Hopper forward where it is faster, when asked for)
     if attn_mask is None and length > attention_ops.DECODE_ROWS \
             and attention_cuda.cuda_attention(q, k, v, bool(is_causal), sm_scale):
         return attention_cuda.run(q, k, v, bool(is_causal), sm_scale)
     kind = kernels.device_kind(q)
+    # (a decode step's few queries: the keys split over blocks, attention_decode.co)
     if length <= attention_ops.DECODE_ROWS:
         name = attention_ops.attention_decode_name(element, d, attn_mask is not None, kind,
                                                    keys <= attention_ops.DECODE_SHORT_KEYS)
