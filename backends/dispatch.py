@@ -14,12 +14,14 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Sequence
 
+from .cuda import attention as cuda_attention
 from .cuda.backend import CUDA
 from .ir import nodes as ir
 from .options import Options
 from .protocol import Backend, Host, Plan, Toolchain, Unavailable
 
-__all__ = ["BACKENDS", "asked", "backend_of", "host", "recognise"]
+__all__ = ["BACKENDS", "asked", "backend_of", "flash_attention",
+           "flash_attention_unsupported", "host", "recognise"]
 
 # per value of the ``backend`` option, the backends asked before Triton, in order
 BACKENDS: dict[str, tuple[Backend, ...]] = {"triton": (), "cuda": (CUDA,)}
@@ -82,3 +84,16 @@ def _warn(name: str, backend: str, reason: str) -> None:
         warned.add((name, reason))
         warnings.warn(f"croqtile: {name}(): backend={backend!r} runs the Triton kernel for "
                       f"these arguments: {reason}", RuntimeWarning, stacklevel=7)
+
+
+def flash_attention_unsupported(q: Any, k: Any, v: Any, scale: float) -> str | None:
+    """Why the hand-written Hopper attention forward (``cuda/attention.py``) cannot take
+    q ``[B, H, L, D]``, k and v ``[B, HKV, S, D]`` (None: it can; its output, allocated by
+    the caller, contiguous ``[B, L, H, D]``)."""
+    return cuda_attention.unsupported(q, k, v, None, scale=scale)
+
+
+def flash_attention(toolchain: Toolchain) -> Callable[..., None]:
+    """The hand-written Hopper attention forward loaded on the current device:
+    ``(q, k, v, out, lse=None, *, causal, scale)``."""
+    return cuda_attention.HopperAttention(toolchain.cache_dir, nvcc=toolchain.nvcc)

@@ -21,11 +21,13 @@ log-sum-exp).
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 import torch
 
 from .. import settings
-from ..backends.cuda import attention as hopper
+from ..backends import dispatch
+from ..backends.protocol import Toolchain
 from .kernels import NAMESPACE
 
 CUDA_CAUSAL_MIN_LENGTH = 4096  # causal calls with fewer queries stay on Triton's kernel
@@ -33,7 +35,7 @@ HEAD_DIMS = (128,)  # the head dimensions timed (the kernel has 64 too)
 OPERATOR = "attention_cuda"
 
 _LOCK = threading.Lock()
-_KERNELS: dict[int, hopper.HopperAttention] = {}  # by device index
+_KERNELS: dict[int, Callable[..., None]] = {}  # by device index
 
 
 def cuda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
@@ -45,7 +47,7 @@ def cuda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return False
     return faster(causal, q.shape[2], q.shape[-1]) \
-        and hopper.unsupported(q, k, v, None, scale=scale) is None
+        and dispatch.flash_attention_unsupported(q, k, v, scale) is None
 
 
 def faster(causal: bool, length: int, head_dim: int) -> bool:
@@ -53,14 +55,14 @@ def faster(causal: bool, length: int, head_dim: int) -> bool:
     return head_dim in HEAD_DIMS and (not causal or length >= CUDA_CAUSAL_MIN_LENGTH)
 
 
-def _kernel(device: torch.device) -> hopper.HopperAttention:
+def _kernel(device: torch.device) -> Callable[..., None]:
     """The kernels built and loaded for ``device`` (once)."""
     index = device.index  # (a tensor's CUDA device always has its index)
     with _LOCK, torch.cuda.device(index):  # (a first call builds them)
         found = _KERNELS.get(index)
         if found is None:
-            found = _KERNELS[index] = hopper.HopperAttention(settings.cache_dir(),
-                                                             nvcc=settings.nvcc())
+            found = _KERNELS[index] = dispatch.flash_attention(
+                Toolchain(settings.cache_dir(), settings.nvcc()))
     return found
 
 

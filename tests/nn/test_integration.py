@@ -88,6 +88,10 @@ OPERATORS: dict[str, Callable[[], tuple[Any, tuple[Any, ...]]]] = {
                                  (_f32(1, 2, 20, 32, grad=True), _f32(1, 2, 24, 32, grad=True),
                                   _f32(1, 2, 24, 32, grad=True), _f32(1, 2, 20, 24), False,
                                   _scale())),
+    "attention (decode)": lambda: (
+        kernels.operator(attention_ops.attention_decode_name("f32", 32, True, "cpu")),
+        (_f32(1, 2, 3, 32, grad=True), _f32(1, 1, 150, 32, grad=True),
+         _f32(1, 1, 150, 32, grad=True), _f32(1, 1, 3, 150), False, _scale())),
     "attention (training)": lambda: _attention_training(False),
     "attention (training, mask)": lambda: _attention_training(True),
     **{f"attention_{part}": (lambda part=part: _attention_backward(part))
@@ -112,14 +116,15 @@ def test_opcheck(kind: str) -> None:
 
 def test_every_registered_operator_is_of_a_checked_kind() -> None:
     """The operators the nn kernels have registered so far (those above and those the
-    other tests compiled) are all of the kinds opcheck covers above."""
+    other tests compiled) are all of the kinds opcheck covers above (the mixture of
+    experts' operators: tests/nn/test_moe.py's test_opcheck)."""
     for build in OPERATORS.values():
         build()
     names = [str(op).split(".")[-1] for op in kernels.loaded_operators()]
     kinds = ("linear_grad_", "linear_", "gated_grad_", "gated_", "matmul_nn_", "matmul_tn_",
              "attention_delta_",
              "attention_dq_", "attention_dkv_", "attention_", "rms_norm_rstd_",
-             "rms_norm_dx_", "rms_norm_dw_", "rms_norm_", "rotary_")
+             "rms_norm_dx_", "rms_norm_dw_", "rms_norm_", "rotary_", "moe_")
     assert names and all(name.startswith(kinds) for name in names), names
 
 

@@ -105,8 +105,8 @@ def test_gradients() -> None:
 def test_opcheck() -> None:
     x, _, gate_up, down = _layer(11, 32, 24, 4, torch.float32)
     names = moe.moe_names("f32", "silu", "cpu")
-    gate_up_op, _, down_op, combine_op, nn_op, tn_op = (getattr(torch.ops.croqtile, n)
-                                                        for n in names)
+    gate_up_op, grad_op, down_op, combine_op, nn_op, tn_op = (getattr(torch.ops.croqtile, n)
+                                                              for n in names)
     counts = torch.tensor([5, 0, 9, 8])
     ends = counts.cumsum(0).to(torch.int32)
     runs = torch.stack((ends - counts.to(torch.int32), ends), 1)
@@ -122,6 +122,7 @@ def test_opcheck() -> None:
     torch.library.opcheck(combine_op, (y, pos, weights))
     torch.library.opcheck(nn_op, (h.detach(), wg.detach(), runs))
     torch.library.opcheck(tn_op, (h.detach(), xs.detach(), runs))
+    torch.library.opcheck(grad_op, (xs.detach(), wg.detach(), wu.detach(), runs, h.detach()))
 
 
 def test_uncovered_and_refused() -> None:
