@@ -10,7 +10,9 @@ contiguous ``[B, H, S, D]`` tensors at 2048 and 4096, causal and not; and decode
 (``DECODE_SHAPES``: 1 or 4 queries over a cache of 544 to 8192 positions, with the boolean
 mask of a static cache whose last positions are still empty, or none), where croqtile.nn
 runs attention_decode.co: timed under CUDA graphs (a compiled decode step's replay), the
-prefill kernel called directly beside it. Every form is
+prefill kernel called directly beside it. On a Hopper GPU the hand-written CUDA forward
+(croqtile.nn.attention_cuda, whatever CROQTILE_ATTENTION_CUDA says) is timed beside the
+Triton kernel. Every form is
 checked against SDPA first (relative error 2e-2, bf16), then all are timed interleaved,
 ``--reps`` rounds of ``do_bench``; the medians go into a CSV, one row per (shape, form),
 with the ratio to SDPA (above 1: faster). Needs a CUDA device.
@@ -108,6 +110,10 @@ def forms(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
     }
     for name, fn in kernels.items():
         made[name] = lambda fn=fn: fn(q, k, v, causal, scale).transpose(1, 2)
+    from croqtile.nn import attention_cuda
+
+    if torch.cuda.get_device_capability()[0] == 9:  # the hand-written Hopper forward
+        made["cuda kernel"] = lambda: attention_cuda.run(q, k, v, causal, HEAD_DIM ** -0.5)
     return made
 
 
