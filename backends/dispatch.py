@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from .cuda import attention as cuda_attention
 from .cuda.backend import CUDA
+from .cuda.driver import CudaError
 from .ir import nodes as ir
 from .options import Options
 from .protocol import Backend, Host, Plan, Toolchain, Unavailable
@@ -86,14 +87,20 @@ def _warn(name: str, backend: str, reason: str) -> None:
                       f"these arguments: {reason}", RuntimeWarning, stacklevel=7)
 
 
-def flash_attention_unsupported(q: Any, k: Any, v: Any, scale: float) -> str | None:
+def flash_attention_unsupported(q: Any, k: Any, v: Any, scale: float,
+                                addresses: bool = True) -> str | None:
     """Why the hand-written Hopper attention forward (``cuda/attention.py``) cannot take
     q ``[B, H, L, D]``, k and v ``[B, HKV, S, D]`` (None: it can; its output, allocated by
-    the caller, contiguous ``[B, L, H, D]``)."""
-    return cuda_attention.unsupported(q, k, v, None, scale=scale)
+    the caller, contiguous ``[B, L, H, D]``). ``addresses=False``: the tensors' offsets
+    into their storage stand for their addresses (a traced call has none)."""
+    return cuda_attention.unsupported(q, k, v, None, scale=scale, addresses=addresses)
 
 
 def flash_attention(toolchain: Toolchain) -> Callable[..., None]:
     """The hand-written Hopper attention forward loaded on the current device:
-    ``(q, k, v, out, lse=None, *, causal, scale)``."""
-    return cuda_attention.HopperAttention(toolchain.cache_dir, nvcc=toolchain.nvcc)
+    ``(q, k, v, out, lse=None, *, causal, scale)``. ``Unavailable`` when it cannot be
+    built or loaded (no nvcc, a failed build)."""
+    try:
+        return cuda_attention.HopperAttention(toolchain.cache_dir, nvcc=toolchain.nvcc)
+    except CudaError as error:
+        raise Unavailable(str(error)) from error

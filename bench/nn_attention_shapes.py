@@ -192,13 +192,14 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("nn_attention_shapes.csv"))
     parser.add_argument("--decode-only", action="store_true", help="the decode shapes alone")
+    parser.add_argument("--prefill-only", action="store_true", help="the prefill shapes alone")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("nn_attention_shapes.py needs a CUDA device", file=sys.stderr)
         return 2
     from triton.testing import do_bench
 
-    rows = decode_rows(args.reps)
+    rows = [] if args.prefill_only else decode_rows(args.reps)
     kernels = {} if args.decode_only else compile_options()
     for label, b, h, hkv, s, causal, sequence_major in [] if args.decode_only else SHAPES:
         q, k, v = heads(b, h, s, sequence_major), heads(b, hkv, s, sequence_major), \

@@ -61,11 +61,11 @@ def cache_size() -> int | None:
 
 
 def attention_cuda() -> bool:
-    """``CROQTILE_ATTENTION_CUDA``: when set to anything but ``""`` or ``"0"``,
+    """``CROQTILE_ATTENTION_CUDA``: unless set to ``""`` or ``"0"`` (default: on),
     ``croqtile.nn``'s unmasked attention forward on a Hopper GPU (f16/bf16, head dimension
     128, no gradient wanted) runs the hand-written CUDA kernel where it was timed faster
     than the Triton one (``croqtile.nn.attention_cuda``)."""
-    return os.environ.get("CROQTILE_ATTENTION_CUDA", "") not in ("", "0")
+    return os.environ.get("CROQTILE_ATTENTION_CUDA", "1") not in ("", "0")
 
 
 def attention_ws() -> bool:

@@ -8,7 +8,8 @@
 //
 // Shape of the work:
 //   * a block computes 128 query rows of one (batch, head): one block per row tile, the
-//     grid ordered so that the longest causal rows (the last row tiles) start first;
+//     grid ordered so that the longest causal rows (the last row tiles) start first, and
+//     by row tile or by kv head as the host asks (work_of_block);
 //   * warpgroup 0 is the loader: one thread issues bulk tensor copies (4-D tensor maps
 //     over [B, heads, rows, D], so that any strides of B, heads and rows are read as
 //     they are, and rows past the end come in as zeros) of the Q tile once, then of the
@@ -123,17 +124,33 @@ struct Work {
   int b, h, g, m0, tiles;
 };
 
+// The order of the blocks: with kv_major, the blocks of one (batch, kv head) are
+// consecutive (its row tiles, each for the query heads of the group), so that the kv
+// head's keys and values stay in L2 while its blocks run; otherwise the blocks of one row
+// tile are consecutive, all heads at once (best while every kv head's keys and values fit
+// in L2 together: the host chooses).
 __device__ __forceinline__ Work work_of_block(int batch, int heads, int kv_heads, int q_len,
-                                              int kv_len, bool causal) {
+                                              int kv_len, bool causal, bool kv_major) {
   const int row_tiles = (q_len + BLOCK_M - 1) / BLOCK_M;
-  const int per_tile = batch * heads;  // blocks of one row tile, one per (batch, head)
-  int tile = blockIdx.x / per_tile;
-  if (causal) tile = row_tiles - 1 - tile;  // the longest rows first: a shorter tail wave
-  const int bh = blockIdx.x % per_tile;
+  const int group = heads / kv_heads;
   Work w;
-  w.b = bh / heads;
-  w.h = bh % heads;
-  w.g = w.h / (heads / kv_heads);
+  int tile;
+  if (kv_major) {
+    const int per_kv = row_tiles * group;  // blocks of one (batch, kv head)
+    const int bg = blockIdx.x / per_kv, rest = blockIdx.x % per_kv;
+    tile = rest / group;
+    w.b = bg / kv_heads;
+    w.g = bg % kv_heads;
+    w.h = w.g * group + rest % group;
+  } else {
+    const int per_tile = batch * heads;  // blocks of one row tile, one per (batch, head)
+    tile = blockIdx.x / per_tile;
+    const int bh = blockIdx.x % per_tile;
+    w.b = bh / heads;
+    w.h = bh % heads;
+    w.g = w.h / group;
+  }
+  if (causal) tile = row_tiles - 1 - tile;  // the longest rows first: a shorter tail wave
   w.m0 = tile * BLOCK_M;
   // causal: the last row of the tile sees keys up to itself, none past
   const int keys = causal ? min(kv_len, w.m0 + BLOCK_M) : kv_len;
@@ -381,10 +398,11 @@ template <bool BF16, int D>
 __device__ __forceinline__ void attention(const CUtensorMap* map_q, const CUtensorMap* map_k,
                                           const CUtensorMap* map_v, void* out, float* lse,
                                           int batch, int heads, int kv_heads, int q_len,
-                                          int kv_len, float scale, bool causal) {
+                                          int kv_len, float scale, bool causal,
+                                          bool kv_major) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const Shared<D> sm(smem);
-  const Work w = work_of_block(batch, heads, kv_heads, q_len, kv_len, causal);
+  const Work w = work_of_block(batch, heads, kv_heads, q_len, kv_len, causal, kv_major);
   if (threadIdx.x == 0) {
     barrier_init(sm.q_full, 1);
     for (int s = 0; s < STAGES; ++s) {
@@ -417,9 +435,10 @@ extern "C" __constant__ int croq_attention_sm90_smem_bytes_64 = Layout<64>::SMEM
       NAME(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k, \
            const __grid_constant__ CUtensorMap map_v, void* __restrict__ out,            \
            float* __restrict__ lse, int batch, int heads, int kv_heads, int q_len,       \
-           int kv_len, float scale, int causal) {                                        \
+           int kv_len, float scale, int causal, int kv_major) {                          \
     CROQ_IF_SM90A(attention<BF16, D>(&map_q, &map_k, &map_v, out, lse, batch, heads,     \
-                                     kv_heads, q_len, kv_len, scale, causal != 0));      \
+                                     kv_heads, q_len, kv_len, scale, causal != 0,        \
+                                     kv_major != 0));                                    \
   }
 CROQ_ATTN_KERNEL(croq_attention_sm90_f16_128, false, 128)
 CROQ_ATTN_KERNEL(croq_attention_sm90_bf16_128, true, 128)

@@ -176,3 +176,17 @@ def test_a_call_the_kernel_cannot_take_is_refused(kernel: HopperAttention) -> No
     q, k, v, out = (t.cuda() for t in _call(h=12))
     with pytest.raises(ValueError, match="not a multiple of the kv heads"):
         kernel(q, k, v, out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order_max", [0, 1 << 40], ids=["by-kv-head", "by-row-tile"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_both_orders_of_the_blocks(kernel: HopperAttention, monkeypatch: pytest.MonkeyPatch,
+                                   order_max: int, causal: bool) -> None:
+    """The blocks walk the work kv head by kv head or row tile by row tile (chosen by the
+    keys' and values' bytes): both orders compute every row, with 3 query heads a kv
+    head and two batches."""
+    from croqtile.backends.cuda import attention
+
+    monkeypatch.setattr(attention, "ROW_TILE_ORDER_MAX_BYTES", order_max)
+    check(kernel, 2, 12, 4, 1000, 1000, 128, torch.bfloat16, causal)
