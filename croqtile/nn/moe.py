@@ -14,22 +14,32 @@ The steps, and what runs them:
    ``topk`` breaks ties as the models' own code does.
 2. Sorting (torch): the T * top_k (token, expert) pairs sorted by expert (a stable
    sort), each expert's run of rows ``runs[e] = [first, end)`` found by a binary search
-   of the sorted ids (no host synchronisation: the kernels read the runs at run time),
-   and the tokens' rows gathered in that order.
-3. ``moe_gate_up`` (Croqtile): a grouped GEMM over each expert's run of rows computing
-   the gate and up products from one tile of rows per K step, the gated activation in
-   its epilogue; the weight's halves are read in place.
-4. ``moe_down`` (Croqtile): the down projection, a grouped GEMM over the same runs.
+   of the sorted ids, the runs cut into tiles of BM rows listed in a tile table
+   (``tile_table``: an entry (expert, first row, rows) per tile, a fixed number of
+   entries bounding the number of tiles, the unused ones last), and the tokens' rows
+   gathered in that order. No host synchronisation: the kernels read the table at run
+   time.
+3. ``moe_gate_up`` (Croqtile): a grouped GEMM computing the gate and up products from
+   one tile of rows per K step, the gated activation in its epilogue; the weight's
+   halves are read in place. Each block computes one output tile: a table entry's rows
+   by one column tile, with the weights of the expert the entry names (the layout of
+   vLLM's fused-MoE kernel; see the header of ``moe.co``).
+4. ``moe_down`` (Croqtile): the down projection, a grouped GEMM over the same table.
 5. ``moe_combine`` (Croqtile): each token's weighted sum of its experts' rows, back in
    token order.
 
+The tiles and launch options follow the mean rows per expert (``moe_size``: "small" at
+a decode step, "medium", "large" for long prefills and training), a guess to be timed.
+
 The backward (each of the three operators has one, ``torch.library.register_autograd``):
-the gate/up gradients come from ``moe_gate_up_grad`` (both products recomputed), the
-inputs' and weights' gradients from the grouped GEMMs ``moe_grouped_nn`` and
-``moe_grouped_tn`` (Croqtile); the combine's backward (a scatter of the output's
-gradient to the sorted rows, and the routing weights' gradients, a dot product per
-pair) and the gather of step 2 are torch's. The routing weights get gradients, so a
-router trained through ``fused_moe`` learns as the model's own code would.
+Croqtile kernels compute the gate/up gradients (``moe_gate_up_grad``, both products
+recomputed), the inputs' gradients (the grouped GEMM ``moe_grouped_nn``, over the tile
+table that the forward's operators saved as an input) and the weights' gradients
+(``moe_grouped_tn``, a reduction over each expert's run: ``runs_of`` recovers the runs
+from the table); the combine's backward (a scatter of the output's gradient to the
+sorted rows, and the routing weights' gradients, a dot product per pair) and the gather
+of step 2 are torch's. The routing weights get gradients, so a router trained through
+``fused_moe`` learns as the model's own code would.
 
 What the kernels do not cover runs torch's own computation (``uncovered_fused_moe`` says
 why): weights of another dtype than the hidden states, a dtype without kernels, tensors
@@ -50,17 +60,35 @@ from . import kernels
 from .kernels import ELEMENTS, ELEMENTS_ACC, GATED_ACTIVATIONS, NAMESPACE, Variant, operator
 from ..runtime.module import Module
 
-# (BM, BN, BK) of the grouped GEMMs by (device kind, element type): rows of an expert's run
-# per step, columns per block, the reduction's step. The GPU's are a first guess for
-# Hopper (not yet timed): 64-row tiles, since an expert's run at a decode step or a short
-# prefill has few rows. The CPU's keep the tests' small shapes crossing tiles and tails.
+# (BM, BN, BK) of the grouped GEMMs by (device kind, element type, size class): rows of a
+# tile, columns per block, the reduction's step. The size class (``moe_size``) follows
+# the rows an expert gets on average: "small" at a decode step (a handful of rows each:
+# 16-row tiles and narrow columns, more blocks streaming the weights), "large" for long
+# prefills and training (128 x 128 tiles, 8 warps), "medium" between, and for every call
+# where only "medium" has tiles. The GPU's are a first guess for Hopper, to be timed: the
+# "large" ones are what the earlier kernel (a block per expert, walking its run) timed
+# best with on an H100 at many rows, with 8 warps and 3 stages. The CPU's keep the
+# tests' small shapes crossing tiles and tails.
 MOE_TILES = {
-    **{("cpu", t): (16, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
-    ("gpu", "f16"): (64, 128, 64), ("gpu", "bf16"): (64, 128, 64),
-    ("gpu", "f32"): (64, 64, 32), ("gpu", "f64"): (32, 32, 16),
+    **{("cpu", t, "medium"): (16, 32, 32) for t in ("f16", "bf16", "f32", "f64")},
+    ("gpu", "f16", "small"): (16, 64, 64), ("gpu", "bf16", "small"): (16, 64, 64),
+    ("gpu", "f16", "medium"): (64, 128, 64), ("gpu", "bf16", "medium"): (64, 128, 64),
+    ("gpu", "f16", "large"): (128, 128, 64), ("gpu", "bf16", "large"): (128, 128, 64),
+    ("gpu", "f32", "medium"): (64, 64, 32), ("gpu", "f64", "medium"): (32, 32, 16),
 }
-MOE_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
-    "cpu": (), "gpu": (("num_warps", 4), ("num_stages", 3))}
+# Launch options by (device kind, size class). Every element of the kernels' outputs is
+# written (each sorted row is in exactly one tile), so the outputs are not zero-filled.
+MOE_OPTIONS: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {
+    ("cpu", "medium"): (("fill_buffers", False),),
+    ("gpu", "small"): (("fill_buffers", False), ("num_warps", 4), ("num_stages", 4)),
+    ("gpu", "medium"): (("fill_buffers", False), ("num_warps", 4), ("num_stages", 3)),
+    ("gpu", "large"): (("fill_buffers", False), ("num_warps", 8), ("num_stages", 3)),
+}
+# The size classes' bounds on the mean rows per expert (S / E): "small" up to SMALL_RUN,
+# "medium" up to LARGE_RUN, "large" past it. A first guess, to be timed: Qwen3-30B-A3B
+# (128 experts, top-8) is "small" to 64 tokens and "large" past 1,024; Mixtral (8
+# experts, top-2) "small" to 16 tokens and "large" past 256.
+SMALL_RUN, LARGE_RUN = 4, 64
 COMBINE_COLS = {"cpu": 32, "gpu": 256}  # the combine's columns per block
 
 # the macros of moe.co's functions, by the role of their operator
@@ -71,20 +99,80 @@ _FLOAT8 = tuple(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e4m3f
                 if hasattr(torch, name))
 
 
+def moe_size(rows: int | torch.SymInt, experts: int, element: str, kind: str) -> str:
+    """The size class of a call sorting ``rows`` = tokens * top_k rows over ``experts``
+    experts (see MOE_TILES): by the mean rows per expert against SMALL_RUN and LARGE_RUN
+    where the device kind and element have tiles of each class, else "medium" (``rows``
+    may be symbolic under ``torch.compile``: the comparisons are then guards)."""
+    if (kind, element, "small") not in MOE_TILES:
+        return "medium"
+    # (branches, not bool(): torch.compile guards on a branch's condition)
+    if rows <= SMALL_RUN * experts:
+        return "small"
+    if rows <= LARGE_RUN * experts:
+        return "medium"
+    return "large"
+
+
 @kernels.constant_result
-def moe_names(element: str, activation: str, kind: str) -> tuple[str, ...]:
+def moe_names(element: str, activation: str, kind: str,
+              size: str = "medium") -> tuple[str, ...]:
     """The operators' names of a moe.co variant, in the order of ``_FUNCTIONS`` (compiled
     and registered on first use, with the autograd of the gate/up, down and combine
-    operators): ``moe_<function>_<element>_<activation>_<kind>``."""
-    suffix = f"{element}_{activation}_{kind}"
+    operators): ``moe_<function>_<element>_<activation>_<kind>_<size>`` (``size``: the
+    size class, see ``moe_size``)."""
+    suffix = f"{element}_{activation}_{kind}_{size}"
     names = tuple(f"{macro.lower()}_{suffix}" for macro in _FUNCTIONS)
-    bm, bn, bk = MOE_TILES[kind, element]
+    bm, bn, bk = MOE_TILES[kind, element, size]
     defines = (("DT", element), ("ACC", ELEMENTS_ACC[element]), ("BM", bm), ("BN", bn),
                ("BK", bk), ("COLS", COMBINE_COLS[kind]),
                ("ACT", GATED_ACTIVATIONS[activation]))
-    variant = Variant("moe", defines, tuple(zip(_FUNCTIONS, names)), MOE_OPTIONS[kind])
+    variant = Variant("moe", defines, tuple(zip(_FUNCTIONS, names)), MOE_OPTIONS[kind, size])
     kernels.load(variant, _autograd(names), kind)
     return names
+
+
+def moe_block_rows(element: str, kind: str, size: str = "medium") -> int:
+    """BM of a variant: the rows of each entry of its tile table (``tile_table``)."""
+    return MOE_TILES[kind, element, size][0]
+
+
+def tile_table(runs: torch.Tensor, block_rows: int, rows: int | torch.SymInt) -> torch.Tensor:
+    """The grouped GEMMs' tile table [MT, 3] int32 of the experts' runs ``runs`` [E, 2]
+    (``[first, end)`` of each expert's sorted rows, ``rows`` in all): each expert's run
+    cut into tiles of ``block_rows`` rows, an entry ``(expert, first row, rows)`` per
+    tile, in the order of the rows; the last tile of a run may have fewer rows. The table
+    has MT = rows // BM + min(E, rows) entries, a bound on the number of tiles (each
+    expert adds its run's whole tiles, and one part tile when the run's length is not a
+    multiple of BM: at most min(E, rows) of those); those past the last tile are unused,
+    ``(-1, 0, 0)``. Torch operations only: nothing waits for the device, and the entries
+    are read when the kernels run."""
+    experts = runs.shape[0]
+    counts = runs[:, 1] - runs[:, 0]
+    spans = torch.div(counts + (block_rows - 1), block_rows, rounding_mode="floor")
+    ends = torch.cumsum(spans, 0)  # (int64): each expert's tiles end there
+    index = torch.arange(rows // block_rows + min(experts, rows), device=runs.device,
+                         dtype=ends.dtype)
+    expert = torch.searchsorted(ends, index, right=True)  # E past the last tile
+    used = expert < experts
+    expert = expert.clamp(max=experts - 1)
+    local = index - (ends - spans)[expert]  # the tile's place in its expert's run
+    first = runs[:, 0][expert] + local * block_rows
+    count = (counts[expert] - local * block_rows).clamp(max=block_rows)
+    # (scalars, not a tensor made on the host: its copy to the device would wait)
+    table = torch.stack((torch.where(used, expert, -1), torch.where(used, first, 0),
+                         torch.where(used, count, 0)), dim=1)
+    return table.to(torch.int32)
+
+
+def runs_of(tiles: torch.Tensor, experts: int) -> torch.Tensor:
+    """The runs [E, 2] that ``tiles`` (a ``tile_table``) cuts: each expert's rows summed
+    over its entries (unused entries count no rows), the runs laid end to end in the
+    experts' order, as the sort leaves them."""
+    counts = torch.zeros(experts, dtype=torch.int32, device=tiles.device).index_add_(
+        0, tiles[:, 0].clamp(min=0), tiles[:, 2])
+    ends = counts.cumsum(0).to(torch.int32)
+    return torch.stack((ends - counts, ends), dim=1)
 
 
 def _autograd(names: tuple[str, ...]) -> Callable[[Module], None]:
@@ -95,21 +183,24 @@ def _autograd(names: tuple[str, ...]) -> Callable[[Module], None]:
         def save_inputs(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
             ctx.save_for_backward(*inputs)
 
+        # (moe_grouped_tn reduces over each expert's run: the runs come from the table)
         def gate_up_backward(ctx: Any, dh: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-            x, wg, wu, runs = ctx.saved_tensors
-            grads = operator(gate_up_grad)(x, wg, wu, runs, dh.contiguous())
+            x, wg, wu, tiles = ctx.saved_tensors
+            grads = operator(gate_up_grad)(x, wg, wu, tiles, dh.contiguous())
             dg, du = grads[0], grads[1]
             nn, tn = operator(grouped_nn), operator(grouped_tn)
-            dx = nn(dg, wg, runs) + nn(du, wu, runs) if ctx.needs_input_grad[0] else None
+            dx = nn(dg, wg, tiles) + nn(du, wu, tiles) if ctx.needs_input_grad[0] else None
+            runs = runs_of(tiles, wg.shape[0])
             dwg = tn(dg, x, runs) if ctx.needs_input_grad[1] else None
             dwu = tn(du, x, runs) if ctx.needs_input_grad[2] else None
             return dx, dwg, dwu, None
 
         def down_backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-            h, wd, runs = ctx.saved_tensors
+            h, wd, tiles = ctx.saved_tensors
             dy = dy.contiguous()
-            dh = operator(grouped_nn)(dy, wd, runs) if ctx.needs_input_grad[0] else None
-            dwd = operator(grouped_tn)(dy, h, runs) if ctx.needs_input_grad[1] else None
+            dh = operator(grouped_nn)(dy, wd, tiles) if ctx.needs_input_grad[0] else None
+            dwd = (operator(grouped_tn)(dy, h, runs_of(tiles, wd.shape[0]))
+                   if ctx.needs_input_grad[1] else None)
             return dh, dwd, None
 
         def combine_backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -198,19 +289,22 @@ def moe_experts(hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: 
     experts, double, _ = gate_up_weight.shape
     element = ELEMENTS[hidden.dtype][0]
     kind = kernels.device_kind(hidden)
-    gate_up, _, down, combine, _, _ = moe_names(element, activation, kind)
+    rows = tokens * top_k
+    size = moe_size(rows, experts, element, kind)
+    gate_up, _, down, combine, _, _ = moe_names(element, activation, kind, size)
     ids = top_k_index.reshape(-1)
     order = torch.sort(ids, stable=True)
     bounds = torch.searchsorted(order.values, torch.arange(
         experts + 1, device=ids.device, dtype=order.values.dtype)).to(torch.int32)
     runs = torch.stack((bounds[:-1], bounds[1:]), dim=1)  # [E, 2]: each expert's rows
+    tiles = tile_table(runs, moe_block_rows(element, kind, size), rows)  # (both GEMMs')
     pairs = order.indices
     pos = torch.empty_like(pairs).index_copy_(0, pairs, torch.arange(
         pairs.shape[0], device=pairs.device, dtype=pairs.dtype)).view(tokens, top_k)
     x = hidden.index_select(0, torch.div(pairs, top_k, rounding_mode="floor"))
     half = double // 2
-    h = kernels.run(gate_up, x, gate_up_weight[:, :half], gate_up_weight[:, half:], runs)
-    y = kernels.run(down, h, down_weight, runs)
+    h = kernels.run(gate_up, x, gate_up_weight[:, :half], gate_up_weight[:, half:], tiles)
+    y = kernels.run(down, h, down_weight, tiles)
     acc = kernels.ACC_DTYPE[ELEMENTS_ACC[element]]
     return kernels.run(combine, y, pos.to(torch.int32), top_k_weights.to(acc).contiguous())
 

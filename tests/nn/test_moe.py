@@ -22,15 +22,23 @@ def reference(hidden: torch.Tensor, logits: torch.Tensor, gate_up: torch.Tensor,
               down: torch.Tensor, top_k: int, renormalize: bool = True,
               activation: str = "silu") -> torch.Tensor:
     """The layer in float64 torch, token by token (differentiable)."""
-    hidden, logits, gate_up, down = (t.double() for t in (hidden, logits, gate_up, down))
-    weights, ids = torch.softmax(logits, -1).topk(top_k, -1)
+    weights, ids = torch.softmax(logits.double(), -1).topk(top_k, -1)
     if renormalize:
         weights = weights / weights.sum(-1, keepdim=True)
+    return experts_reference(hidden, ids, weights, gate_up, down, activation)
+
+
+def experts_reference(hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
+                      gate_up: torch.Tensor, down: torch.Tensor,
+                      activation: str = "silu") -> torch.Tensor:
+    """The experts ``ids`` [T, k] of each token summed with ``weights`` [T, k], in float64
+    torch, token by token (differentiable)."""
+    hidden, weights, gate_up, down = (t.double() for t in (hidden, weights, gate_up, down))
     half = gate_up.shape[1] // 2
     rows = []
     for t in range(hidden.shape[0]):
         total = torch.zeros(hidden.shape[1], dtype=torch.float64)
-        for j in range(top_k):
+        for j in range(ids.shape[1]):
             e = int(ids[t, j])
             gu = gate_up[e] @ hidden[t]
             total = total + weights[t, j] * (down[e] @ (ACTS[activation](gu[:half]) * gu[half:]))
@@ -80,6 +88,58 @@ def test_experts_without_tokens() -> None:
     assert_close(out, reference(x, logits, gate_up, down, 2), torch.float32)
 
 
+def _runs(counts: list[int]) -> torch.Tensor:
+    ends = torch.tensor(counts).cumsum(0).to(torch.int32)
+    return torch.stack((ends - torch.tensor(counts, dtype=torch.int32), ends), 1)
+
+
+def test_tile_table() -> None:
+    """Each expert's run cut into BM-row tiles in the order of the rows, the last one
+    ragged; experts without rows get none; the entries past the last tile are unused."""
+    table = moe.tile_table(_runs([5, 0, 16, 17, 0, 32, 1]), 16, 71)
+    assert table.dtype == torch.int32
+    assert table.tolist() == [[0, 0, 5], [2, 5, 16], [3, 21, 16], [3, 37, 1], [5, 38, 16],
+                              [5, 54, 16], [6, 70, 1]] + [[-1, 0, 0]] * 4
+    # MT = S // BM + min(E, S) bounds the tiles: reached when every expert's run has a
+    # part tile, and with fewer rows than experts
+    assert moe.tile_table(_runs([17, 1, 1]), 16, 19).tolist() == [
+        [0, 0, 16], [0, 16, 1], [1, 17, 1], [2, 18, 1]]
+    assert moe.tile_table(_runs([0, 2, 0, 0, 0]), 16, 2).tolist() == [[1, 0, 2], [-1, 0, 0]]
+    for counts in ([5, 0, 16, 17, 0, 32, 1], [17, 1, 1], [0, 0, 3]):
+        table = moe.tile_table(_runs(counts), 16, sum(counts))
+        assert torch.equal(moe.runs_of(table, len(counts)), _runs(counts))
+
+
+def test_ragged_runs() -> None:
+    """Runs of chosen lengths at the CPU's 16-row tiles: exactly one tile (16 rows), none
+    (two experts), part of one (6), two and a part (33), exactly two (32) and one and a
+    part (17), so that the tile table ends in unused entries; every element of the
+    output and of the gradients against float64."""
+    assert moe.moe_block_rows("f32", "cpu") == 16
+    counts = [16, 0, 6, 33, 0, 32, 17]  # 104 rows: 9 tiles, a table of 6 + 7 entries
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.repeat_interleave(torch.arange(7), torch.tensor(counts))
+    ids = ids[torch.randperm(104, generator=gen)].view(52, 2)
+    x, _, gate_up, down = _layer(52, 40, 24, 7, torch.float32)
+    weights = torch.rand(52, 2, generator=gen)
+    inputs = [t.requires_grad_() for t in (x, weights, gate_up, down)]
+    with poisoned_empty():
+        out, ran = croqtile_ops(moe.moe_experts, x, ids, weights, gate_up, down)
+    assert len(ran) == 3
+    wide = [t.detach().double().requires_grad_() for t in inputs]
+    ref = experts_reference(wide[0], ids, *wide[1:])
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-5)
+    dy = random(tuple(out.shape), torch.float32)
+    with poisoned_empty():
+        out.backward(dy)
+    ref.backward(dy.double())
+    for ours, theirs in zip(inputs, wide):
+        assert ours.grad is not None and theirs.grad is not None
+        torch.testing.assert_close(ours.grad.double(), theirs.grad, rtol=1e-4, atol=1e-5)
+    # (the experts without rows get zero gradients)
+    assert not down.grad[[1, 4]].any() and not gate_up.grad[[1, 4]].any()
+
+
 @pytest.mark.parametrize("activation", ["gelu_tanh", "relu"])
 def test_other_activations(activation: str) -> None:
     x, logits, gate_up, down = _layer(9, 32, 24, 4, torch.float32)
@@ -110,6 +170,7 @@ def test_opcheck() -> None:
     counts = torch.tensor([5, 0, 9, 8])
     ends = counts.cumsum(0).to(torch.int32)
     runs = torch.stack((ends - counts.to(torch.int32), ends), 1)
+    tiles = moe.tile_table(runs, moe.moe_block_rows("f32", "cpu"), 22)
     xs = random((22, 32), torch.float32).requires_grad_()
     wg = gate_up[:, :24].detach().requires_grad_()
     wu = gate_up[:, 24:].detach().requires_grad_()
@@ -117,12 +178,13 @@ def test_opcheck() -> None:
     y = random((22, 32), torch.float32).requires_grad_()
     pos = torch.randperm(22).to(torch.int32).view(11, 2)
     weights = torch.rand(11, 2).requires_grad_()
-    torch.library.opcheck(gate_up_op, (xs, wg, wu, runs))
-    torch.library.opcheck(down_op, (h, down.requires_grad_(), runs))
+    torch.library.opcheck(gate_up_op, (xs, wg, wu, tiles))
+    torch.library.opcheck(down_op, (h, down.requires_grad_(), tiles))
     torch.library.opcheck(combine_op, (y, pos, weights))
-    torch.library.opcheck(nn_op, (h.detach(), wg.detach(), runs))
+    torch.library.opcheck(nn_op, (h.detach(), wg.detach(), tiles))
     torch.library.opcheck(tn_op, (h.detach(), xs.detach(), runs))
-    torch.library.opcheck(grad_op, (xs.detach(), wg.detach(), wu.detach(), runs, h.detach()))
+    torch.library.opcheck(grad_op, (xs.detach(), wg.detach(), wu.detach(), tiles,
+                                          h.detach()))
 
 
 def test_uncovered_and_refused() -> None:
