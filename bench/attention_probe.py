@@ -26,7 +26,13 @@ Environment flags:
                              DQ_ROWS,DQ_COLS,DKV_ROWS,DKV_COLS,WG_ROWS[,STAGES]
                              (croqtile.nn.attention_ops.BackwardTiles; STAGES: num_stages),
                              e.g. "128,64,64,128,64;128,64,32,64,64;64,64,32,128,64,3"
-                             (their three kernels timed, the forward's lse made once)
+                             (their three kernels timed, the forward's lse made once;
+                             dk/dv in the form croqtile.nn's rule picks for these tiles)
+    PROBE_BWD_FORMS=grouped,split  also time croqtile.nn's backward (and each tile set)
+                             with dk/dv forced into these forms (attention_ops.
+                             BACKWARD_SPLIT_BLOCKS: grouped, a block per key tile of a
+                             key/value head; split, one per key tile of a query head, the
+                             partials summed after), named "nn[grouped]", "bwd[...]/split"
     PROBE_CHECK_ONLY=1       check every form against SDPA, time nothing
     PROBE_SASS=1             print registers / spills / shared memory / warps of the hand
                              and tutorial forms (Triton's records)
@@ -73,6 +79,7 @@ import triton.language as tl
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 LOG2E = 1.4426950408889634
 KV_BUDGET = 16777216  # attention.co's: K/V elements the blocks in flight share (L2)
+ELEMENTS = {torch.bfloat16: "bf16", torch.float16: "f16"}  # croqtile's element types
 
 # --------------------------------------------------------------------------- kernels
 # attn_hand is the generated kernel (croqtile/kernels/attention.co, bf16, D = 128, no mask,
@@ -940,14 +947,39 @@ def backward_tiles():
     return sets
 
 
-def tiled_backward(tiles, stages, q, k, v, causal, dout):
+def backward_forms():
+    """The dk/dv forms of PROBE_BWD_FORMS ("grouped", "split"): name -> split."""
+    names = list(filter(None, os.environ.get("PROBE_BWD_FORMS", "").split(",")))
+    assert all(n in ("grouped", "split") for n in names), names
+    return {n: n == "split" for n in names}
+
+
+def forced_form(split, fn):
+    """``fn`` run with croqtile.nn's rule set to choose the split form of dk/dv for every
+    shape (``split``) or for none."""
+    from croqtile.nn import attention_ops
+
+    def run():
+        saved = dict(attention_ops.BACKWARD_SPLIT_BLOCKS)
+        attention_ops.BACKWARD_SPLIT_BLOCKS.update(
+            {kind: (1 << 62) if split else 0 for kind in saved})
+        try:
+            return fn()
+        finally:
+            attention_ops.BACKWARD_SPLIT_BLOCKS.update(saved)
+    return run
+
+
+def tiled_backward(tiles, stages, q, k, v, causal, dout, split=None):
     """A function computing (dq, dk, dv) as croqtile.nn's backward does (its training
     form's output and lse, then delta, dq and dk/dv of attention_backward.co), with the
-    backward compiled on ``tiles`` and ``stages``, outside croqtile.nn's operators."""
+    backward compiled on ``tiles`` and ``stages``, outside croqtile.nn's operators; dk/dv
+    in the split form if ``split``, the grouped one if not, the rule's for ``tiles`` if
+    None (attention_ops.backward_split)."""
     import croqtile
     from croqtile.nn import attention_ops, kernels
 
-    element = {torch.bfloat16: "bf16", torch.float16: "f16"}[q.dtype]
+    element = ELEMENTS[q.dtype]
     d = q.shape[-1]
     kind = "gpu" if q.is_cuda else "cpu"
     options = dict(attention_ops.BACKWARD_OPTIONS[kind])
@@ -964,11 +996,20 @@ def tiled_backward(tiles, stages, q, k, v, causal, dout):
     with torch.no_grad():
         out, lse = train(q, k, v, None, causal, scale)
     out = out.transpose(1, 2)
+    b, h, _, _ = q.shape
+    hkv, keys = k.shape[1], k.shape[2]
+    if split is None:
+        blocks = -(-keys // tiles.dkv_cols) * hkv * b
+        split = h > hkv and blocks < attention_ops.BACKWARD_SPLIT_BLOCKS[kind]
 
     def run():
         delta = module.attention_delta(out, dout)
         dq = module.attention_dq(q, k, v, dout, lse, delta, causal, scale)
-        dkv = module.attention_dkv(q, k, v, dout, lse, delta, causal, scale)
+        if split:
+            dkv = module.attention_dkv_split(q, k, v, dout, lse, delta, causal, scale)
+            dkv = dkv.view(2, b, hkv, h // hkv, keys, d).sum(3).to(k.dtype)
+        else:
+            dkv = module.attention_dkv(q, k, v, dout, lse, delta, causal, scale)
         return dq, dkv[0], dkv[1]
     return run
 
@@ -977,10 +1018,12 @@ def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
     """croqtile.nn's backward (autograd through cf.scaled_dot_product_attention: the
     forward's training form writes each row's log-sum-exp; then attention_backward.co's
     three kernels, delta, dq and dk/dv) against SDPA's, on the same output gradient; also
-    on the tiles of PROBE_BWD_TILES."""
+    on the tiles of PROBE_BWD_TILES, and in the dk/dv forms of PROBE_BWD_FORMS."""
     import croqtile.nn.functional as cf
+    from croqtile.nn import attention_ops
 
     tile_sets = backward_tiles()
+    forms = backward_forms()
     rows = []
     for s in seqs:
         leaves, (q, k, v) = make_inputs(b, h, hkv, s, d, device, dtype, requires_grad=True)
@@ -994,10 +1037,21 @@ def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
         # (each a function of no arguments giving the gradients of q, k and v)
         runs = {name: (lambda o=o: torch.autograd.grad(o, leaves, dout, retain_graph=True))
                 for name, o in outs.items()}
+        kind, element = "gpu" if q.is_cuda else "cpu", ELEMENTS[q.dtype]
+        blocks = -(-s // attention_ops.attention_backward_tiles(kind, element, d).dkv_cols) \
+            * hkv * b
+        split = attention_ops.backward_split(kind, element, d, b, h, hkv, s)
+        if forms:
+            print(f"  S={s} bwd croqtile.nn: dk/dv {'split' if split else 'grouped'} "
+                  f"({blocks} grouped blocks)", flush=True)
+        for form, form_split in forms.items():
+            runs[f"nn[{form}]"] = forced_form(form_split, runs["croqtile.nn"])
         for name, (tiles, stages) in tile_sets.items():
-            run = tiled_backward(tiles, stages, *(t.detach() for t in (q, k, v)), True, dout)
-            # (the gradients of the [B, L, H, D] leaves: the kernels' [B, H, L, D] back)
-            runs[name] = lambda run=run: tuple(t.transpose(1, 2) for t in run())
+            for form, form_split in {"": None, **{f"/{f}": x for f, x in forms.items()}}.items():
+                run = tiled_backward(tiles, stages, *(t.detach() for t in (q, k, v)), True,
+                                     dout, form_split)
+                # (the gradients of the [B, L, H, D] leaves: the kernels' [B, H, L, D] back)
+                runs[name + form] = lambda run=run: tuple(t.transpose(1, 2) for t in run())
         grads = {name: fn() for name, fn in runs.items()}
         if device == "cpu":
             ql, kl, vl = (t.detach().double().requires_grad_(True) for t in leaves)
@@ -1007,7 +1061,8 @@ def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
             reference = torch.autograd.grad(ref_o, (ql, kl, vl), dout.double())
         else:
             reference = grads["sdpa"]
-        for name in ("croqtile.nn", *tile_sets) + (("sdpa",) if device == "cpu" else ()):
+        checked = [name for name in runs if name != "sdpa"]
+        for name in checked + (["sdpa"] if device == "cpu" else []):
             errors = [rel_error(x, r) for x, r in zip(grads[name], reference)]
             print(f"  S={s} bwd {name:12s} rel error dq {errors[0]:.2e} dk {errors[1]:.2e} "
                   f"dv {errors[2]:.2e} {'ok' if max(errors) < 2e-2 else 'WRONG'}", flush=True)
@@ -1028,9 +1083,10 @@ def backward(seqs, b, h, hkv, d, device, dtype, reps, check_only):
         print(f"S={s}: bwd sdpa {base * 1e3:.1f} us, croqtile.nn "
               f"{statistics.median(times['croqtile.nn']) * 1e3:.1f} us "
               f"(ratio {base / statistics.median(times['croqtile.nn']):.3f})", flush=True)
-        for name in tile_sets:
+        for name in checked[1:]:
             print(f"S={s}: bwd {name} {statistics.median(times[name]) * 1e3:.1f} us (ratio "
-                  f"{base / statistics.median(times[name]):.3f}; kernels only)", flush=True)
+                  f"{base / statistics.median(times[name]):.3f}"
+                  f"{'' if name.startswith('nn[') else '; kernels only'})", flush=True)
     return rows
 
 

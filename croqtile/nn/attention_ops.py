@@ -9,7 +9,9 @@ functional operator whose autograd the backward kernels implement:
 - ``delta = rowsum(dout * out)`` per query row (one memory pass, no product);
 - ``dq`` per block of query rows walking the keys (3 products a key tile);
 - ``dk`` and ``dv`` per block of keys of a key/value head walking the query rows of the
-  heads that share it (4 products a query tile).
+  heads that share it (4 products a query tile); or, where that grid is too small for the
+  GPU (``backward_split``), per block of keys of one query head, the partial gradients of
+  a group's heads summed after.
 
 Each recomputes the probabilities tile by tile from the rows' log-sum-exp, as
 FlashAttention-2 does. The forward operator keeps an autograd of its own for calls of the
@@ -94,10 +96,38 @@ def attention_backward_tiles(kind: str, element: str, head_dim: int) -> Backward
 # The backward's compile options: each block stores every element of its tiles (no zero
 # fill); on the GPU 2 stages (the compiler's own count for two key loops of 128-row
 # tiles is 1). Compiled for sm_90 at D = 128 (bf16, Triton 3.6): dq 168 registers, dk/dv
-# 231, no spills, 128 KiB and 96 KiB of shared memory; 3 stages: 172 and 250 registers,
-# 161 and 113 KiB.
+# 231, no spills, 128 KiB and 96 KiB of shared memory (dk/dv's split form: 214, 96 KiB);
+# 3 stages: 172 and 250 registers, 161 and 113 KiB.
 BACKWARD_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
     "cpu": (("fill_buffers", False),), "gpu": (("fill_buffers", False), ("num_stages", 2))}
+
+
+# dk/dv in two forms for grouped-query attention (attention_backward.co): grouped
+# (NAME_DKV: a block per key tile of a key/value head walks the rows of every query head
+# that reads it) or split (NAME_DKV_SPLIT, as FlashAttention-2 does: a block per key tile
+# of ONE query head, H / HKV times the blocks, writing that head's partial dk and dv in
+# the accumulator type, [2, B, H, S, D]; a group's partials are summed in torch and
+# rounded once, as the grouped form's accumulator is). The split form pays for the
+# partials (Llama-3-8B at S = 2048: 64 MiB of f32 written and read back) to fill a GPU
+# that the grouped grid would not: there 128 blocks (16 key tiles x 8 key/value heads),
+# one partial wave on an H100's 132 SMs, each block walking 4 query heads' rows in turn.
+# The rule (backward_split): split when H > HKV and the grouped grid has fewer than
+# BACKWARD_SPLIT_BLOCKS[kind] blocks. GPU: two waves of an H100's 132 SMs (Llama-3-8B:
+# split at S = 2048 and 4096, 256 blocks; grouped at 8192), a first guess, NOT yet timed
+# (bench/attention_probe.py times both forms: PROBE_BWD_FORMS). CPU (Triton's interpreter,
+# where the grid's size does not matter): between the tests' grids, so that they run both
+# forms; the tests that need one form set the threshold.
+BACKWARD_SPLIT_BLOCKS: dict[str, int] = {"cpu": 6, "gpu": 2 * 132}
+
+
+def backward_split(kind: str, element: str, head_dim: int, batch: int, heads: int,
+                   kv_heads: int, keys: int) -> bool:
+    """Whether the backward computes dk and dv in the split form (see
+    ``BACKWARD_SPLIT_BLOCKS``): grouped heads and a grouped grid (key tiles x key/value
+    heads x batch) of fewer blocks than the threshold."""
+    cols = attention_backward_tiles(kind, element, head_dim).dkv_cols
+    blocks = -(-keys // cols) * kv_heads * batch
+    return heads > kv_heads and blocks < BACKWARD_SPLIT_BLOCKS[kind]
 
 
 def attention_op(element: str, head_dim: int, masked: bool, kind: str) -> Any:
@@ -303,8 +333,13 @@ def gradients(element: str, head_dim: int, masked: bool, kind: str,
               do: torch.Tensor, causal: bool,
               scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) from ``inputs`` (q, k, v[, mask]), the forward's output ``out`` and
-    lse, and the output's gradient ``do`` (both [B, L, H, D], as the forward writes o)."""
-    delta_op, dq_op, dkv_op = attention_backward_ops(element, head_dim, masked, kind)
+    lse, and the output's gradient ``do`` (both [B, L, H, D], as the forward writes o);
+    dk and dv in the grouped or the split form (``backward_split``)."""
+    q, k = inputs[:2]
+    b, h, _, _ = q.shape
+    hkv, keys = k.shape[1], k.shape[2]
+    split = backward_split(kind, element, head_dim, b, h, hkv, keys)
+    delta_op, dq_op, dkv_op = attention_backward_ops(element, head_dim, masked, kind, split)
     # (the backward's kernels take [B, H, L, D], strided: views of the [B, L, H, D]
     # tensors, or the gradient of the result as it comes; a gradient with a dimension of
     # stride 0 or a last one not dense, a broadcast one, is copied)
@@ -315,19 +350,25 @@ def gradients(element: str, head_dim: int, masked: bool, kind: str,
     delta = delta_op(out, do)
     grad_q = dq_op(*inputs, do, lse, delta, causal, scale)
     grad_kv = dkv_op(*inputs, do, lse, delta, causal, scale)
+    if split:  # (the partials of each group's heads summed, then rounded once)
+        grad_kv = grad_kv.view(2, b, hkv, h // hkv, keys, head_dim).sum(3).to(k.dtype)
     return grad_q, grad_kv[0], grad_kv[1]
 
 
-def attention_backward_ops(element: str, head_dim: int, masked: bool,
-                           kind: str) -> tuple[Any, Any, Any]:
+def attention_backward_ops(element: str, head_dim: int, masked: bool, kind: str,
+                           split: bool = False) -> tuple[Any, Any, Any]:
     """The backward's operators (attention_backward.co): ``delta`` (the rows'
-    rowsum(dout * out)), ``dq`` and ``dkv`` (dk and dv stacked)."""
+    rowsum(dout * out)), ``dq`` and ``dkv``: dk and dv stacked, [2, B, HKV, S, D], or
+    with ``split`` the split form's partials, [2, B, H, S, D] in the accumulator type
+    (``BACKWARD_SPLIT_BLOCKS``). One program: its four operators are registered
+    together."""
     tiles = attention_backward_tiles(kind, element, head_dim)
     suffix = f"{element}_d{head_dim}{'_mask' if masked else ''}_{kind}"
     names = (("NAME_DELTA", f"attention_delta_{suffix}"), ("NAME_DQ", f"attention_dq_{suffix}"),
-             ("NAME_DKV", f"attention_dkv_{suffix}"))
+             ("NAME_DKV", f"attention_dkv_{suffix}"),
+             ("NAME_DKV_SPLIT", f"attention_dkv_split_{suffix}"))
     load(Variant("attention_backward", attention_defines(element, head_dim, masked,
                                                          tiles.defines()),
                  names, BACKWARD_OPTIONS[kind]), kind=kind)
-    delta, dq, dkv = (operator(name) for _, name in names)
-    return delta, dq, dkv
+    delta, dq, dkv, dkv_split = (operator(name) for _, name in names)
+    return delta, dq, dkv_split if split else dkv

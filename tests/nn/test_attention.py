@@ -309,6 +309,151 @@ def test_gradients_of_a_sum_and_of_sequence_major_outputs() -> None:
     for got, want in zip(grads, expected):
         assert_close(got, want, torch.float32)
 
+
+# ------------------------------------------------------------------ dk/dv: grouped and split
+
+# (B, H, HKV, L, S, D): groups of 4, 2 and 1 query heads (1: the rule never splits), L = S,
+# L < S and L > S off the CPU's backward tiles (dk/dv: 32 keys by 16 rows)
+SPLIT_SHAPES = [(1, 4, 1, 45, 45, 32), (2, 4, 2, 23, 71, 16), (1, 2, 2, 67, 29, 64)]
+# per element: |got - want| <= tolerance * (|want| + max |want|) (measured: f32 within
+# 5e-7 of the largest, bf16 within 6e-3)
+ELEMENT_TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}
+
+
+def assert_every_element_close(got: torch.Tensor, want: torch.Tensor,
+                               dtype: torch.dtype) -> None:
+    """Each element of ``got`` against the float64 ``want``: finite, and off by at most
+    the dtype's tolerance of its own magnitude plus the largest one's."""
+    got64 = got.detach().to("cpu", torch.float64)
+    bound = ELEMENT_TOLERANCE[dtype] * (want.abs() + want.abs().max())
+    bad = ~torch.isfinite(got64) | ((got64 - want).abs() > bound)
+    if bad.any():
+        first = tuple(bad.nonzero()[0].tolist())
+        raise AssertionError(f"{int(bad.sum())} of {bad.numel()} elements off, first at "
+                             f"{list(first)}: {got64[first].item()} != {want[first].item()}")
+
+
+def _mask_kwargs(mask: str | None, b: int, h: int, length: int, keys: int,
+                 dtype: torch.dtype) -> dict[str, Any]:
+    """SDPA's keywords for no mask, causal, a boolean mask (row 3 with no key: zero
+    gradients) or an additive one of every batch and head (each split block reads its
+    query head's own)."""
+    kw: dict[str, Any] = {"enable_gqa": True}
+    if mask == "causal":
+        kw["is_causal"] = True
+    elif mask == "bool":
+        kw["attn_mask"] = torch.rand(length, keys) > 0.3
+        kw["attn_mask"][3] = False
+    elif mask == "additive":
+        kw["attn_mask"] = random((b, h, length, keys), dtype)
+    return kw
+
+
+def _gradients_against_float64(shape: tuple[int, ...], mask: str | None,
+                               dtype: torch.dtype) -> list[str]:
+    """Every element of dq, dk and dv through croqtile.nn (the training form, then the
+    backward) against torch autograd in float64; the backward's operators."""
+    b, h, hkv, length, keys, d = shape
+    q, k, v = (t.requires_grad_() for t in qkv(b, h, hkv, length, keys, d, dtype))
+    kw = _mask_kwargs(mask, b, h, length, keys, dtype)
+    do = random((b, h, length, d), dtype)
+    out = cf.scaled_dot_product_attention(q, k, v, **kw)
+    grads, ran = croqtile_ops(torch.autograd.grad, out, (q, k, v), do)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, **kw), leaves, do.double())
+    for got, want in zip(grads, expected):
+        assert got.dtype == dtype
+        assert_close(got, want, dtype)
+        assert_every_element_close(got, want, dtype)
+    return [op.split(".")[1] for op in ran]
+
+
+def _force_dkv_form(monkeypatch: pytest.MonkeyPatch, split: bool) -> None:
+    """The rule's threshold on the CPU set so that every grid splits, or none does."""
+    from croqtile.nn import attention_ops
+
+    monkeypatch.setitem(attention_ops.BACKWARD_SPLIT_BLOCKS, "cpu", 1 << 40 if split else 0)
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["grouped", "split"])
+@pytest.mark.parametrize("mask", [None, "causal", "bool", "additive"])
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_gradients_of_both_dkv_forms(shape: tuple[int, ...], mask: str | None, split: bool,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """dk and dv by either form of the dk/dv kernel (the rule forced either way): grouped
+    (a block per key tile of a key/value head, summing its group's query heads) or split
+    (a block per key tile of a query head, the group's partials summed after; never
+    with groups of one query head). Every element of dq, dk and dv against float64,
+    unmasked, causal, with a boolean and with an additive mask."""
+    _force_dkv_form(monkeypatch, split)
+    b, h, hkv, length, keys, d = shape
+    ran = _gradients_against_float64(shape, mask, torch.float32)
+    dkv = "attention_dkv_split_" if split and h > hkv else "attention_dkv_"
+    assert [op.split("_f32")[0] + "_" for op in ran] == [
+        "attention_delta_", "attention_dq_", dkv], ran
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["grouped", "split"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_both_dkv_forms_in_bf16(causal: bool, split: bool,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """In bf16 the split form's partials stay f32 and the sum is rounded once, as the
+    grouped form's accumulator is: both as close to float64, element by element."""
+    _force_dkv_form(monkeypatch, split)
+    ran = _gradients_against_float64((1, 4, 1, 45, 45, 32), "causal" if causal else None,
+                                     torch.bfloat16)
+    assert ran[-1].startswith("attention_dkv_split_" if split else "attention_dkv_bf16"), ran
+
+
+@pytest.mark.parametrize("heads", [(2, 2), (6, 3)], ids=["groups-of-1", "groups-of-2"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_split_operator(heads: tuple[int, int], causal: bool) -> None:
+    """The split form's operator called itself: each query head's partial dk and dv,
+    [2, B, H, S, D] in the accumulator type, whose sum over a group's heads is the
+    gradient (with groups of one, which the rule never splits, the gradient itself),
+    every element against float64; and torch.library.opcheck."""
+    from croqtile.nn import attention_ops, kernels
+
+    h, hkv = heads
+    b, length, keys, d = 2, 37, 41, 32
+    q, k, v = qkv(b, h, hkv, length, keys, d, torch.float32)
+    scale = torch.full((1,), d ** -0.5 * attention_ops.LOG2E)
+    train = kernels.operator(attention_ops.training_name("f32", d, False, "cpu"))
+    out, lse = train(q, k, v, None, causal, scale)
+    do = random((b, h, length, d), torch.float32)
+    delta_op, _, split_op = attention_ops.attention_backward_ops("f32", d, False, "cpu",
+                                                                 split=True)
+    delta = delta_op(out.transpose(1, 2), do)
+    args = (q, k, v, do, lse, delta, causal, scale)
+    partial = split_op(*args)
+    assert partial.shape == (2, b, h, keys, d) and partial.dtype == torch.float32
+    dk, dv = partial.view(2, b, hkv, h // hkv, keys, d).sum(3)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    expected = torch.autograd.grad(reference(*leaves, is_causal=causal, enable_gqa=True),
+                                   leaves, do.double())
+    for got, want in zip((dk, dv), expected[1:]):
+        assert_close(got, want, torch.float32)
+        assert_every_element_close(got, want, torch.float32)
+    torch.library.opcheck(split_op, args)
+
+
+def test_the_split_form_is_chosen_for_small_grids() -> None:
+    """backward_split: groups of several query heads and a grouped dk/dv grid (key tiles x
+    key/value heads x batch) of fewer than BACKWARD_SPLIT_BLOCKS blocks. Llama-3-8B's
+    attention on the GPU (bf16, 32 query heads over 8, D = 128, 128-key blocks): split at
+    S = 2048 (128 blocks) and 4096 (256), grouped at 8192 (512) or 4 batches of 2048;
+    never with groups of one. On the CPU the tests' grids fall on both sides."""
+    from croqtile.nn.attention_ops import backward_split
+
+    assert [backward_split("gpu", "bf16", 128, 1, 32, 8, s) for s in (2048, 4096, 8192)] == [
+        True, True, False]
+    assert not backward_split("gpu", "bf16", 128, 4, 32, 8, 2048)
+    assert not backward_split("gpu", "bf16", 128, 1, 32, 32, 2048)
+    # GRADIENT_SHAPES: 4 blocks of groups of 2 split; 6 blocks, and groups of 1, do not
+    assert [backward_split("cpu", "f32", d, b, h, hkv, keys)
+            for b, h, hkv, _, keys, d in GRADIENT_SHAPES] == [True, False, False]
+
+
 def _backward_sources(kind: str) -> dict[str, str]:
     import croqtile
     from croqtile.nn import attention_ops, kernels
@@ -325,10 +470,10 @@ def test_the_backward_masks_only_the_tiles_that_need_it() -> None:
     """dq and dk/dv (GPU tiles) each walk the tiles with no hidden score in a loop
     without a mask, then the others (the causal diagonal, dq's keys past S) in a second
     loop; the warpgroups of a block are one computation (8 warps, no loop over them);
-    3 products a step for dq, 4 for dk/dv, none in delta."""
+    3 products a step for dq, 4 for dk/dv (both forms), none in delta."""
     sources = _backward_sources("gpu")
     assert "tl.dot(" not in sources["attention_delta"]
-    for name, dots in (("attention_dq", 3), ("attention_dkv", 4)):
+    for name, dots in (("attention_dq", 3), ("attention_dkv", 4), ("attention_dkv_split", 4)):
         source = sources[name]
         kernel = source[source.index("@triton.jit\ndef " + name):]
         assert "num_warps=8, num_stages=2" in source and "for wg in" not in source
@@ -435,8 +580,8 @@ def test_backward_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
     """attention_backward.co's dq and dk/dv kernels start their blocks in bands too (dq:
     of query heads, the last row tiles first; dk/dv: of key/value heads, the first key
     tiles first); with a small KV_BUDGET (dk/dv's bands of 2 of the 6 key/value heads of
-    2 batches of 3, each read by 2 query heads of 50 rows; or 1) every gradient element
-    is still computed once."""
+    2 batches of 3, each read by 2 query heads of 50 rows, the split form's of 4 of the 12
+    query heads; or 1) every gradient element is still computed once."""
     import croqtile
     from croqtile.nn import attention_ops, kernels
 
@@ -454,10 +599,13 @@ def test_backward_blocks_in_bands_of_heads(budget: int, causal: bool) -> None:
     delta = module.attention_delta(out, do)
     dq = module.attention_dq(q, k, v, do, lse, delta, causal, scale)
     dkv = module.attention_dkv(q, k, v, do, lse, delta, causal, scale)
+    partial = module.attention_dkv_split(q, k, v, do, lse, delta, causal, scale)
+    split = partial.view(2, b, hkv, h // hkv, keys, d).sum(3)
     leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
     expected = torch.autograd.grad(reference(*leaves, is_causal=causal, enable_gqa=True),
                                    leaves, do.double())
-    for got, want in zip((dq, dkv[0], dkv[1]), expected):
+    for got, want in zip((dq, dkv[0], dkv[1], split[0], split[1]),
+                         expected + expected[1:]):
         assert_close(got, want, torch.float32)
 
 @pytest.mark.parametrize("causal", [False, True])
