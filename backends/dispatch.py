@@ -91,8 +91,8 @@ def flash_attention_unsupported(q: Any, k: Any, v: Any, scale: float,
                                 addresses: bool = True) -> str | None:
     """Why the hand-written Hopper attention forward (``cuda/attention.py``) cannot take
     q ``[B, H, L, D]``, k and v ``[B, HKV, S, D]`` (None: it can; its output, allocated by
-    the caller, contiguous ``[B, L, H, D]``). ``addresses=False``: the tensors' offsets
-    into their storage stand for their addresses (a traced call has none)."""
+    the caller, contiguous ``[B, L, H, D]``). ``addresses=False`` leaves out
+    the tensors' addresses (a traced call has none: the call itself checks them)."""
     return cuda_attention.unsupported(q, k, v, None, scale=scale, addresses=addresses)
 
 

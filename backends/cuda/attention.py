@@ -63,8 +63,8 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Te
     """Why the kernel cannot compute this attention, or None when it can (``out`` None:
     an output the caller will allocate, contiguous on q's device). ``device=False``
     leaves out the checks of the device (for tests on the CPU); ``addresses=False``
-    checks the tensors' offsets into their storage rather than their addresses (what a
-    traced call can see: a call made with such tensors must still be checked)."""
+    leaves out the tensors' addresses (a traced call has none: the call itself must
+    check them)."""
     given = (out,) if out is not None else ()
     tensors = (q, k, v) + given + ((lse,) if lse is not None else ())
     if device and any(not t.is_cuda for t in tensors):
@@ -99,8 +99,6 @@ def unsupported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Te
         return "lse is not a contiguous f32 [B, H, L] tensor"
     if addresses and any(t.data_ptr() % 16 for t in tensors):
         return "a tensor does not start on a 16-byte boundary"
-    if not addresses and any(t.storage_offset() * t.element_size() % 16 for t in tensors):
-        return "a tensor does not start 16 bytes into its storage"
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         return "the scale is not a positive finite number"
     return None

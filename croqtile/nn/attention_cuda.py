@@ -54,7 +54,8 @@ def cuda_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return False
     return faster(causal, q.shape[2], q.shape[-1]) and _toolchain_found() \
-        and dispatch.flash_attention_unsupported(q, k, v, scale, addresses=False) is None
+        and dispatch.flash_attention_unsupported(
+            q, k, v, scale, addresses=not torch.compiler.is_compiling()) is None
 
 
 def faster(causal: bool, length: int, head_dim: int) -> bool:
