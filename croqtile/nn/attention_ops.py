@@ -112,12 +112,14 @@ BACKWARD_OPTIONS: dict[str, tuple[tuple[str, Any], ...]] = {
 # that the grouped grid would not: there 128 blocks (16 key tiles x 8 key/value heads),
 # one partial wave on an H100's 132 SMs, each block walking 4 query heads' rows in turn.
 # The rule (backward_split): split when H > HKV and the grouped grid has fewer than
-# BACKWARD_SPLIT_BLOCKS[kind] blocks. GPU: two waves of an H100's 132 SMs (Llama-3-8B:
-# split at S = 2048 and 4096, 256 blocks; grouped at 8192), a first guess, NOT yet timed
-# (bench/attention_probe.py times both forms: PROBE_BWD_FORMS). CPU (Triton's interpreter,
+# BACKWARD_SPLIT_BLOCKS[kind] blocks. GPU: never, for now. Timed on an H100
+# (bench/attention_probe.py, PROBE_BWD_FORMS=grouped,split; Llama-3-8B's attention,
+# causal), the whole backward ran 0.96x / 0.89x / 0.92x as fast split as grouped at
+# S = 2,048 / 4,096 / 8,192: the partials' traffic costs more than the fuller grid wins
+# (the split kernel itself is not faster per block). CPU (Triton's interpreter,
 # where the grid's size does not matter): between the tests' grids, so that they run both
 # forms; the tests that need one form set the threshold.
-BACKWARD_SPLIT_BLOCKS: dict[str, int] = {"cpu": 6, "gpu": 2 * 132}
+BACKWARD_SPLIT_BLOCKS: dict[str, int] = {"cpu": 6, "gpu": 0}
 
 
 def backward_split(kind: str, element: str, head_dim: int, batch: int, heads: int,

@@ -85,10 +85,14 @@ MOE_OPTIONS: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {
     ("gpu", "large"): (("fill_buffers", False), ("num_warps", 8), ("num_stages", 3)),
 }
 # The size classes' bounds on the mean rows per expert (S / E): "small" up to SMALL_RUN,
-# "medium" up to LARGE_RUN, "large" past it. A first guess, to be timed: Qwen3-30B-A3B
-# (128 experts, top-8) is "small" to 64 tokens and "large" past 1,024; Mixtral (8
-# experts, top-2) "small" to 16 tokens and "large" past 256.
-SMALL_RUN, LARGE_RUN = 4, 64
+# "medium" up to LARGE_RUN, "large" past it. Timed on an H100 (bf16, the gate/up and
+# down GEMMs of each class on the same sorted rows): Qwen3-30B-A3B widths (128 experts,
+# top-8) at 1 / 16 / 128 / 2,048 / 8,192 tokens ran best as medium / medium / medium /
+# large / large (large 1.2x medium at 8,192; small 1.1x slower than medium at 1 and 16
+# tokens, 3-6x slower past 2,048); Mixtral widths (8 experts, top-2) at 1 / 16 / 2,048 /
+# 8,192 as small / medium / large / large (small 1.05x medium at 1 token; large 1.4x
+# medium at 2,048). So small only below one row per two experts.
+SMALL_RUN, LARGE_RUN = 0.5, 64
 COMBINE_COLS = {"cpu": 32, "gpu": 256}  # the combine's columns per block
 
 # the macros of moe.co's functions, by the role of their operator
