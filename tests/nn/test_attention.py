@@ -238,14 +238,7 @@ def test_gradients_of_the_training_form(shape: tuple[int, ...], mask: str | None
     mask (a row with no key: zero gradients) and an additive one."""
     b, h, hkv, length, keys, d = shape
     q, k, v = (t.requires_grad_() for t in qkv(b, h, hkv, length, keys, d, dtype))
-    kw: dict[str, Any] = {"enable_gqa": True}
-    if mask == "causal":
-        kw["is_causal"] = True
-    elif mask == "bool":
-        kw["attn_mask"] = torch.rand(length, keys) > 0.3
-        kw["attn_mask"][3] = False
-    elif mask == "additive":
-        kw["attn_mask"] = random((b, 1, length, keys), dtype)
+    kw = _mask_kwargs(mask, b, 1, length, keys, dtype)  # (an additive mask shared by heads)
     do = random((b, h, length, d), dtype)
     out, ran = croqtile_ops(cf.scaled_dot_product_attention, q, k, v, **kw)
     assert len(ran) == 1 and ran[0].startswith("croqtile.attention_") and "_train_" in ran[0]
