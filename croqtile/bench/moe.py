@@ -233,12 +233,13 @@ def dense_reference(L: Layer, x: torch.Tensor) -> torch.Tensor:
 
 
 def grouped_mm_missing(device: str, dtype: torch.dtype) -> str | None:
-    """Why ``torch._grouped_mm`` cannot run here (None: it can), from a small call."""
+    """Why ``torch._grouped_mm`` cannot run here (None: it can), from a small call with
+    the layouts of ``grouped_mm_form`` (the weights [G, N, K] transposed)."""
     if not hasattr(torch, "_grouped_mm"):
         return f"skipped: torch {torch.__version__} has no torch._grouped_mm"
     try:
         x = torch.ones(32, 16, device=device, dtype=dtype)
-        w = torch.ones(2, 16, 16, device=device, dtype=dtype)
+        w = torch.ones(2, 16, 16, device=device, dtype=dtype).transpose(1, 2)
         torch._grouped_mm(x, w, offs=torch.tensor([16, 32], device=device,
                                                   dtype=torch.int32))
     except Exception as exc:  # (missing kernels raise RuntimeError or NotImplementedError)
