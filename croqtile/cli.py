@@ -12,6 +12,8 @@
                    [--layers N] [--seq S...] [--decode-tokens N] [--decode-batch B...]
                    [--prompt N] [--train-layers N] [--train-seq S] [--tiny] [--reps N]
                    [--device cuda|cpu] [--out DIR]
+    croqtile bench moe [--widths NAME...] [--tokens T...] [--tiny] [--reps N]
+                   [--timer events|graph] [--device cuda|cpu] [--out DIR]
     croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
@@ -38,7 +40,9 @@ passes ``--out bench/results/h200``. ``--tutorial`` and ``--upstream`` name chec
 the Croqtile tutorial and of the reference repository whose flash-attention kernels the
 attention sweep adds. ``bench models`` (``croqtile.bench.models``, run only when named)
 times whole ``transformers`` models in eager, compiled and croqtile forms; it needs the
-optional dependency ``transformers``.
+optional dependency ``transformers``. ``bench moe`` (``croqtile.bench.moe``, run only when
+named) times one mixture-of-experts layer: ``fused_moe`` beside torch's grouped GEMM, a
+loop over the experts and a dense GEMM pair of the same FLOPs.
 """
 
 from __future__ import annotations
@@ -168,10 +172,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _BENCH_SWEEPS = ("square", "llm", "fp8", "memory", "attention", "epilogue", "decode", "sparse",
-                 "models", "all")
+                 "models", "moe", "all")
 # run only when named: the sparse sweep needs the CUDA backend, the models sweep the
-# optional dependency transformers (and takes long)
-_NAMED_SWEEPS = ("sparse", "models")
+# optional dependency transformers (and takes long), the moe sweep gigabytes of weights
+_NAMED_SWEEPS = ("sparse", "models", "moe")
+_OWN_SWEEPS = ("models", "moe")  # the sweeps with their own module, not suite's cases
 _BENCH_DTYPES = ("f16", "bf16")
 _KERNEL_REPS = 3  # do_bench repetitions per kernel when --reps is not given
 
@@ -183,7 +188,8 @@ def _add_bench_parser(commands: Any) -> None:
                     "torch interleaved; write CSV, JSON (and PNG plots) per sweep.")
     bench.add_argument("sweeps", nargs="*", metavar="SWEEP", default=["all"],
                        help="square, llm, fp8, memory, attention, epilogue, decode, sparse, "
-                            "models or all (default all: every sweep but sparse and models)")
+                            "models, moe or all (default all: every sweep but sparse, models "
+                            "and moe)")
     bench.add_argument("--dtype", nargs="+", default=list(_BENCH_DTYPES),
                        choices=_BENCH_DTYPES, help="element types (default f16 bf16); the "
                        "memory sweep uses the first; the published attention kernels run "
@@ -193,8 +199,8 @@ def _add_bench_parser(commands: Any) -> None:
                             "attention sequence lengths, epilogue and decode token counts M")
     bench.add_argument("--reps", type=int,
                        help=f"do_bench repetitions per kernel; the median is kept (default "
-                            f"{_KERNEL_REPS}); models: timing rounds of the forms (default "
-                            f"{_KERNEL_REPS}, 1 on the CPU)")
+                            f"{_KERNEL_REPS}); models and moe: timing rounds of the forms "
+                            f"(default {_KERNEL_REPS}, 1 on the CPU)")
     bench.add_argument("--out", metavar="DIR",
                        help="output directory (default bench-results/GPU in the current "
                             "directory: h200, h100, ... or cpu)")
@@ -202,7 +208,8 @@ def _add_bench_parser(commands: Any) -> None:
                        help="events: do_bench (CUDA events around each call, the host path "
                             "included where it is longer than the kernel); graph: "
                             "do_bench_cudagraph (the calls replayed from a CUDA graph: device "
-                            "time only, as in a captured decode step)")
+                            "time only, as in a captured decode step); also moe's timer "
+                            "on the GPU")
     bench.add_argument("--autotune", choices=("none", "quick", "full"), default="none",
                        help="passed to croqtile.compile when not none (the decode sweep "
                             "tunes with quick when this is none)")
@@ -227,6 +234,7 @@ def _add_bench_parser(commands: Any) -> None:
                             "tests/gpu/end2end/flash_atten.co): the attention sweep adds "
                             "that kernel, compiled as written")
     _add_models_options(bench)
+    _add_moe_options(bench)
 
 
 def _add_models_options(bench: argparse.ArgumentParser) -> None:
@@ -272,7 +280,25 @@ def _add_models_options(bench: argparse.ArgumentParser) -> None:
     group.add_argument("--train-seq", type=int, metavar="S",
                        help=f"tokens of a training step ({default('train_seq')})")
     group.add_argument("--tiny", action="store_true",
-                       help="small float32 models (what the CPU runs), also on a GPU")
+                       help="small float32 models and MoE layers (what the CPU runs), "
+                            "also on a GPU")
+
+
+def _add_moe_options(bench: argparse.ArgumentParser) -> None:
+    """The options of ``croqtile bench moe`` (an argument group of ``bench``; ``--tiny``,
+    ``--reps``, ``--timer``, ``--device`` and ``--out`` are shared)."""
+    from .bench import moe as moe_sweep
+
+    group = bench.add_argument_group(
+        "moe sweep", "`croqtile bench moe`: one MoE layer (routing included) with random "
+        "weights in the forms croqtile (fused_moe), grouped_mm (torch._grouped_mm), "
+        "eager_loop (a loop over the experts) and dense (a GEMM pair of the same FLOPs)")
+    group.add_argument("--widths", nargs="+", choices=list(moe_sweep.WIDTHS), metavar="NAME",
+                       help=f"the layers' widths: {', '.join(moe_sweep.WIDTHS)} (default all)")
+    group.add_argument("--tokens", type=int, nargs="+", metavar="T",
+                       help="token counts (default "
+                            f"{' '.join(map(str, moe_sweep.TOKENS))}; --tiny "
+                            f"{' '.join(map(str, moe_sweep.TINY_TOKENS))})")
 
 
 def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -286,16 +312,18 @@ def run_bench_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int
     if device == "cuda" and not _cuda_available():
         raise UsageError("--device cuda: no CUDA device here (use --device cpu to check "
                          "correctness through the interpreter)")
-    kernel_sweeps = [s for s in sweeps if s != "models"]
+    kernel_sweeps = [s for s in sweeps if s not in _OWN_SWEEPS]
     status = _run_kernel_sweeps(args, kernel_sweeps, device, out, err) if kernel_sweeps else 0
     if "models" in sweeps:
         status = max(status, _run_models_sweep(args, device, out, err))
+    if "moe" in sweeps:
+        status = max(status, _run_moe_sweep(args, device, out, err))
     return status
 
 
 def _run_kernel_sweeps(args: argparse.Namespace, sweeps: Sequence[str], device: str,
                        out: TextIO, err: TextIO) -> int:
-    """The kernel sweeps of ``croqtile bench`` (every one but models)."""
+    """The kernel sweeps of ``croqtile bench`` (every one but models and moe)."""
     # torch and triton load only for this command
     from .bench import attention as attention_sweep
     from .bench import harness, report, suite
@@ -366,6 +394,30 @@ def _run_models_sweep(args: argparse.Namespace, device: str, out: TextIO, err: T
     return 1 if result.failed else 0
 
 
+def _run_moe_sweep(args: argparse.Namespace, device: str, out: TextIO, err: TextIO) -> int:
+    """``croqtile bench moe``: one MoE layer in four forms (the CPU runs the tiny ones)."""
+    from .bench import harness, report
+    from .bench import moe as moe_sweep
+
+    tiny = args.tiny or device == "cpu"
+    if tiny and not args.tiny:
+        print("moe: the CPU runs the small layers of --tiny", file=err)
+    try:
+        run = moe_sweep.settings(device, tiny, widths=args.widths, tokens=args.tokens,
+                                 reps=args.reps)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    out_dir = Path(args.out) if args.out else report.default_out_dir(device)
+    timer = harness.TIMERS[args.timer] if device == "cuda" else None
+    result = moe_sweep.run_moe(run, out_dir, timer, f"--timer {args.timer}", progress=err)
+    for row in result.rows:
+        if row.ok is False:
+            print(f"FAILED {row.describe()}: {row.note}", file=err)
+    print(result.table, file=out)
+    print(f"wrote {len(result.files)} files to {out_dir}", file=out)
+    return 1 if result.failed else 0
+
+
 def _only_kernels(cases: Sequence[Any], kernels: Sequence[str]) -> list[Any]:
     """The cases of ``kernels``; a name that no case of the chosen sweeps has is a usage
     error (a typo would otherwise run nothing and look like success)."""
@@ -390,9 +442,13 @@ def _bench_sweeps(names: Sequence[str]) -> list[str]:
 
 def _plot_only(csv_path: Path, out: TextIO, err: TextIO) -> int:
     from .bench import model_report, report
+    from .bench import moe as moe_sweep
 
     if not csv_path.is_file():
         raise UsageError(f"no such CSV file: {str(csv_path)!r}")
+    if moe_sweep.is_moe_csv(csv_path):
+        print("moe.csv has no plot: read its rows (or its JSON)", file=err)
+        return 1
     plot = model_report.plot_csv if model_report.is_models_csv(csv_path) else report.plot_csv
     png, message = plot(csv_path)
     if png is None:

@@ -13,6 +13,8 @@ This package owns the benchmark tool and its kernels, shipped as package data so
 * ``suite``: every sweep together, what the command line runs;
 * ``models``, ``model_report``: the models sweep (whole ``transformers`` models in eager,
   compiled and croqtile forms; run only when named) and its files;
+* ``moe``: the MoE sweep (one mixture-of-experts layer: ``fused_moe`` beside torch's
+  grouped GEMM, a loop over the experts and a dense GEMM pair; run only when named);
 * ``kernels/``: the Croqtile programs the sweeps compile (``*.co``, data only).
 
 Maintainer scripts that go beyond these sweeps live in the repository's ``bench/`` folder.
