@@ -105,8 +105,8 @@ def settings(device: str, tiny: bool = False, **given: Any) -> Settings:
     an unknown width set or a value out of range."""
     base = Settings(device=device, tiny=tiny, reps=CPU_REPS if device == "cpu" else 3,
                     tokens=TINY_TOKENS if tiny else TOKENS)
-    chosen = {k: tuple(v) if isinstance(v, (list, tuple)) else v
-              for k, v in given.items() if v is not None}
+    chosen: dict[str, Any] = {k: tuple(v) if isinstance(v, (list, tuple)) else v
+                              for k, v in given.items() if v is not None}
     unknown = [n for n in chosen.get("widths", ()) if n not in WIDTHS]
     if unknown:
         raise ValueError(f"unknown width set {unknown[0]!r}; choose from {', '.join(WIDTHS)}")
@@ -150,12 +150,14 @@ def weights(w: Widths, device: str, dtype: torch.dtype, seed: int = 0
             rand(w.hidden, 2 * w.inter, fan_in=w.hidden), rand(w.inter, w.hidden, fan_in=w.inter))
 
 
-def layer(w: Widths, tokens: int, parameters: Sequence[torch.Tensor], device: str,
-          dtype: torch.dtype, seed: int) -> Layer:
+def layer(w: Widths, tokens: int,
+          parameters: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+          device: str, dtype: torch.dtype, seed: int) -> Layer:
     g = torch.Generator(device).manual_seed(seed)
     hidden = torch.randn(tokens, w.hidden, generator=g, device=device).to(dtype)
     logits = torch.randn(tokens, w.experts, generator=g, device=device).to(dtype)
-    return Layer(hidden, logits, *parameters, top_k=w.top_k)
+    gate_up, down, dense_up, dense_down = parameters
+    return Layer(hidden, logits, gate_up, down, dense_up, dense_down, top_k=w.top_k)
 
 
 def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:

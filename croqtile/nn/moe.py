@@ -51,7 +51,7 @@ with them as if they were plain numbers.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -155,8 +155,9 @@ def tile_table(runs: torch.Tensor, block_rows: int, rows: int | torch.SymInt) ->
     counts = runs[:, 1] - runs[:, 0]
     spans = torch.div(counts + (block_rows - 1), block_rows, rounding_mode="floor")
     ends = torch.cumsum(spans, 0)  # (int64): each expert's tiles end there
-    index = torch.arange(rows // block_rows + min(experts, rows), device=runs.device,
-                         dtype=ends.dtype)
+    # (symbolic under torch.compile: a cast for the type checker only, no int())
+    length = cast(int, rows // block_rows + min(experts, rows))
+    index = torch.arange(length, device=runs.device, dtype=ends.dtype)
     expert = torch.searchsorted(ends, index, right=True)  # E past the last tile
     used = expert < experts
     expert = expert.clamp(max=experts - 1)
