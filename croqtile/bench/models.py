@@ -2,14 +2,16 @@
 eager torch and then timed beside it in the same run.
 
 The models are built from ``transformers`` configs with random weights (nothing is
-downloaded): Llama-3-8B's and Qwen2.5-7B's widths (``MODELS``) cut to a few layers, bf16;
+downloaded): Llama-3-8B's, Qwen2.5-7B's and Qwen3-30B-A3B's (a mixture of experts) widths
+(``MODELS``) cut to a few layers, bf16;
 ``--tiny`` gives small float32 models of the same families, for the CPU. The forms
 (``FORMS``):
 
 * ``eager``: the model as ``transformers`` builds it (``attn_implementation="sdpa"``);
 * ``compile``: ``torch.compile`` of it;
 * ``croqtile``: a copy with ``croqtile.nn.transformers.optimize`` applied (every croqtile
-  rewrite: attention, linear layers, fused MLPs and q/k/v projections, RMS norms);
+  rewrite: attention, a mixture of experts' experts, linear layers, fused MLPs and q/k/v
+  projections, RMS norms);
 * ``croqtile+compile``: ``torch.compile`` of that.
 
 The workloads, each a row per form: ``prefill`` (one forward of ``S`` tokens, batch 1),
@@ -73,6 +75,9 @@ class ModelSpec:
     model_class: str
     widths: Mapping[str, int]
     tiny: Mapping[str, int]
+    # a mixture of experts' experts implementation in the eager and compile forms
+    # (transformers 5's registry); the croqtile forms run croqtile's (``optimize``)
+    experts: str | None = None
 
 
 MODELS: Mapping[str, ModelSpec] = {spec.name: spec for spec in (
@@ -87,6 +92,16 @@ MODELS: Mapping[str, ModelSpec] = {spec.name: spec for spec in (
                    num_key_value_heads=4, head_dim=128, vocab_size=152064),
               dict(hidden_size=128, intermediate_size=320, num_attention_heads=4,
                    num_key_value_heads=1, head_dim=32, vocab_size=256)),
+    # (a mixture of experts in every layer: 128 experts of width 768, 8 a token; the
+    # baseline's experts on torch's grouped GEMM, transformers' fastest in eager mode)
+    ModelSpec("qwen3-30b-a3b", "Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+              dict(hidden_size=2048, intermediate_size=6144, moe_intermediate_size=768,
+                   num_experts=128, num_experts_per_tok=8, num_attention_heads=32,
+                   num_key_value_heads=4, head_dim=128, vocab_size=151936),
+              dict(hidden_size=128, intermediate_size=256, moe_intermediate_size=64,
+                   num_experts=8, num_experts_per_tok=2, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=32, vocab_size=256),
+              experts="grouped_mm"),
 )}
 
 
@@ -160,7 +175,7 @@ def settings(device: str, tiny: bool = False, forms: Sequence[str] | None = None
 def build(spec: ModelSpec, layers: int, device: str, dtype: torch.dtype,
           tiny: bool = False, positions: int = 8192) -> Any:
     """A causal LM of ``spec``'s family with ``layers`` layers and random weights (seed
-    0), eval mode, torch's SDPA attention."""
+    0), eval mode, torch's SDPA attention (and ``spec.experts``' experts)."""
     import transformers
 
     config = getattr(transformers, spec.config_class)(
@@ -169,6 +184,8 @@ def build(spec: ModelSpec, layers: int, device: str, dtype: torch.dtype,
         **(spec.tiny if tiny else spec.widths))
     torch.manual_seed(0)
     model = getattr(transformers, spec.model_class)(config)
+    if spec.experts is not None:
+        model.set_experts_implementation(spec.experts)
     return model.to(device=device, dtype=dtype).eval()
 
 

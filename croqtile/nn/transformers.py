@@ -514,15 +514,31 @@ REWRITES: dict[str, Callable[[torch.nn.Module], int]] = {
     "fuse_rotary": fuse_rotary, "fuse_residuals": fuse_residuals}
 
 
+def set_experts(model: torch.nn.Module) -> int:
+    """``experts_implementation="croqtile"`` for a ``transformers`` 5 mixture-of-experts
+    model (``register()`` first): the number of its experts modules (those with 3-D
+    ``gate_up_proj`` weights), 0 for a model without any, which is left as it is."""
+    experts = sum(1 for m in model.modules()
+                  if isinstance(getattr(m, "gate_up_proj", None), torch.Tensor)
+                  and getattr(m, "gate_up_proj").dim() == 3)
+    setter = getattr(model, "set_experts_implementation", None)
+    if not experts or setter is None:
+        return 0
+    register()
+    setter(NAME)
+    return experts
+
+
 def optimize(model: torch.nn.Module) -> dict[str, int]:
     """Every croqtile rewrite of a ``transformers`` model, in place: attention through
-    croqtile's kernel (``register()`` and ``attn_implementation="croqtile"``), its
+    croqtile's kernel (``register()`` and ``attn_implementation="croqtile"``), a mixture
+    of experts' experts through ``croqtile.nn.moe`` (``set_experts``), its
     ``torch.nn.Linear`` layers converted (``croqtile.nn.convert``), then each of
     ``REWRITES`` (gated MLPs, query/key/value projections, RMS norms, the decoder layers'
     residual connections, the norms folded into the projections after them). Each
     rewrite checks the output of what it replaced, as its own documentation says.
     Returns how many modules each rewrite changed, by name (``"linear"`` for the
-    conversion)."""
+    conversion, ``"experts"`` for the experts modules)."""
     from .modules import convert
 
     register()
@@ -536,7 +552,7 @@ def optimize(model: torch.nn.Module) -> dict[str, int]:
             setattr(config, "_attn_implementation", NAME)
     linears = sum(type(m) is torch.nn.Linear for m in model.modules())
     convert(model)
-    counts = {"linear": linears}
+    counts = {"linear": linears, "experts": set_experts(model)}
     for name, rewrite in REWRITES.items():
         counts[name] = rewrite(model)
     return counts

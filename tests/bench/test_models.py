@@ -45,14 +45,33 @@ def _rows(out_dir: Path) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, str, Path]:
-    """The command as CI runs it: both tiny models, every workload, default forms."""
+    """The command as CI runs it: both tiny dense models, every workload, default forms
+    (the mixture of experts has its own test)."""
     out_dir = tmp_path_factory.mktemp("models")
-    return (*_main([*TINY_RUN, "--out", str(out_dir)]), out_dir)
+    return (*_main([*TINY_RUN, "--models", "llama3-8b", "qwen2.5-7b", "--out", str(out_dir)]),
+            out_dir)
 
 
 # ----------------------------------------------------------------------------------------
 # the command line
 # ----------------------------------------------------------------------------------------
+
+
+def test_the_mixture_of_experts_model(tmp_path: Path) -> None:
+    """The tiny Qwen3-MoE model: its eager form runs transformers' grouped GEMM experts,
+    its croqtile form croqtile's (``optimize``), with the same logits."""
+    pytest.importorskip("transformers.integrations.moe")
+    spec = models.MODELS["qwen3-30b-a3b"]
+    model = models.build(spec, 1, "cpu", torch.float32, tiny=True)
+    assert spec.experts == "grouped_mm" and model.config._experts_implementation == "grouped_mm"
+    forms = models.forms_of(model, ("eager", "croqtile"))
+    assert forms["croqtile"].module.config._experts_implementation == "croqtile"
+    status, _, err = _main([*TINY_RUN, "--models", "qwen3-30b-a3b", "--workloads", "prefill",
+                            "--out", str(tmp_path)])
+    assert status == 0, err
+    rows = {r["form"]: r for r in _rows(tmp_path)}
+    assert rows["eager"]["ok"] == rows["croqtile"]["ok"] == "True"
+    assert float(rows["croqtile"]["rel_error"]) <= models.TOLERANCES[torch.float32]
 
 
 def test_the_tiny_sweep_checks_and_times_every_form(tiny_run: tuple[int, str, str, Path]

@@ -99,7 +99,7 @@ def test_optimize_applies_every_rewrite() -> None:
     model = _model("Qwen2")
     ours = copy.deepcopy(model)
     counts = integration.optimize(ours)
-    assert counts == {"linear": 2 * 7 + 1, "fuse_mlps": 2, "fuse_qkv": 2,
+    assert counts == {"linear": 2 * 7 + 1, "experts": 0, "fuse_mlps": 2, "fuse_qkv": 2,
                       "convert_norms": 2 * 2 + 1, "fuse_rotary": 2, "fuse_residuals": 2}
     ids = _ids(3)
     with torch.no_grad():

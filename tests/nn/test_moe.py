@@ -5,6 +5,8 @@ and Mixtral models (random weights, nothing downloaded)."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -243,6 +245,25 @@ def test_experts_implementation(family: str) -> None:
         assert len(ran) == 2 * 3 and all(op.startswith("croqtile.moe_") for op in ran)
         assert_close(out.logits, ref, torch.float32)
         assert torch.equal(model.generate(ids, max_new_tokens=3, do_sample=False), tokens)
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+def test_optimize_runs_the_experts_through_croqtile(family: str) -> None:
+    """``optimize`` (every rewrite) sets ``experts_implementation="croqtile"`` on a
+    mixture-of-experts model: its experts run croqtile's MoE kernels, its logits stay the
+    eager model's."""
+    from croqtile.nn import transformers as integration
+
+    model = _tiny(family)
+    ours = copy.deepcopy(model)
+    ids = torch.randint(0, 64, (2, 9), generator=torch.Generator().manual_seed(2))
+    counts = integration.optimize(ours)
+    assert counts["experts"] == 2 and ours.config._experts_implementation == integration.NAME
+    with torch.no_grad():
+        ref = model(ids).logits
+        out, ran = croqtile_ops(ours, ids)
+    assert sum(op.startswith("croqtile.moe_") for op in ran) == 2 * 3, ran
+    assert_close(out.logits, ref, torch.float32)
 
 
 @pytest.mark.gpu
