@@ -16,7 +16,9 @@ The real weight is ``weight.float() * scale`` over each 128 x 128 block (the che
    then gathered in the sorted order (quantised before the gather: T rows, not T * k).
 3. ``moe_fp8_gate_up`` (Croqtile): the block-scaled grouped GEMM of the gate and up
    products, the gated activation in its epilogue, h in the hidden states' dtype.
-4. h quantised again per row per 128 columns (torch, ``quantize_rows``).
+4. h quantised again per row per 128 columns (torch, ``quantize_rows``; the gate/up
+   kernel's epilogue could do it, a 128-column tile being one group, with
+   ``reduce_max`` over its rows, but its scales would be a second output).
 5. ``moe_fp8_down`` (Croqtile): the down projection's block-scaled grouped GEMM.
 6. moe.co's combine: each token's weighted sum of its experts' rows.
 
@@ -34,7 +36,7 @@ import torch
 
 from . import kernels
 from .kernels import ELEMENTS, GATED_ACTIVATIONS, Variant
-from .moe import (MOE_OPTIONS, moe_names, moe_size, route, sort_by_expert, tile_table)
+from .moe import MOE_OPTIONS, moe_names, moe_size, route, sort_by_expert, tile_table
 
 BLOCK = 128  # the scales' block: 128 x 128 of a weight, 1 x 128 of an activation
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
