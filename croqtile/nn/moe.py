@@ -44,9 +44,9 @@ of step 2 are torch's. The routing weights get gradients, so a router trained th
 What the kernels do not cover runs torch's own computation (``uncovered_fused_moe`` says
 why): weights of another dtype than the hidden states, a dtype without kernels, tensors
 on several devices or on another device than the CPU and CUDA. FP8 (E4M3) expert weights
-with per-128-block scales, the layout of DeepSeek and Qwen FP8 checkpoints, are not
-implemented yet: ``fused_moe`` refuses them (NotImplementedError) rather than compute
-with them as if they were plain numbers.
+with per-128-block scales, the layout of DeepSeek and Qwen FP8 checkpoints, take the
+FP8 path of ``croqtile.nn.moe_fp8`` (inference only; its own kernels,
+``croqtile/kernels/moe_fp8.co``, and this module's routing, sorting and combine).
 """
 
 from __future__ import annotations
@@ -261,15 +261,13 @@ def uncovered_fused_moe(hidden: torch.Tensor, gate_up_weight: torch.Tensor,
 
 
 def _check(hidden: torch.Tensor, gate_up_weight: torch.Tensor, down_weight: torch.Tensor,
-           activation: str) -> None:
-    """Refuse arguments that no path computes."""
+           activation: str, gate_up_scale: torch.Tensor | None = None,
+           down_scale: torch.Tensor | None = None) -> None:
+    """Refuse arguments that no path computes (the FP8 path checks its own further:
+    ``croqtile.nn.moe_fp8.check_fp8``)."""
     if activation not in GATED_ACTIVATIONS:
         choices = ", ".join(repr(a) for a in GATED_ACTIVATIONS)
         raise ValueError(f"activation={activation!r}: expected one of {choices}")
-    if gate_up_weight.dtype in _FLOAT8 or down_weight.dtype in _FLOAT8:
-        raise NotImplementedError(
-            "fused_moe: FP8 expert weights (with per-block scales) are not implemented yet; "
-            "pass bf16, f16 or f32 weights (dequantised)")
     experts, double, width = gate_up_weight.shape
     if (hidden.dim() != 2 or down_weight.dim() != 3 or double % 2
             or hidden.shape[1] != width
@@ -278,15 +276,55 @@ def _check(hidden: torch.Tensor, gate_up_weight: torch.Tensor, down_weight: torc
             f"fused_moe: expected hidden [T, H], gate_up_weight [E, 2I, H] and down_weight "
             f"[E, H, I]; got {tuple(hidden.shape)}, {tuple(gate_up_weight.shape)} and "
             f"{tuple(down_weight.shape)}")
+    if not is_fp8(gate_up_weight, down_weight) and (gate_up_scale is not None
+                                                    or down_scale is not None):
+        raise ValueError("fused_moe: gate_up_scale and down_scale go with FP8 weights only "
+                         f"(the weights are {gate_up_weight.dtype} and {down_weight.dtype})")
+
+
+def is_fp8(gate_up_weight: torch.Tensor, down_weight: torch.Tensor) -> bool:
+    """Whether either expert weight is FP8 (the FP8 path, ``croqtile.nn.moe_fp8``, takes
+    the call and checks its formats and scales)."""
+    return gate_up_weight.dtype in _FLOAT8 or down_weight.dtype in _FLOAT8
+
+
+def sort_by_expert(top_k_index: torch.Tensor,
+                   experts: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The (token, expert) pairs of ``top_k_index`` [T, k] sorted by expert (a stable
+    sort): ``(pairs, runs, pos)`` with ``pairs`` [T * k] the flat index ``token * k + j``
+    of each sorted row's pair (its token is ``pairs // k``), ``runs`` [E, 2] int32 each
+    expert's rows ``[first, end)`` in the sorted order (found by a binary search of the
+    sorted ids; empty for an expert no token chose) and ``pos`` [T, k] where each pair
+    landed in the sorted order (the inverse permutation, for the combine). Torch
+    operations only: nothing waits for the device."""
+    ids = top_k_index.reshape(-1)
+    order = torch.sort(ids, stable=True)
+    bounds = torch.searchsorted(order.values, torch.arange(
+        experts + 1, device=ids.device, dtype=order.values.dtype)).to(torch.int32)
+    runs = torch.stack((bounds[:-1], bounds[1:]), dim=1)  # [E, 2]: each expert's rows
+    pairs = order.indices
+    pos = torch.empty_like(pairs).index_copy_(0, pairs, torch.arange(
+        pairs.shape[0], device=pairs.device, dtype=pairs.dtype)).view(top_k_index.shape)
+    return pairs, runs, pos
 
 
 def moe_experts(hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
                 gate_up_weight: torch.Tensor, down_weight: torch.Tensor, *,
-                activation: str = "silu") -> torch.Tensor:
+                activation: str = "silu", gate_up_scale: torch.Tensor | None = None,
+                down_scale: torch.Tensor | None = None) -> torch.Tensor:
     """The experts of a routed MoE layer: ``hidden`` [T, H] sent to the experts
     ``top_k_index`` [T, k] and summed with ``top_k_weights`` [T, k] (the signature of the
-    experts registry of ``transformers``; ``fused_moe`` routes first)."""
-    _check(hidden, gate_up_weight, down_weight, activation)
+    experts registry of ``transformers``; ``fused_moe`` routes first). FP8 weights and
+    their scales: see ``fused_moe``."""
+    _check(hidden, gate_up_weight, down_weight, activation, gate_up_scale, down_scale)
+    if is_fp8(gate_up_weight, down_weight):
+        from . import moe_fp8  # (it imports this module)
+
+        moe_fp8.check_fp8(hidden, None, gate_up_weight, down_weight, gate_up_scale,
+                          down_scale, top_k_weights)
+        assert gate_up_scale is not None and down_scale is not None
+        return moe_fp8.moe_experts_fp8(hidden, top_k_index, top_k_weights, gate_up_weight,
+                                       down_weight, gate_up_scale, down_scale, activation)
     if uncovered_fused_moe(hidden, gate_up_weight, down_weight) is not None:
         return _torch_experts(hidden, top_k_index, top_k_weights, gate_up_weight, down_weight,
                               activation)
@@ -297,15 +335,8 @@ def moe_experts(hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: 
     rows = tokens * top_k
     size = moe_size(rows, experts, element, kind)
     gate_up, _, down, combine, _, _ = moe_names(element, activation, kind, size)
-    ids = top_k_index.reshape(-1)
-    order = torch.sort(ids, stable=True)
-    bounds = torch.searchsorted(order.values, torch.arange(
-        experts + 1, device=ids.device, dtype=order.values.dtype)).to(torch.int32)
-    runs = torch.stack((bounds[:-1], bounds[1:]), dim=1)  # [E, 2]: each expert's rows
+    pairs, runs, pos = sort_by_expert(top_k_index, experts)
     tiles = tile_table(runs, moe_block_rows(element, kind, size), rows)  # (both GEMMs')
-    pairs = order.indices
-    pos = torch.empty_like(pairs).index_copy_(0, pairs, torch.arange(
-        pairs.shape[0], device=pairs.device, dtype=pairs.dtype)).view(tokens, top_k)
     x = hidden.index_select(0, torch.div(pairs, top_k, rounding_mode="floor"))
     half = double // 2
     h = kernels.run(gate_up, x, gate_up_weight[:, :half], gate_up_weight[:, half:], tiles)
@@ -338,7 +369,8 @@ _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 def fused_moe(hidden: torch.Tensor, router_logits: torch.Tensor, gate_up_weight: torch.Tensor,
               down_weight: torch.Tensor, top_k: int, *, renormalize: bool = True,
-              activation: str = "silu") -> torch.Tensor:
+              activation: str = "silu", gate_up_scale: torch.Tensor | None = None,
+              down_scale: torch.Tensor | None = None) -> torch.Tensor:
     """A mixture-of-experts layer: each token of ``hidden`` [T, H] routed by
     ``router_logits`` [T, E] (softmax, top ``top_k``, renormalised with ``renormalize``)
     to its experts, each a gated MLP ``down_weight[e] @ (act(gate @ x) * (up @ x))`` with
@@ -350,12 +382,29 @@ def fused_moe(hidden: torch.Tensor, router_logits: torch.Tensor, gate_up_weight:
     The grouped GEMMs (the gated activation in the first one's epilogue) and the weighted
     combine are Croqtile kernels (``croqtile/kernels/moe.co``); routing and sorting are
     torch's (see ``croqtile.nn.moe``). Differentiable with respect to the hidden states,
-    the router's logits and both weights. FP8 weights are refused (not implemented
-    yet)."""
+    the router's logits and both weights.
+
+    FP8 weights (inference only): ``gate_up_weight`` and ``down_weight`` of
+    ``torch.float8_e4m3fn`` with ``gate_up_scale`` float32 [E, 2I / 128, H / 128] and
+    ``down_scale`` float32 [E, H / 128, I / 128], a scale per 128 x 128 block (the real
+    weight is ``weight.float() * scale`` over each block: the ``weight_scale_inv`` of
+    DeepSeek-V3's and Qwen3's FP8 checkpoints); H and I multiples of 128, hidden states
+    bf16 or f16. The activations are quantised to E4M3 per token per 128 columns (and the
+    gated result again before the down projection), and the GEMMs are block-scaled FP8
+    GEMMs (``croqtile/kernels/moe_fp8.co``; see ``croqtile.nn.moe_fp8``). The FP8 path is
+    not differentiable: a call with a tensor that requires grad, with gradients enabled,
+    raises RuntimeError. A missing or ill-shaped scale raises ValueError; other FP8
+    formats (e5m2, the fnuz ones) raise NotImplementedError."""
     if not 1 <= top_k <= router_logits.shape[-1]:
         raise ValueError(f"top_k={top_k}: expected 1 to the number of experts "
                          f"({router_logits.shape[-1]})")
-    _check(hidden, gate_up_weight, down_weight, activation)
+    _check(hidden, gate_up_weight, down_weight, activation, gate_up_scale, down_scale)
+    if is_fp8(gate_up_weight, down_weight):
+        from .moe_fp8 import fused_moe_fp8  # (it imports this module)
+
+        return fused_moe_fp8(hidden, router_logits, gate_up_weight, down_weight, top_k,
+                             gate_up_scale, down_scale, renormalize=renormalize,
+                             activation=activation)
     weights, ids = route(router_logits, top_k, renormalize)
     return moe_experts(hidden, ids, weights, gate_up_weight, down_weight,
                        activation=activation)
