@@ -151,23 +151,29 @@ def tile_table(runs: torch.Tensor, block_rows: int, rows: int | torch.SymInt) ->
     multiple of BM: at most min(E, rows) of those); those past the last tile are unused,
     ``(-1, 0, 0)``. Torch operations only: nothing waits for the device, and the entries
     are read when the kernels run."""
+    # (int32 throughout: the table's type. A fused_moe call is host-bound below a few
+    # thousand tokens, so each launch counts: one gather of a stacked per-expert table,
+    # not one per column)
     experts = runs.shape[0]
+    runs = runs.to(torch.int32)
     counts = runs[:, 1] - runs[:, 0]
     spans = torch.div(counts + (block_rows - 1), block_rows, rounding_mode="floor")
-    ends = torch.cumsum(spans, 0)  # (int64): each expert's tiles end there
+    ends = torch.cumsum(spans, 0, dtype=torch.int32)  # each expert's tiles end there
     # (symbolic under torch.compile: a cast for the type checker only, no int())
     length = cast(int, rows // block_rows + min(experts, rows))
-    index = torch.arange(length, device=runs.device, dtype=ends.dtype)
-    expert = torch.searchsorted(ends, index, right=True)  # E past the last tile
+    index = torch.arange(length, device=runs.device, dtype=torch.int32)
+    expert = torch.searchsorted(ends, index, right=True, out_int32=True)  # E: past the end
     used = expert < experts
     expert = expert.clamp(max=experts - 1)
-    local = index - (ends - spans)[expert]  # the tile's place in its expert's run
-    first = runs[:, 0][expert] + local * block_rows
-    count = (counts[expert] - local * block_rows).clamp(max=block_rows)
+    # each expert's (first tile, first row, rows), gathered for every entry at once
+    start, first_row, count = torch.stack((ends - spans, runs[:, 0], counts), dim=1)[
+        expert].unbind(1)
+    offset = (index - start) * block_rows  # the tile's first row in its expert's run
+    first = first_row + offset
+    count = (count - offset).clamp(max=block_rows)
     # (scalars, not a tensor made on the host: its copy to the device would wait)
-    table = torch.stack((torch.where(used, expert, -1), torch.where(used, first, 0),
-                         torch.where(used, count, 0)), dim=1)
-    return table.to(torch.int32)
+    return torch.stack((torch.where(used, expert, -1), torch.where(used, first, 0),
+                        torch.where(used, count, 0)), dim=1)
 
 
 def runs_of(tiles: torch.Tensor, experts: int) -> torch.Tensor:
@@ -294,18 +300,18 @@ def sort_by_expert(top_k_index: torch.Tensor,
     sort): ``(pairs, runs, pos)`` with ``pairs`` [T * k] the flat index ``token * k + j``
     of each sorted row's pair (its token is ``pairs // k``), ``runs`` [E, 2] int32 each
     expert's rows ``[first, end)`` in the sorted order (found by a binary search of the
-    sorted ids; empty for an expert no token chose) and ``pos`` [T, k] where each pair
-    landed in the sorted order (the inverse permutation, for the combine). Torch
+    sorted ids; empty for an expert no token chose) and ``pos`` [T, k] int32 where each
+    pair landed in the sorted order (the inverse permutation, for the combine). Torch
     operations only: nothing waits for the device."""
     ids = top_k_index.reshape(-1)
     order = torch.sort(ids, stable=True)
     bounds = torch.searchsorted(order.values, torch.arange(
-        experts + 1, device=ids.device, dtype=order.values.dtype)).to(torch.int32)
+        experts + 1, device=ids.device, dtype=order.values.dtype), out_int32=True)
     runs = torch.stack((bounds[:-1], bounds[1:]), dim=1)  # [E, 2]: each expert's rows
     pairs = order.indices
-    pos = torch.empty_like(pairs).index_copy_(0, pairs, torch.arange(
-        pairs.shape[0], device=pairs.device, dtype=pairs.dtype)).view(top_k_index.shape)
-    return pairs, runs, pos
+    pos = torch.empty(pairs.shape, dtype=torch.int32, device=pairs.device).index_copy_(
+        0, pairs, torch.arange(pairs.shape[0], device=pairs.device, dtype=torch.int32))
+    return pairs, runs, pos.view(top_k_index.shape)
 
 
 def moe_experts(hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor,
@@ -342,7 +348,7 @@ def moe_experts(hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: 
     h = kernels.run(gate_up, x, gate_up_weight[:, :half], gate_up_weight[:, half:], tiles)
     y = kernels.run(down, h, down_weight, tiles)
     acc = kernels.ACC_DTYPE[ELEMENTS_ACC[element]]
-    return kernels.run(combine, y, pos.to(torch.int32), top_k_weights.to(acc).contiguous())
+    return kernels.run(combine, y, pos, top_k_weights.to(acc).contiguous())
 
 
 def _torch_experts(hidden: torch.Tensor, top_k_index: torch.Tensor,

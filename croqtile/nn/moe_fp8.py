@@ -174,7 +174,7 @@ def moe_experts_fp8(hidden: torch.Tensor, top_k_index: torch.Tensor,
                     gate_up_scale[:, :blocks], gate_up_scale[:, blocks:], tiles)
     hq, hs = quantize_rows(h)
     y = kernels.run(down, hq, hs, down_weight, down_scale, tiles)
-    return kernels.run(combine, y, pos.to(torch.int32),
+    return kernels.run(combine, y, pos,
                        top_k_weights.to(torch.float32).contiguous())
 
 
