@@ -470,7 +470,8 @@ def test_every_tuning_candidate_of_the_bench_kernels_compiles(kernel: str) -> No
             croqtile.compile(source, defines=defines, **options)
 
 
-BENCH_HELPERS = {"rows.py"}  # modules of bench/ the scripts import, not scripts
+# modules of bench/ the scripts import, not scripts
+BENCH_HELPERS = {"rows.py", "attention_probe_kernels.py"}
 
 
 @pytest.mark.parametrize("script", sorted((Path(__file__).resolve().parent.parent / "bench")

@@ -12,7 +12,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 RESULTS = BENCH / "results"
-HELPERS = {"rows.py"}  # imported by the scripts, not run
+HELPERS = {"rows.py", "attention_probe_kernels.py"}  # imported by the scripts, not run
 GPUS = sorted(p for p in RESULTS.iterdir() if p.is_dir() and p.name != "conformance")
 
 
