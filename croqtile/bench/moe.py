@@ -179,8 +179,10 @@ def grouped_mm_form(L: Layer) -> torch.Tensor:
     weights_, ids = route(L.logits, L.top_k)
     flat = ids.reshape(-1)
     order = torch.argsort(flat, stable=True)
-    ends = torch.cumsum(torch.bincount(flat, minlength=L.gate_up.shape[0]), 0,
-                        dtype=torch.int32)
+    experts = L.gate_up.shape[0]
+    # (histc, as transformers counts: bincount's output size waits for the device)
+    counts = torch.histc(flat.float(), bins=experts, min=0, max=experts - 1)
+    ends = torch.cumsum(counts, 0).to(torch.int32)
     token = torch.div(order, L.top_k, rounding_mode="floor")
     x = L.hidden.index_select(0, token)
     gate_up = torch._grouped_mm(x, L.gate_up.transpose(1, 2), offs=ends)
