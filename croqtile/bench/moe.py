@@ -6,7 +6,7 @@ expert width 768, 128 experts, top-8) and Mixtral-8x7B (hidden 4096, expert widt
 experts, top-2), in bf16; ``--tiny`` gives small float32 layers of the same families, for
 the CPU. Every form computes the same layer from the same random weights, hidden states
 and router logits, at each token count of ``--tokens``; every routed form routes in its
-timed call (softmax in float32, the top ``k``, renormalised: ``croqtile.nn.moe.route``).
+timed call (softmax in float32, the top ``k``, renormalised: ``croqtile.nn.moe_ops.route``).
 The forms (``FORMS``):
 
 * ``croqtile``: ``croqtile.nn.functional.fused_moe`` (its grouped GEMMs and combine are
@@ -162,7 +162,7 @@ def layer(w: Widths, tokens: int,
 
 def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """What every routed form does first (``fused_moe``'s own routing)."""
-    from ..nn.moe import route as moe_route
+    from ..nn.moe_ops import route as moe_route
 
     return moe_route(logits, top_k)
 

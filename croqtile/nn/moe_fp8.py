@@ -9,7 +9,7 @@ The real weight is ``weight.float() * scale`` over each 128 x 128 block (the che
 ``weight_scale_inv``). H and I are multiples of 128. The steps, as the serving engines
 (vLLM, SGLang) run them:
 
-1. Routing and sorting: ``croqtile.nn.moe``'s (``route``, ``sort_by_expert``,
+1. Routing and sorting: ``croqtile.nn.moe_ops``'s (``route``, ``sort_by_expert``,
    ``tile_table``).
 2. The hidden states quantised per token per 128 columns (torch, ``quantize_rows``): E4M3
    values and a float32 scale ``amax / 448`` per row and group (1 for a group of zeros),
@@ -36,7 +36,7 @@ import torch
 
 from . import kernels
 from .kernels import ELEMENTS, GATED_ACTIVATIONS, Variant
-from .moe import MOE_OPTIONS, moe_names, moe_size, route, sort_by_expert, tile_table
+from .moe_ops import MOE_OPTIONS, moe_names, moe_size, route, sort_by_expert, tile_table
 
 BLOCK = 128  # the scales' block: 128 x 128 of a weight, 1 x 128 of an activation
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn

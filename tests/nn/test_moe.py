@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
-from croqtile.nn import moe
+from croqtile.nn import moe, moe_ops
 
 from ..e2e.checks import assert_close, poisoned_empty, random
 from .ops import croqtile_ops
@@ -98,18 +98,18 @@ def _runs(counts: list[int]) -> torch.Tensor:
 def test_tile_table() -> None:
     """Each expert's run cut into BM-row tiles in the order of the rows, the last one
     ragged; experts without rows get none; the entries past the last tile are unused."""
-    table = moe.tile_table(_runs([5, 0, 16, 17, 0, 32, 1]), 16, 71)
+    table = moe_ops.tile_table(_runs([5, 0, 16, 17, 0, 32, 1]), 16, 71)
     assert table.dtype == torch.int32
     assert table.tolist() == [[0, 0, 5], [2, 5, 16], [3, 21, 16], [3, 37, 1], [5, 38, 16],
                               [5, 54, 16], [6, 70, 1]] + [[-1, 0, 0]] * 4
     # MT = S // BM + min(E, S) bounds the tiles: reached when every expert's run has a
     # part tile, and with fewer rows than experts
-    assert moe.tile_table(_runs([17, 1, 1]), 16, 19).tolist() == [
+    assert moe_ops.tile_table(_runs([17, 1, 1]), 16, 19).tolist() == [
         [0, 0, 16], [0, 16, 1], [1, 17, 1], [2, 18, 1]]
-    assert moe.tile_table(_runs([0, 2, 0, 0, 0]), 16, 2).tolist() == [[1, 0, 2], [-1, 0, 0]]
+    assert moe_ops.tile_table(_runs([0, 2, 0, 0, 0]), 16, 2).tolist() == [[1, 0, 2], [-1, 0, 0]]
     for counts in ([5, 0, 16, 17, 0, 32, 1], [17, 1, 1], [0, 0, 3]):
-        table = moe.tile_table(_runs(counts), 16, sum(counts))
-        assert torch.equal(moe.runs_of(table, len(counts)), _runs(counts))
+        table = moe_ops.tile_table(_runs(counts), 16, sum(counts))
+        assert torch.equal(moe_ops.runs_of(table, len(counts)), _runs(counts))
 
 
 def test_ragged_runs() -> None:
@@ -117,7 +117,7 @@ def test_ragged_runs() -> None:
     (two experts), part of one (6), two and a part (33), exactly two (32) and one and a
     part (17), so that the tile table ends in unused entries; every element of the
     output and of the gradients against float64."""
-    assert moe.moe_block_rows("f32", "cpu") == 16
+    assert moe_ops.moe_block_rows("f32", "cpu") == 16
     counts = [16, 0, 6, 33, 0, 32, 17]  # 104 rows: 9 tiles, a table of 6 + 7 entries
     gen = torch.Generator().manual_seed(3)
     ids = torch.repeat_interleave(torch.arange(7), torch.tensor(counts))
@@ -166,13 +166,13 @@ def test_gradients() -> None:
 
 def test_opcheck() -> None:
     x, _, gate_up, down = _layer(11, 32, 24, 4, torch.float32)
-    names = moe.moe_names("f32", "silu", "cpu")
+    names = moe_ops.moe_names("f32", "silu", "cpu")
     gate_up_op, grad_op, down_op, combine_op, nn_op, tn_op = (getattr(torch.ops.croqtile, n)
                                                               for n in names)
     counts = torch.tensor([5, 0, 9, 8])
     ends = counts.cumsum(0).to(torch.int32)
     runs = torch.stack((ends - counts.to(torch.int32), ends), 1)
-    tiles = moe.tile_table(runs, moe.moe_block_rows("f32", "cpu"), 22)
+    tiles = moe_ops.tile_table(runs, moe_ops.moe_block_rows("f32", "cpu"), 22)
     xs = random((22, 32), torch.float32).requires_grad_()
     wg = gate_up[:, :24].detach().requires_grad_()
     wu = gate_up[:, 24:].detach().requires_grad_()

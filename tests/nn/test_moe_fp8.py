@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import croqtile.nn.functional as cf
-from croqtile.nn import moe, moe_fp8
+from croqtile.nn import moe, moe_fp8, moe_ops
 
 from ..e2e.checks import poisoned_empty, random
 from .ops import croqtile_ops
@@ -151,7 +151,7 @@ def test_experts_without_tokens_and_other_activations() -> None:
     x[2, :128] = 0
     logits = torch.full_like(logits, -10.0)
     logits[:, 1], logits[:4, 3], logits[4:, 3] = 2.0, 1.0, 1.5
-    weights, ids = moe.route(logits, 2)
+    weights, ids = moe_ops.route(logits, 2)
     with torch.inference_mode():
         out = moe.moe_experts(x, ids, weights, wgu, wd, activation="gelu_tanh",
                               gate_up_scale=sgu, down_scale=sd)
@@ -177,7 +177,7 @@ def test_opcheck() -> None:
     counts = torch.tensor([5, 0, 19, 8])
     ends = counts.cumsum(0).to(torch.int32)
     runs = torch.stack((ends - counts.to(torch.int32), ends), 1)
-    tiles = moe.tile_table(runs, moe_fp8.FP8_TILES["cpu", "medium"][0], 32)
+    tiles = moe_ops.tile_table(runs, moe_fp8.FP8_TILES["cpu", "medium"][0], 32)
     xq, xs = moe_fp8.quantize_rows(random((32, 256), torch.bfloat16))
     hq, hs = moe_fp8.quantize_rows(random((32, 128), torch.bfloat16))
     # (all but test_schema, whose check that the inputs were not mutated compares them
