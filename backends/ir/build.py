@@ -3,6 +3,7 @@ affine index expressions can be split into per-axis coefficients (``linearize``)
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, overload
 
@@ -128,8 +129,20 @@ def _conjuncts(e: ir.Expr) -> list[ir.Expr]:
     return [e]
 
 
+# each expression's key, made once (the nodes are immutable): a chain of conjunctions is
+# keyed again at every term ``and_`` adds
+_KEYS: weakref.WeakKeyDictionary[ir.Expr, tuple[object, ...]] = weakref.WeakKeyDictionary()
+
+
 def key(e: ir.Expr) -> tuple[object, ...]:
     """A structural identity of an expression (IR nodes compare by identity)."""
+    found = _KEYS.get(e)
+    if found is None:
+        found = _KEYS[e] = _key(e)
+    return found
+
+
+def _key(e: ir.Expr) -> tuple[object, ...]:
     parts: list[object] = [type(e).__name__, e.dtype]
     for f in fields(e):
         if f.name in ("axes", "dtype"):

@@ -545,13 +545,30 @@ def rounds_on_cpu(body: list[Stmt]) -> bool:
                for node in nodes_of(body))
 
 
+def _outermost_loops(body: Sequence[Stmt]) -> Iterator[For | While]:
+    """The loops of ``body`` that no other loop of it holds."""
+    stack: list[object] = list(body)
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, (For, While)):
+            yield node
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
+
+
 def reads_back(body: list[Stmt]) -> bool:
     """Whether a loop of ``body`` loads from a tensor it also stores to. Triton's software
     pipeliner would issue a later iteration's load before this iteration's store, so such
-    a kernel must not be pipelined (a read after the loop, as in an epilogue, is fine)."""
-    for loop in nodes_of(body):
-        if not isinstance(loop, (For, While)):
-            continue
+    a kernel must not be pipelined (a read after the loop, as in an epilogue, is fine).
+    A loop's loads and stores include those of the loops it holds, so the outermost loops
+    decide (each node is visited once, not once per enclosing loop)."""
+    for loop in _outermost_loops(body):
         loaded: set[str] = set()
         stored: set[str] = set()
         for node in nodes_of(loop.body):
