@@ -508,8 +508,9 @@ FP8 = (DType.F8E4, DType.F8E5)
 CPU_ROUNDED = (DType.BF16, *FP8)
 
 
-def nodes_of(body: Sequence[Stmt | Expr]) -> Iterator[object]:
-    """Every IR node under ``body`` (statements, expressions and what they hold)."""
+def nodes_of(body: Sequence[Stmt | Expr], into_loops: bool = True) -> Iterator[object]:
+    """Every IR node under ``body`` (statements, expressions and what they hold); with
+    ``into_loops=False``, a loop but nothing it holds."""
     stack: list[object] = list(body)
     seen: set[int] = set()
     while stack:
@@ -522,7 +523,8 @@ def nodes_of(body: Sequence[Stmt | Expr]) -> Iterator[object]:
             continue
         if dataclasses.is_dataclass(node) and not isinstance(node, type):
             yield node
-            stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
+            if into_loops or not isinstance(node, (For, While)):
+                stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
 
 
 def stored_to(body: list[Stmt]) -> set[str]:
@@ -545,30 +547,15 @@ def rounds_on_cpu(body: list[Stmt]) -> bool:
                for node in nodes_of(body))
 
 
-def _outermost_loops(body: Sequence[Stmt]) -> Iterator[For | While]:
-    """The loops of ``body`` that no other loop of it holds."""
-    stack: list[object] = list(body)
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, (For, While)):
-            yield node
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            stack.extend(getattr(node, f.name) for f in dataclasses.fields(node))
-
-
 def reads_back(body: list[Stmt]) -> bool:
     """Whether a loop of ``body`` loads from a tensor it also stores to. Triton's software
     pipeliner would issue a later iteration's load before this iteration's store, so such
     a kernel must not be pipelined (a read after the loop, as in an epilogue, is fine).
     A loop's loads and stores include those of the loops it holds, so the outermost loops
     decide (each node is visited once, not once per enclosing loop)."""
-    for loop in _outermost_loops(body):
+    for loop in nodes_of(body, into_loops=False):
+        if not isinstance(loop, (For, While)):
+            continue
         loaded: set[str] = set()
         stored: set[str] = set()
         for node in nodes_of(loop.body):
