@@ -13,7 +13,7 @@
                    [--prompt N] [--train-layers N] [--train-seq S] [--tiny] [--reps N]
                    [--device cuda|cpu] [--out DIR]
     croqtile bench moe [--widths NAME...] [--tokens T...] [--tiny] [--reps N]
-                   [--timer events|graph] [--device cuda|cpu] [--out DIR]
+                   [--timer events|graph] [--device cuda|cpu] [--out DIR] [--tutorial PATH]
     croqtile bench --plot CSV
 
 ``check`` compiles every ``.co`` file and every Croqtile source embedded in a ``.py`` file
@@ -42,7 +42,8 @@ attention sweep adds. ``bench models`` (``croqtile.bench.models``, run only when
 times whole ``transformers`` models in eager, compiled and croqtile forms; it needs the
 optional dependency ``transformers``. ``bench moe`` (``croqtile.bench.moe``, run only when
 named) times one mixture-of-experts layer: ``fused_moe`` beside torch's grouped GEMM, a
-loop over the experts and a dense GEMM pair of the same FLOPs.
+loop over the experts and a dense GEMM pair of the same FLOPs; with ``--tutorial`` also the
+tutorial's fused-MoE FP8 programs as their host code runs them (``croqtile.bench.moe_tutorial``).
 """
 
 from __future__ import annotations
@@ -415,7 +416,30 @@ def _run_moe_sweep(args: argparse.Namespace, device: str, out: TextIO, err: Text
             print(f"FAILED {row.describe()}: {row.note}", file=err)
     print(result.table, file=out)
     print(f"wrote {len(result.files)} files to {out_dir}", file=out)
-    return 1 if result.failed else 0
+    failed = result.failed
+    if args.tutorial is not None:
+        tutorial_timer = timer or moe_sweep.cpu_timer(lambda: None)
+        failed += _run_moe_tutorial(args.tutorial, device, run.reps, out_dir, tutorial_timer,
+                                    out, err)
+    return 1 if failed else 0
+
+
+def _run_moe_tutorial(checkout: Path, device: str, reps: int, out_dir: Path, timer: Any,
+                      out: TextIO, err: TextIO) -> int:
+    """``croqtile bench moe --tutorial PATH``: the tutorial's fused-MoE FP8 programs run as
+    their host code runs them (the files' sizes on a GPU, small ones on the CPU); the
+    number of programs that failed."""
+    from .bench import moe_tutorial
+
+    sizes = moe_tutorial.TINY if device == "cpu" else moe_tutorial.FILE
+    try:
+        rows = moe_tutorial.run_tutorial(checkout, sizes, device, timer, reps, out_dir,
+                                         lambda text: print(f"moe: {text}", file=err))
+    except FileNotFoundError as exc:
+        raise UsageError(f"--tutorial: {exc}") from None
+    for row in rows:
+        print(row.line(), file=out)
+    return sum(row.ok is False for row in rows)
 
 
 def _only_kernels(cases: Sequence[Any], kernels: Sequence[str]) -> list[Any]:

@@ -23,76 +23,29 @@ from typing import Any
 
 import torch
 
-from .e2e_helpers import f64, full, zeros
+from croqtile.bench import moe_tutorial
+
+from .e2e_helpers import full, zeros
 from .e2e_recipe import Recipe
 
 Key = tuple[str, str]
 
 FOLDER = "tutorial/optimization/assets/fused-moe-fp8/"
-M, E, N, K, TOPK, BLOCK = 4, 64, 128, 256, 8, 128
-KB, NB = K // BLOCK, N // BLOCK
-ROUTES = max(64, M * TOPK)  # QWEN35_MAX_SORTED_ROUTES
-FP8_MAX, SOFTCAP = 448.0, 2.5
-DEFINES = {"QWEN35_DEFAULT_NUM_EXPERTS": str(E), "QWEN35_ROUTE_VALUES_PER_THREAD": str(E // 32),
-           "QWEN35_DEFAULT_N": str(N), "QWEN35_DEFAULT_K": str(K), "QWEN35_K_BLOCKS": str(KB),
-           "QWEN35_N_BLOCKS": str(NB), "QWEN35_MAX_SORTED_ROUTES": str(ROUTES),
-           "QWEN35_MAX_M": str(M)}
-OUTPUT_ATOL, OUTPUT_RTOL = 4e-2, 1.2e-1
+SIZES = moe_tutorial.TINY
+M, E, N, K, TOPK = SIZES.tokens, SIZES.experts, SIZES.n, SIZES.k, SIZES.top_k
+KB, ROUTES = SIZES.k_blocks, SIZES.routes
+DEFINES = moe_tutorial.defines(SIZES)
+OUTPUT_ATOL, OUTPUT_RTOL = moe_tutorial.OUTPUT_ATOL, moe_tutorial.OUTPUT_RTOL
 
 
 @cache
 def _pipeline() -> dict[str, torch.Tensor]:
-    """The host code's inputs and every intermediate result, in float64 where computed."""
-    tok, kk = torch.arange(M)[:, None], torch.arange(K)[None, :]
-    inp = (0.0625 * ((((tok + 1) * 17 + (kk + 3) * 11) % 41) - 20).float()).bfloat16()
-    ex = torch.arange(E)[None, :]
-    gating = 0.125 * ((((tok + 3) * 19 + (ex + 5) * 7) % 43) - 21).float()
-    e3, n3, k3 = (torch.arange(s).view(*([1] * d), s, *([1] * (2 - d)))
-                  for d, s in enumerate((E, N, K)))
-    wv = 0.0625 * ((((e3 + 1) * 13 + (n3 + 1) * 7 + (k3 + 1) * 5) % 23) - 11).float()
-    wscale = torch.clamp(wv.abs().view(E, NB, BLOCK, KB, BLOCK).amax(dim=(2, 4)) / FP8_MAX,
-                         min=1e-6)
-    wide = wscale.repeat_interleave(BLOCK, 1).repeat_interleave(BLOCK, 2)
-    wq = (wv / wide).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    # routing: soft-capped softmax, top-k by repeated argmax, renormalised
-    p = torch.softmax(torch.tanh(f64(gating) / SOFTCAP) * SOFTCAP, dim=1)
-    ids = torch.empty(M, TOPK, dtype=torch.int32)
-    weights = torch.empty(M, TOPK, dtype=torch.float64)
-    for t in range(M):
-        left = p[t].clone()
-        for s in range(TOPK):
-            best = int(torch.argmax(left))
-            ids[t, s], weights[t, s], left[best] = best, left[best], -1.0
-    weights = weights / weights.sum(1, keepdim=True)
-    # per-128-block quantisation of the input
-    x = f64(inp).view(M, KB, BLOCK)
-    xs = torch.clamp(x.abs().amax(2) / FP8_MAX, min=1e-6)
-    xq = (x / xs[..., None]).clamp(-FP8_MAX, FP8_MAX).float().to(torch.float8_e4m3fn).view(M, K)
-    # the layout: each expert's routes in route order
-    counts = torch.bincount(ids.flatten().long(), minlength=E).to(torch.int32)
-    offsets = torch.zeros(E + 1, dtype=torch.int32)
-    offsets[1:] = torch.cumsum(counts, 0)
-    order = sorted(range(M * TOPK), key=lambda r: (int(ids.flatten()[r]), r))
-    sorted_ids = torch.full((ROUTES,), -1, dtype=torch.int32)
-    sorted_ids[:len(order)] = torch.tensor(order, dtype=torch.int32)
-    rep_q = torch.zeros(ROUTES, K, dtype=torch.float8_e4m3fn)
-    rep_scales = torch.zeros(ROUTES, KB)
-    rep_q[:len(order)] = xq[[r // TOPK for r in order]]
-    rep_scales[:len(order)] = xs[[r // TOPK for r in order]].float()
-    # the grouped GEMM's rows and the scattered output
-    xd = f64(xq) * xs.repeat_interleave(BLOCK, 1)
-    wd = f64(wq) * f64(wide)
-    rows = torch.zeros(ROUTES, N, dtype=torch.float64)
-    for slot, r in enumerate(order):
-        rows[slot] = wd[int(ids.flatten()[r])] @ xd[r // TOPK]
-    out = torch.zeros(M, N, dtype=torch.float64)
-    for slot, r in enumerate(order):
-        out[r // TOPK] += weights.flatten()[r] * rows[slot]
-    return {"inp": inp, "gating": gating, "wq": wq.view(E * N, K),
-            "wscale": wscale.view(E * NB, KB).float(), "ids": ids, "weights": weights,
-            "xq": xq, "xs": xs, "counts": counts, "offsets": offsets,
-            "sorted_ids": sorted_ids, "rep_q": rep_q, "rep_scales": rep_scales,
-            "rows": rows, "out": out, "n_routes": torch.tensor(len(order))}
+    """The host code's inputs and every intermediate result, in float64 where computed
+    (``croqtile.bench.moe_tutorial``, which runs the whole pipeline the same way)."""
+    given = moe_tutorial.inputs(SIZES)
+    return {"inp": given["input"], "gating": given["gating"],
+            "wq": given["expert_weights"], "wscale": given["expert_scales"],
+            **moe_tutorial.reference(given, SIZES)}
 
 
 def _p(name: str) -> torch.Tensor:
