@@ -149,6 +149,23 @@ def load(variant: Variant, autograd: Callable[[Module], None] | None = None,
     return module
 
 
+_PLAIN_MODULES: dict[Variant, Module] = {}
+
+
+def load_plain(variant: Variant) -> Module:
+    """The compiled module of ``variant`` with no operators registered: for functions
+    that eager calls launch themselves only (ones that write into tensors they are
+    given, which an operator's schema would have to declare; under torch.compile their
+    callers take torch's path)."""
+    module = _PLAIN_MODULES.get(variant)
+    if module is None:
+        with _LOCK:
+            module = _PLAIN_MODULES.get(variant)
+            if module is None:
+                module = _PLAIN_MODULES[variant] = _compile(variant)
+    return module
+
+
 def _compile(variant: Variant, **options: Any) -> Module:
     source = (KERNELS / f"{variant.program}.co").read_text()
     with warnings.catch_warnings():

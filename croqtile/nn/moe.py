@@ -63,7 +63,7 @@ import torch.nn.functional as F
 
 from . import kernels, moe_fp8
 from .kernels import ELEMENTS, ELEMENTS_ACC, GATED_ACTIVATIONS
-from .moe_ops import moe_block_rows, moe_names, moe_size, route, sort_by_expert, tile_table
+from .moe_ops import layout, moe_block_rows, moe_names, moe_size, route
 
 _FLOAT8 = tuple(getattr(torch, name) for name in ("float8_e4m3fn", "float8_e4m3fnuz",
                                                    "float8_e5m2", "float8_e5m2fnuz")
@@ -139,8 +139,8 @@ def moe_experts(hidden: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: 
     rows = tokens * top_k
     size = moe_size(rows, experts, element, kind)
     gate_up, _, down, combine, _, _ = moe_names(element, activation, kind, size)
-    pairs, runs, pos = sort_by_expert(top_k_index, experts)
-    tiles = tile_table(runs, moe_block_rows(element, kind, size), rows)  # (both GEMMs')
+    # (the tile table serves both GEMMs)
+    pairs, tiles, pos = layout(top_k_index, experts, moe_block_rows(element, kind, size))
     x = hidden.index_select(0, torch.div(pairs, top_k, rounding_mode="floor"))
     half = double // 2
     h = kernels.run(gate_up, x, gate_up_weight[:, :half], gate_up_weight[:, half:], tiles)

@@ -36,7 +36,7 @@ import torch
 
 from . import kernels
 from .kernels import ELEMENTS, GATED_ACTIVATIONS, Variant
-from .moe_ops import MOE_OPTIONS, moe_names, moe_size, route, sort_by_expert, tile_table
+from .moe_ops import MOE_OPTIONS, layout, moe_names, moe_size, route
 
 BLOCK = 128  # the scales' block: 128 x 128 of a weight, 1 x 128 of an activation
 E4M3_MAX = 448.0  # the largest finite float8_e4m3fn
@@ -164,8 +164,7 @@ def moe_experts_fp8(hidden: torch.Tensor, top_k_index: torch.Tensor,
     size = fp8_size(rows, experts, kind)
     gate_up, down = moe_fp8_names(element, activation, kind, size)
     combine = moe_names(element, activation, kind, moe_size(rows, experts, element, kind))[3]
-    pairs, runs, pos = sort_by_expert(top_k_index, experts)
-    tiles = tile_table(runs, FP8_TILES[kind, size][0], rows)
+    pairs, tiles, pos = layout(top_k_index, experts, FP8_TILES[kind, size][0])
     xq, xs = quantize_rows(hidden)
     token = torch.div(pairs, top_k, rounding_mode="floor")
     xq, xs = _gather_rows(xq, token), xs.index_select(0, token)

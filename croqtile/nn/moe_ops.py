@@ -8,6 +8,7 @@ tiles by size class and their autograd (``moe_names``, ``moe_size``). See
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, cast
 
 import torch
@@ -200,6 +201,51 @@ def route(router_logits: torch.Tensor, top_k: int,
     if renormalize:
         weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights, ids
+
+
+LAYOUT_LANES = 128  # moe_layout.co's threads per block
+
+
+def layout(top_k_index: torch.Tensor, experts: int, block_rows: int
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(pairs, tiles, pos)`` of ``sort_by_expert`` and ``tile_table`` (BM =
+    ``block_rows``) together. An eager call sorts with torch and writes the table and
+    ``pos`` with one kernel (``croqtile/kernels/moe_layout.co``): a fused_moe call is
+    host-bound below a few thousand tokens, and the torch form is some twenty small
+    launches. Traced calls (torch.compile, where Inductor fuses the torch form), and
+    calls under a dispatch mode, take the torch form."""
+    rows = top_k_index.numel()
+    if not kernels.direct(top_k_index):
+        pairs, runs, pos = sort_by_expert(top_k_index, experts)
+        return pairs, tile_table(runs, block_rows, rows), pos
+    ids = top_k_index.reshape(-1)
+    order = torch.sort(ids, stable=True)
+    bounds = torch.searchsorted(order.values, _edges(experts, ids.device, ids.dtype),
+                                out_int32=True)
+    length = rows // block_rows + min(experts, rows)
+    tiles = torch.empty((length, 3), dtype=torch.int32, device=ids.device)
+    pos = torch.empty(rows, dtype=torch.int32, device=ids.device)
+    kernels.load_plain(_layout_variant(block_rows)).moe_layout(bounds, order.indices, tiles,
+                                                               pos)
+    return order.indices, tiles, pos.view(top_k_index.shape)
+
+
+@functools.cache
+def _layout_variant(block_rows: int) -> Variant:
+    return Variant("moe_layout", (("BM", block_rows), ("LANES", LAYOUT_LANES)), ())
+
+
+_EDGES: dict[tuple[int, torch.device, torch.dtype], torch.Tensor] = {}
+
+
+def _edges(experts: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """``arange(experts + 1)``, made once per device and type (eager calls only read it)."""
+    key = (experts, device, dtype)
+    made = _EDGES.get(key)
+    if made is None:
+        with torch.inference_mode(False):
+            made = _EDGES[key] = torch.arange(experts + 1, device=device, dtype=dtype)
+    return made
 
 
 def sort_by_expert(top_k_index: torch.Tensor,

@@ -112,6 +112,43 @@ def test_tile_table() -> None:
         assert torch.equal(moe_ops.runs_of(table, len(counts)), _runs(counts))
 
 
+@pytest.mark.parametrize("tokens,top_k,experts,block", [(1, 8, 128, 16), (52, 2, 7, 16),
+                                                        (300, 4, 16, 16), (9, 2, 8, 64)])
+def test_layout_kernel_is_the_torch_layout(tokens: int, top_k: int, experts: int,
+                                           block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager layout (a sort, then moe_layout.co writing the table and the positions
+    into poisoned tensors) against the torch form that traced calls take: the same
+    pairs, table and positions."""
+    gen = torch.Generator().manual_seed(tokens)
+    ids = torch.randint(0, experts, (tokens, top_k), generator=gen)
+    ids[0] = torch.arange(top_k) % experts  # (an expert with a long run in the mix)
+    with monkeypatch.context() as patched:  # (the kernel's path, not the torch form)
+        patched.setattr(moe_ops, "tile_table", None)
+        pairs, tiles, pos = moe_ops.layout(ids, experts, block)
+    want_pairs, runs, want_pos = moe_ops.sort_by_expert(ids, experts)
+    assert torch.equal(pairs, want_pairs)
+    assert torch.equal(tiles, moe_ops.tile_table(runs, block, tokens * top_k))
+    assert torch.equal(pos, want_pos)
+    assert torch.equal(pairs[pos.view(-1).long()], torch.arange(tokens * top_k))
+
+
+def test_layout_under_a_dispatch_mode_takes_the_torch_form() -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[str] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    ids = torch.tensor([[3, 1], [1, 0]])
+    with Record():
+        _, tiles, _ = moe_ops.layout(ids, 4, 16)
+    assert any("searchsorted" in name for name in seen) and any("cumsum" in name for name in seen)
+    assert tiles.tolist() == [[0, 0, 1], [1, 1, 2], [3, 3, 1], [-1, 0, 0]]
+
+
 def test_ragged_runs() -> None:
     """Runs of chosen lengths at the CPU's 16-row tiles: exactly one tile (16 rows), none
     (two experts), part of one (6), two and a part (33), exactly two (32) and one and a
