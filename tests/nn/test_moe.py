@@ -247,19 +247,22 @@ def test_uncovered_and_refused() -> None:
 
 # ------------------------------------------------------------------ transformers models
 
-def _tiny(family: str) -> torch.nn.Module:
+def _tiny(family: str, hidden: int = 32, inter: int = 24, experts: int = 6,
+          vocab: int = 64) -> torch.nn.Module:
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("transformers.integrations.moe")
-    common = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, head_dim=8, max_position_embeddings=128)
+    common = dict(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=hidden // 4,
+                  max_position_embeddings=128)
     if family == "qwen3_moe":
         config = transformers.Qwen3MoeConfig(
-            **common, intermediate_size=64, moe_intermediate_size=24, num_experts=6,
+            **common, intermediate_size=64, moe_intermediate_size=inter, num_experts=experts,
             num_experts_per_tok=2, norm_topk_prob=True)
         model_class = transformers.Qwen3MoeForCausalLM
     else:
-        config = transformers.MixtralConfig(**common, intermediate_size=24,
-                                            num_local_experts=4, num_experts_per_tok=2)
+        config = transformers.MixtralConfig(**common, intermediate_size=inter,
+                                            num_local_experts=experts - 2,
+                                            num_experts_per_tok=2)
         model_class = transformers.MixtralForCausalLM
     torch.manual_seed(0)
     return model_class(config).eval()
@@ -325,3 +328,45 @@ def test_fused_moe_on_the_gpu_in_bf16(tokens: int) -> None:
     inputs = [t.detach().requires_grad_() for t in (x, logits, gate_up, down)]
     cf.fused_moe(*inputs, 8).float().square().sum().backward()
     assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in inputs)
+
+
+def _greedy_agrees(ours: torch.Tensor, eager: torch.Tensor, scores: tuple[torch.Tensor, ...],
+                   prompt: int, tolerance: float) -> bool:
+    """Whether greedy tokens agree with eager's: equal, or first different at a step where
+    eager's two best logits were within ``tolerance`` of each other (relative to the
+    largest logit), a tie that rounding may break either way (the steps after it then
+    continue from different text)."""
+    for row in range(ours.shape[0]):
+        differ = torch.nonzero(ours[row, prompt:] != eager[row, prompt:])
+        if differ.numel():
+            step = int(differ[0])
+            best = scores[step][row].float().topk(2).values
+            if float(best[0] - best[1]) > tolerance * float(best.abs().max()):
+                return False
+    return True
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", ["qwen3_moe", "mixtral"])
+def test_experts_implementation_on_the_gpu_in_bf16(family: str) -> None:
+    """A Qwen3-MoE and a Mixtral model in bf16 on the GPU with
+    experts_implementation="croqtile": logits within bf16 tolerance of eager's, greedy
+    tokens as eager's (but where eager's two best logits tie within that tolerance)."""
+    from croqtile.nn import transformers as integration
+
+    integration.register()
+    model = _tiny(family, hidden=256, inter=128, experts=18, vocab=512).to("cuda",
+                                                                          torch.bfloat16)
+    ids = torch.randint(0, 512, (2, 40), generator=torch.Generator().manual_seed(4)).cuda()
+    greedy = dict(max_new_tokens=8, do_sample=False, output_scores=True,
+                  return_dict_in_generate=True)
+    with torch.no_grad():
+        model.set_experts_implementation("eager")
+        ref = model(ids).logits.double()
+        eager = model.generate(ids, **greedy)
+        model.set_experts_implementation(integration.NAME)
+        out, ran = croqtile_ops(model, ids)
+        assert sum(op.startswith("croqtile.moe_") for op in ran) == 2 * 3, ran
+        ours = model.generate(ids, **greedy)
+    assert float((out.logits.double() - ref).norm() / ref.norm()) < 2e-2
+    assert _greedy_agrees(ours.sequences, eager.sequences, eager.scores, ids.shape[1], 2e-2)
