@@ -70,6 +70,11 @@ class Expressions(KernelState):
         pointer, mask = access(source, index)
         if self.loop_depth:
             self.loop_loaded.add(source.tensor.name)
+        executing = self.predicate()
+        if executing is not None and set(executing.axes) <= set(pointer.axes):
+            # a read per lane inside a per-lane branch: the lanes outside the branch read
+            # nothing (their index may be out of the tensor: `if (i >= n) x.at(i - n)`)
+            mask = b.and_(mask, executing)
         return ir.Load(b.merged(pointer, *( [mask] if mask is not None else [])),
                        pointer.dtype, pointer, mask, source.fill,  # padding reads its value
                        source.eviction)

@@ -134,3 +134,35 @@ __co__ void twice(global f16 [64, 64] x, global f16 [64, 64] y) {
 }
 """).twice.triton_source
     assert "eviction_policy='evict_first'" in source
+
+
+# A per-lane branch reads at an index that is negative on the lanes that skip it.
+SPLIT_LANES = """
+__co__ void split(global s32 [S] order, global s32 [S] pos, global s32 [T] rest) {
+  parallel b by cdiv(T + S, 64) : block {
+    parallel i by 64 : thread {
+      s32 at = b * 64 + i;
+      if (at < T) {
+        rest.at(at) = 7;
+      } else if (at < T + S) {
+        pos.at(order.at(at - T)) = at - T;
+      }
+    }
+  }
+}
+"""
+
+
+def test_reads_in_a_per_lane_branch_are_masked_by_it() -> None:
+    """The lanes outside a per-lane branch read nothing: no address before the tensor
+    (at - T < 0 there) is loaded, on the GPU a fault if the page is not mapped."""
+    fn = croqtile.compile(SPLIT_LANES).split
+    source = fn.triton_source
+    load = next(line for line in source.splitlines() if "tl.load(order_ptr" in line)
+    assert "cond" in load.split("tl.load(order_ptr", 1)[1].split("other=")[0], load
+    order = torch.randperm(10, dtype=torch.int32)
+    pos = torch.full((10,), -1, dtype=torch.int32)
+    rest = torch.zeros(5, dtype=torch.int32)
+    fn(order, pos, rest)
+    assert torch.equal(pos[order.long()], torch.arange(10, dtype=torch.int32))
+    assert (rest == 7).all()
