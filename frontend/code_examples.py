@@ -3022,6 +3022,22 @@ __co__ void head(global f32 [8, 8] x, global f32 [8] y) {
 """,
         message="'t' is a future: read its tile with 't.data.at(...)'",
     ),
+    "CQ0230": Example(
+        bad="""\
+__co__ void clear(f32 [64] x) {
+  parallel p by 64 : thread
+    x.at(p) = 0.0f;
+}
+""",
+        fixed="""\
+__co__ void clear(global f32 [64] x) {
+  parallel p by 64 : thread
+    x.at(p) = 0.0f;
+}
+""",
+        message="'x' is written, but it is neither 'global' nor passed by reference: the "
+                "function writes a copy and the caller's tensor does not change",
+    ),
     "CQ0265": Example(
         bad="""\
 __co__ void spread(global s32 [32] x, global s32 [32] y) {
@@ -3402,6 +3418,12 @@ MEANINGS: dict[str, str] = {
     "CQ0229": (
         'A future is the handle of a copy; its tile is `f.data`, so elements are read with '
         '`f.data.at(...)`.'
+    ),
+    "CQ0230": (
+        'A parameter without `global` is the caller\'s data copied for the function (spec: '
+        'host data copied to the device on entry): writes to it stay in the copy unless the '
+        'parameter is passed by reference (`f32 [N]& x`, copied back). A `void` function '
+        'that writes one leaves its caller\'s tensor unchanged, which is rarely what was meant.'
     ),
     "CQ0265": (
         '`#*`, `#/` and `#%` are tokens of the language without a meaning; every checker '

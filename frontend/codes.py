@@ -108,6 +108,10 @@ _TABLE: tuple[Code, ...] = (
     Code("CQ0228", E, "'{name}' needs an element of shared or global data as its first argument",
          "atomics update memory other threads see; a private scalar needs no atomic"),
     Code("CQ0229", E, "'{name}' is a future: read its tile with '{name}.data.at(...)'"),
+    Code("CQ0230", W, "'{name}' is written, but it is neither 'global' nor passed by "
+         "reference: the function writes a copy and the caller's tensor does not change",
+         "declare it 'global' to write the caller's tensor in place, or add '&' after its "
+         "shape to copy it back"),
     Code("CQ0265", E, "the operator '{op}' is reserved: bounded values combine with '#', "
                       "'#+' and '#-' only",
          "to scale a bound, write the arithmetic on the value (e.g. `p * 2`)"),

@@ -30,6 +30,7 @@ from .check_parallel import ParallelChecks
 from .check_stmts import StatementChecks
 from .check_views import ViewChecks
 from .dtypes import ElemType
+from .effects import written_copies
 from .model import (CheckedFunction, CheckedProgram, DataType, ExprInfo, RuntimeCheck,
                     ScalarType, Symbol, SymKind)
 from .rules_s5000 import EngineRules
@@ -118,6 +119,9 @@ class Checker(StatementChecks, ParallelChecks, DmaChecks, ViewChecks, MmaChecks,
             if sym.frag_role == "acc" and not sym.frag_executed:
                 self._error("CQ0506", sym.span, name=sym.name)
         self._report_unwaited(node)
+        if fn.returns == "void":  # (a function that returns a tensor may return the copy)
+            for sym, target in written_copies(fn):
+                self.reporter.report("CQ0230", target.span, name=sym.name)
         for sym, used in self.placeholders.items():
             if not used:
                 self._error("CQ0418", sym.span, name=sym.name)

@@ -36,6 +36,24 @@ def written_parameters(fn: CheckedFunction) -> frozenset[str]:
     return frozenset(s.name for s in written if s.is_param and s.name in in_place)
 
 
+def written_copies(fn: CheckedFunction) -> list[tuple[Symbol, ast.Expr]]:
+    """The tensor parameters that ``fn`` writes although they are neither ``global`` nor
+    by-reference (the writes reach a copy, not the caller's tensor), each with its first
+    written target."""
+    copied = {p.name for p in fn.node.params
+              if p.name is not None and p.storage != "global" and not p.by_ref}
+    if not copied:
+        return []
+    aliases = _alias_roots(fn)
+    found: dict[Symbol, ast.Expr] = {}
+    for node in ast.walk(fn.node.body):
+        for target in _write_targets(node):
+            for sym in _roots(fn, target, aliases) or ():
+                if sym.is_param and sym.name in copied and sym not in found:
+                    found[sym] = target
+    return list(found.items())
+
+
 def reassigned_scalars(fn: CheckedFunction) -> frozenset[Symbol]:
     """The scalars some statement assigns after their declaration (``x = ...``, ``x += ...``,
     ``++x``, ``x--``): the others keep the value they were declared with."""
