@@ -18,7 +18,8 @@ The steps, and what runs them:
    (``tile_table``: an entry (expert, first row, rows) per tile, a fixed number of
    entries bounding the number of tiles, the unused ones last), and the tokens' rows
    gathered in that order. No host synchronisation: the kernels read the table at run
-   time.
+   time. An eager call builds the table and the combine's positions with one kernel
+   after the sort (``croqtile/kernels/moe_layout.co``; ``moe_ops.layout``).
 3. ``moe_gate_up`` (Croqtile): a grouped GEMM computing the gate and up products from
    one tile of rows per K step, the gated activation in its epilogue; the weight's
    halves are read in place. Each block computes one output tile: a table entry's rows
