@@ -128,19 +128,32 @@ def experts_forward(module: torch.nn.Module, hidden_states: torch.Tensor,
     act = getattr(module, "act_fn", None)
     activation = _expert_activation(act) if isinstance(act, torch.nn.Module) else None
     gate_up, down = getattr(module, "gate_up_proj", None), getattr(module, "down_proj", None)
-    plain = (getattr(module, "has_gate", False) and not getattr(module, "has_bias", True)
-             and getattr(module, "is_concatenated", False)
-             and not getattr(module, "is_transposed", True)
-             and not getattr(module, "has_post_expert_norm", True)
-             and not getattr(module, "_is_expert_parallel", True))
+    # (the layout flags of the registry's experts classes; versions before a flag existed
+    # had only its default layout, and the weights' shapes are checked besides)
+    plain = (getattr(module, "has_gate", True) and not getattr(module, "has_bias", False)
+             and getattr(module, "is_concatenated", True)
+             and not getattr(module, "is_transposed", False)
+             and not getattr(module, "has_post_expert_norm", False)
+             and not getattr(module, "_is_expert_parallel", False)
+             and getattr(module, "gate_up_proj_bias", None) is None
+             and getattr(module, "down_proj_bias", None) is None)
     if (activation is None or not plain or not isinstance(gate_up, torch.Tensor)
-            or not isinstance(down, torch.Tensor)):
+            or not isinstance(down, torch.Tensor)
+            or not _standard_shapes(gate_up, down, hidden_states.shape[-1])):
         from transformers.integrations.moe import grouped_mm_experts_forward
         library: torch.Tensor = grouped_mm_experts_forward(module, hidden_states, top_k_index,
                                                            top_k_weights)
         return library
     return moe_experts(hidden_states, top_k_index, top_k_weights, gate_up, down,
                        activation=activation)
+
+
+def _standard_shapes(gate_up: torch.Tensor, down: torch.Tensor, hidden: int) -> bool:
+    """Whether the experts' weights are gate/up [E, 2I, H] and down [E, H, I]."""
+    if gate_up.dim() != 3 or down.dim() != 3 or gate_up.shape[1] % 2:
+        return False
+    experts, double, width = gate_up.shape
+    return width == hidden and tuple(down.shape) == (experts, hidden, double // 2)
 
 
 def _expert_activation(act: torch.nn.Module) -> str | None:

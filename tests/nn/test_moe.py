@@ -370,3 +370,37 @@ def test_experts_implementation_on_the_gpu_in_bf16(family: str) -> None:
         ours = model.generate(ids, **greedy)
     assert float((out.logits.double() - ref).norm() / ref.norm()) < 2e-2
     assert _greedy_agrees(ours.sequences, eager.sequences, eager.scores, ids.shape[1], 2e-2)
+
+
+def test_experts_without_the_layout_flags_run_croqtile_and_odd_layouts_the_library(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Experts modules of transformers versions before a layout flag existed (no
+    ``is_concatenated``, ``has_post_expert_norm`` ...) have the standard layout: they run
+    croqtile's kernels (a missing flag once sent every call to the library's grouped_mm,
+    silently). Weights of another shape (transposed) run the library's path."""
+    from croqtile.nn import transformers as integration
+
+    model = _tiny("qwen3_moe")
+    experts = model.model.layers[0].mlp.experts
+    for flag in ("is_concatenated", "has_post_expert_norm", "is_transposed", "has_bias",
+                 "has_gate", "_is_expert_parallel"):
+        if flag in vars(experts):
+            delattr(experts, flag)
+    hidden = torch.randn(5, 32)
+    ids = torch.randint(0, 6, (5, 2))
+    weights = torch.rand(5, 2)
+    with torch.no_grad():
+        out, ran = croqtile_ops(integration.experts_forward, experts, hidden, ids, weights)
+        assert len(ran) == 3 and all(op.startswith("croqtile.moe_") for op in ran), ran
+        want = experts_reference(hidden, ids, weights, experts.gate_up_proj, experts.down_proj,
+                                 "silu")
+        assert_close(out, want, torch.float32)
+    import transformers.integrations.moe as library
+
+    experts.gate_up_proj = torch.nn.Parameter(experts.gate_up_proj.transpose(1, 2).contiguous())
+    called: list[torch.nn.Module] = []
+    monkeypatch.setattr(library, "grouped_mm_experts_forward",
+                        lambda module, *args: called.append(module) or args[0])
+    with torch.no_grad():
+        _, ran = croqtile_ops(integration.experts_forward, experts, hidden, ids, weights)
+    assert called == [experts] and ran == []
