@@ -4,7 +4,10 @@ sizes: what a model in eager mode waits for when its GPU is fast.
 Each form is called ``--calls`` times in a row while the GPU is kept busy (a
 ``torch.cuda._sleep`` queued first, long enough to outlast the calls), so that every call
 only queues its kernels: the CPU time per call is then the host path alone (binding,
-checks, dispatch, the launch), not the GPU's. Forms are timed in turns, ``--reps`` rounds;
+checks, dispatch, the launch), not the GPU's. The calls must fit the launch queue (about
+a thousand kernels): past it a launch waits for the GPU, and a form whose library call
+launches two kernels (cuBLAS at some shapes) would be timed at the GPU's pace (1,000
+calls gave F.linear 108-120 us at two shapes on an H100; 200 calls, 12-15 us). Forms are timed in turns, ``--reps`` rounds;
 a figure is the median over the rounds, and ``extra_us`` the median over the rounds of
 croqtile's time minus torch's in the same round. Outputs are checked against torch's
 first (relative error 1e-2 in bf16).
@@ -12,7 +15,7 @@ first (relative error 1e-2 in bf16).
 Pairs: ``croqtile.nn.functional.linear`` against ``F.linear`` at M = 16 rows (Llama-3-8B's
 q/o, k/v, gate/up and down widths); ``rms_norm`` against ``F.rms_norm``. Needs CUDA.
 
-    python bench/nn_host_time.py [--calls 1000] [--reps 5] [--out OUT.csv]
+    python bench/nn_host_time.py [--calls 200] [--reps 7] [--out OUT.csv]
 """
 
 from __future__ import annotations
@@ -71,8 +74,8 @@ def pairs(dtype: torch.dtype) -> dict[str, tuple[Callable[[], Any], Callable[[],
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
