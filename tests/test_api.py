@@ -107,7 +107,7 @@ def test_second_call_compiles_nothing(gemm: croqtile.Module) -> None:
 
 
 def test_compile_error_shows_the_line_and_a_caret() -> None:
-    src = "__co__ void f(s32 [4] a) {\n  parallel i by 4\n    a.at(i) = y + 1;\n}\n"
+    src = "__co__ void f(global s32 [4] a) {\n  parallel i by 4\n    a.at(i) = y + 1;\n}\n"
     with pytest.raises(croqtile.CompileError) as info:
         croqtile.compile(src, filename="bad.co")
     err = info.value
