@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +32,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rows import write_csv  # noqa: E402
 
+from croqtile.bench.harness import host_us_per_call  # noqa: E402
+
 ROWS = 16
 SHAPES = {"q/o": (4096, 4096), "k/v": (1024, 4096), "gate/up": (14336, 4096),
           "down": (4096, 14336)}
@@ -41,14 +42,7 @@ SLEEP_CYCLES_PER_CALL = 200_000  # GPU cycles queued per timed call (~0.1 ms at 
 
 def host_us(fn: Callable[[], Any], calls: int) -> float:
     """CPU microseconds per call of ``fn`` while the GPU is busy with a queued sleep."""
-    torch.cuda.synchronize()
-    torch.cuda._sleep(SLEEP_CYCLES_PER_CALL * calls)
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+    return host_us_per_call(fn, calls, busy_cycles=SLEEP_CYCLES_PER_CALL * calls)
 
 
 def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:

@@ -474,10 +474,14 @@ def graph_timer(fn: Callable[[], object]) -> float:
 TIMERS: dict[str, Timer] = {"events": default_timer, "graph": graph_timer}
 
 
-def host_us_per_call(fn: Callable[[], object], calls: int = 50) -> float:
+def host_us_per_call(fn: Callable[[], object], calls: int = 50, busy_cycles: int = 0
+                     ) -> float:
     """Wall time per call of a loop of ``calls`` calls that waits for none of them (the
-    host's share of a call while the GPU keeps up), in microseconds."""
+    host's share of a call while the GPU keeps up), in microseconds. ``busy_cycles``:
+    GPU cycles of a sleep queued first, so that every call only queues its kernels."""
     torch.cuda.synchronize()
+    if busy_cycles:
+        torch.cuda._sleep(busy_cycles)
     start = time.perf_counter()
     for _ in range(calls):
         fn()
