@@ -336,8 +336,8 @@ def check(b: Mapping[str, torch.Tensor], ref: Mapping[str, torch.Tensor]) -> tup
 class TutorialRow:
     """One file of the pipeline: ``ok`` True/False for a checked program (None: it stops
     at a compile error, in ``note``); ``ms`` the median time of the end-to-end launch,
-    ``tflops`` the files' figure from it; ``h800_tflops`` the figure in the file's
-    header (an H800 PCIe)."""
+    ``tflops`` the files' figure from it; ``h800_tflops`` the tutorial's figure on an
+    H800 PCIe (``h800_tflops``: the chapter's roadmap, else the file's header)."""
 
     program: str
     device: str
